@@ -1,0 +1,64 @@
+"""Read a byte stream as newline-aligned blocks, cutting absurdly long lines with a marker."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import BinaryIO
+
+BLOCK_BYTES = 8 << 20
+MAX_LINE_BYTES = 1 << 20
+CUT_MARKER = b" \xe2\x80\xa6[line cut by logwatch: over 1 MiB]"
+
+
+def read_blocks(stream: BinaryIO, block_bytes: int = BLOCK_BYTES,
+                max_line: int = MAX_LINE_BYTES) -> Iterator[bytes]:
+    """Yield blocks that end at a newline (the last may not); no line exceeds `max_line`."""
+    remainder = b""
+    skipping = False  # inside an over-long line whose head was already emitted
+    while True:
+        chunk = stream.read(block_bytes)
+        if not chunk:
+            break
+        if skipping:
+            newline = chunk.find(b"\n")
+            if newline < 0:
+                continue
+            chunk, skipping = chunk[newline + 1:], False
+        data = remainder + chunk if remainder else chunk
+        cut = data.rfind(b"\n")
+        if cut < 0:
+            if len(data) > max_line:
+                yield data[:max_line] + CUT_MARKER + b"\n"
+                remainder, skipping = b"", True
+            else:
+                remainder = data
+            continue
+        block, remainder = data[: cut + 1], data[cut + 1:]
+        if len(remainder) > max_line:
+            block += remainder[:max_line] + CUT_MARKER + b"\n"
+            remainder, skipping = b"", True
+        yield _cut_long_lines(block, max_line)
+    if remainder:
+        yield _cut_long_lines(remainder, max_line)
+
+
+def _cut_long_lines(block: bytes, max_line: int) -> bytes:
+    """Cut lines over `max_line` bytes; jumps a window at a time, so cheap when there are none."""
+    pieces: list[bytes] = []
+    pos = keep_from = 0
+    size = len(block)
+    while size - pos > max_line:
+        newline = block.rfind(b"\n", pos, pos + max_line + 1)
+        if newline >= 0:
+            pos = newline + 1
+            continue
+        end = block.find(b"\n", pos)  # pos starts a line longer than max_line
+        pieces.append(block[keep_from:pos + max_line] + CUT_MARKER)
+        if end < 0:
+            keep_from = pos = size
+            break
+        keep_from = pos = end
+    if not pieces:
+        return block
+    pieces.append(block[keep_from:])
+    return b"".join(pieces)

@@ -1,0 +1,115 @@
+"""The `logwatch` command line: argument parsing and exit codes, nothing clever."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+from logwatch import __version__
+from logwatch.core.library import Library, LibraryError
+
+EXIT_OK = 0
+EXIT_FATAL_FOUND = 1
+EXIT_USAGE = 2
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> None:  # type: ignore[override]
+        self.exit(EXIT_USAGE, f"logwatch: error: {message}\n")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(prog="logwatch", description="Explain and fix vLLM failures from its logs.")
+    parser.add_argument("--version", action="version", version=f"logwatch {__version__}")
+    sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
+
+    scan = sub.add_parser("scan", help="scan log files (or - for stdin) and print a triage report")
+    scan.add_argument("paths", nargs="+", metavar="PATH", help="log file, .gz file, or - for stdin")
+    scan.add_argument("--json", action="store_true", help="print the report as one JSON object")
+    scan.add_argument("--signatures", action="append", type=Path, default=[], metavar="DIR",
+                      help="extra signature directory layered over the shipped library")
+    scan.add_argument("--library", type=Path, metavar="DIR",
+                      help="use this library directory instead of the shipped one")
+    scan.add_argument("--engine", choices=("auto", "hyperscan", "python"), default="auto",
+                      help="literal prefilter engine (default: hyperscan when installed)")
+    scan.add_argument("--mode", choices=("auto", "prefilter", "full"), default="auto",
+                      help="full: run the per-line pipeline on every line (slower)")
+
+    sigs = sub.add_parser("signatures", help="inspect and test the signature library")
+    sigs.add_argument("--signatures", action="append", type=Path, default=[], metavar="DIR")
+    sigs.add_argument("--library", type=Path, metavar="DIR")
+    sigs_sub = sigs.add_subparsers(dest="action", required=True, parser_class=_Parser)
+    sigs_sub.add_parser("list", help="one line per signature")
+    show = sigs_sub.add_parser("show", help="everything about one signature")
+    show.add_argument("id")
+    sigs_sub.add_parser("test", help="run every example and counter-example")
+    sigs_sub.add_parser("lint", help="flag untested branches, risky patterns, shared examples")
+    return parser
+
+
+def _load(args: argparse.Namespace, check: bool = True) -> Library:
+    from logwatch.signature_files import load_signature_dirs
+
+    return load_signature_dirs(args.signatures, base=args.library, check=check)
+
+
+def _cmd_scan(args: argparse.Namespace) -> int:
+    from logwatch.core.report import render_text
+    from logwatch.scan import InputError, resolve_inputs, run_scan
+
+    try:
+        inputs = resolve_inputs(args.paths)
+    except InputError as exc:
+        print(f"logwatch: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    if sum(1 for i in inputs if i.path is None) > 1:
+        print("logwatch: stdin (-) can be given once", file=sys.stderr)
+        return EXIT_USAGE
+    library = _load(args)
+    try:
+        report = run_scan(inputs, library, engine=args.engine, mode=args.mode)
+    except InputError as exc:
+        print(f"logwatch: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    if args.json:
+        json.dump(report, sys.stdout, indent=2, ensure_ascii=False)
+        sys.stdout.write("\n")
+    else:
+        colour = sys.stdout.isatty() and not os.environ.get("NO_COLOR")
+        sys.stdout.write(render_text(report, colour=colour))
+    return EXIT_FATAL_FOUND if any(i["fatal"] for i in report["incidents"]) else EXIT_OK
+
+
+def _cmd_signatures(args: argparse.Namespace) -> int:
+    from logwatch import signature_cmds
+
+    if args.action == "test":
+        return signature_cmds.test(args.signatures, args.library)
+    library = _load(args)
+    if args.action == "list":
+        return signature_cmds.list_signatures(library)
+    if args.action == "show":
+        return signature_cmds.show(library, args.id)
+    return signature_cmds.lint(library)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        if args.command == "scan":
+            return _cmd_scan(args)
+        return _cmd_signatures(args)
+    except LibraryError as exc:
+        print("logwatch: the signature library did not load:", file=sys.stderr)
+        for problem in exc.problems:
+            print(f"  {problem}", file=sys.stderr)
+        return EXIT_USAGE
+    except BrokenPipeError:
+        sys.stderr.close()  # `logwatch scan x | head` is fine
+        return EXIT_OK
+    except KeyboardInterrupt:
+        return 130

@@ -1,0 +1,157 @@
+"""Join physical lines into records: logger tracebacks, raw stderr copies, interleaved workers.
+
+Lines are grouped per writer (process and pid, torch rank, or the unprefixed stream), so
+tensor-parallel workers whose tracebacks interleave line by line still come out as one record
+each. A record closes when its writer prints a line that cannot continue it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+
+from logwatch.core.records import ParsedLine, Record
+
+_TB_START = "Traceback (most recent call last):"
+_CHAIN = ("The above exception was the direct cause", "During handling of the above exception")
+# Lines torch and CUDA print after an exception line, still part of the same report.
+_TRAILERS = ("frame #", "Exception raised from ", "CUDA kernel errors might be",
+             "For debugging consider passing", "Compile with `TORCH_USE_CUDA_DSA`",
+             "Search for `cudaError")
+MAX_RECORD_LINES = 1000  # a runaway record is cut here so memory stays bounded
+
+
+@dataclass(slots=True)
+class _Open:
+    record: Record
+    state: str  # "plain", "process" (after "Process X:"), "frames", "after_exception"
+    lines: list[ParsedLine] = field(default_factory=list)
+
+
+def _starts_traceback(message: str) -> bool:
+    return message.startswith(_TB_START) or message.endswith(_TB_START)
+
+
+def _state_after_first(line: ParsedLine) -> str:
+    message = line.message
+    if _starts_traceback(message):
+        return "frames"
+    if line.kind != "vllm" and message.startswith("Process ") and message.endswith(":"):
+        return "process"
+    return "plain"
+
+
+def _continues(current: _Open, line: ParsedLine) -> str | None:
+    """The record's next state if `line` continues it, else None.
+
+    States: "plain" (an ordinary message), "process" (after multiprocessing's `Process X:`),
+    "frames" (inside a traceback), "after_exception" (the exception line was seen), "chain"
+    (after "The above exception was the direct cause ...").
+    """
+    last = current.record.lines[-1]
+    same_logger_call = line.kind == "vllm" and last.kind == "vllm" \
+        and line.header_key == last.header_key
+    if (line.kind == "vllm" or last.kind == "vllm") and not same_logger_call:
+        return None
+    message = line.message
+    stripped = message.strip()
+    state = current.state
+    indented = message[:1] in (" ", "\t")
+
+    if _starts_traceback(message):
+        opens = same_logger_call or state in ("process", "chain") or (
+            state == "plain" and last.message.rstrip().endswith(":"))
+        return "frames" if opens else None
+    if state == "plain":
+        return "plain" if same_logger_call and indented else None
+    if state == "process":
+        return None
+    if stripped.startswith(_CHAIN):
+        return "chain"
+    if not stripped:
+        return state
+    if state == "chain":
+        return None
+    if message.startswith(_TRAILERS):
+        return "after_exception"
+    if state == "frames":
+        return "frames" if indented else "after_exception"  # unindented: the exception line
+    # After the exception line only the same logger call continues (a multi-line message);
+    # an unprefixed writer has moved on to something else.
+    return "after_exception" if same_logger_call else None
+
+
+class Assembler:
+    """Streaming assembly: feed parsed lines in order, get records as they close."""
+
+    def __init__(self) -> None:
+        self._open: dict[tuple[object, ...], _Open] = {}
+        self._max_len = 0
+        self._max_len_count = 0
+        self._previous: ParsedLine | None = None
+
+    def _is_hard_wrap(self, line: ParsedLine) -> bool:
+        """A prefix-less line continuing a line cut at the terminal's width."""
+        prev = self._previous
+        if prev is None or line.kind != "raw" or not line.message:
+            return False
+        width = len(prev.raw)
+        return width >= 80 and width == self._max_len and self._max_len_count >= 3 \
+            and not _starts_traceback(line.message) and not line.message.startswith(" ")
+
+    def _track_width(self, line: ParsedLine) -> None:
+        length = len(line.raw)
+        if length > self._max_len:
+            self._max_len, self._max_len_count = length, 1
+        elif length == self._max_len:
+            self._max_len_count += 1
+
+    def feed(self, line: ParsedLine) -> list[Record]:
+        closed: list[Record] = []
+        if self._is_hard_wrap(line):
+            assert self._previous is not None
+            key = self._previous.stream_key
+            current = self._open.get(key)
+            if current is not None:
+                tail = current.record.lines[-1]
+                joined = ParsedLine(**{**_fields(tail), "message": tail.message + line.message,
+                                       "raw": tail.raw + line.raw})
+                current.record.lines[-1] = joined
+                self._track_width(line)
+                self._previous = line if len(line.raw) == self._max_len else joined
+                return closed
+        self._track_width(line)
+        self._previous = line
+        key = line.stream_key
+        current = self._open.get(key)
+        if current is not None:
+            state = _continues(current, line)
+            if state is not None and len(current.record.lines) < MAX_RECORD_LINES:
+                current.record.lines.append(line)
+                current.state = state
+                return closed
+            closed.append(current.record)
+        self._open[key] = _Open(Record([line]), _state_after_first(line))
+        return closed
+
+    def flush(self) -> list[Record]:
+        """Close every open record (end of input, or a quiet period in a live source)."""
+        records = [o.record for o in self._open.values()]
+        self._open.clear()
+        records.sort(key=lambda r: r.lineno)
+        return records
+
+
+def _fields(line: ParsedLine) -> dict[str, object]:
+    return {name: getattr(line, name) for name in ParsedLine.__slots__}  # type: ignore[attr-defined]
+
+
+def assemble(lines: Iterable[ParsedLine]) -> Iterator[Record]:
+    """Assemble a finite sequence of lines into records, in order of their first line."""
+    assembler = Assembler()
+    pending: list[Record] = []
+    for line in lines:
+        pending.extend(assembler.feed(line))
+    pending.extend(assembler.flush())
+    pending.sort(key=lambda r: r.lineno)
+    yield from pending

@@ -1,0 +1,176 @@
+"""Lint the signature library: untested branches, risky patterns, examples two rules claim."""
+
+from __future__ import annotations
+
+import re
+import re._constants as sre_constants
+import re._parser as sre_parse
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import regex
+
+from logwatch.core.library import Library, _records
+from logwatch.core.matcher import Matcher
+from logwatch.core.signature import Signature
+
+_UNBOUNDED = sre_constants.MAXREPEAT
+_REPEATS = {sre_constants.MAX_REPEAT, sre_constants.MIN_REPEAT,
+            getattr(sre_constants, "POSSESSIVE_REPEAT", sre_constants.MAX_REPEAT)}
+_WILD = {sre_constants.ANY, sre_constants.NOT_LITERAL, sre_constants.IN}
+
+
+@dataclass(frozen=True, slots=True)
+class LintIssue:
+    signature: str
+    path: str
+    kind: str  # untested-pattern, untested-branch, catastrophic, unanchored, shared-example
+    message: str
+
+    def __str__(self) -> str:
+        return f"{self.path}: {self.signature}: {self.kind}: {self.message}"
+
+
+def nested_quantifier(pattern: str) -> bool:
+    """An unbounded repeat inside another repeat: the shape of catastrophic backtracking."""
+    try:
+        parsed = sre_parse.parse(pattern)
+    except Exception:  # regex-only syntax: `re` cannot judge it, the time bound still holds
+        return False
+
+    def walk(items: Any, inside_repeat: bool) -> bool:
+        for op, av in items:
+            if op in _REPEATS:
+                low, high, sub = av
+                unbounded = high == _UNBOUNDED
+                if unbounded and inside_repeat:
+                    return True
+                if walk(sub, inside_repeat or (high is _UNBOUNDED or high > 1)):
+                    return True
+            elif op == sre_constants.SUBPATTERN:
+                if walk(av[3], inside_repeat):
+                    return True
+            elif op == sre_constants.BRANCH:
+                if any(walk(b, inside_repeat) for b in av[1]):
+                    return True
+            elif op in (sre_constants.ASSERT, sre_constants.ASSERT_NOT):
+                if walk(av[1], inside_repeat):
+                    return True
+        return False
+
+    return walk(parsed, False)
+
+
+def unanchored(pattern: str) -> bool:
+    """Starts or ends with an unbounded wildcard, which matches nothing more and costs time."""
+    try:
+        parsed = list(sre_parse.parse(pattern))
+    except Exception:
+        return False
+    items = [i for i in parsed if i[0] != sre_constants.AT]
+    if not items:
+        return True
+
+    def wild(item: Any) -> bool:
+        op, av = item
+        return bool(op in _REPEATS and av[1] == _UNBOUNDED and len(av[2]) == 1
+                    and av[2][0][0] in _WILD)
+
+    return wild(items[0]) or wild(items[-1])
+
+
+def _groups_with_alternatives(pattern: str) -> Iterator[tuple[int, int, list[tuple[int, int]]]]:
+    """(content start, content end, alternative spans) for each group with a top-level `|`."""
+    stack: list[tuple[int, list[int], bool]] = [(0, [], False)]  # start, bars, is_lookaround
+    i, n = 0, len(pattern)
+    in_class = False
+    while i < n:
+        ch = pattern[i]
+        if ch == "\\":
+            i += 2
+            continue
+        if in_class:
+            if ch == "]":
+                in_class = False
+            i += 1
+            continue
+        if ch == "[":
+            in_class = True
+            i += 1
+            if i < n and pattern[i] == "^":
+                i += 1
+            if i < n and pattern[i] == "]":
+                i += 1
+            continue
+        if ch == "(":
+            start, lookaround = i + 1, False
+            if pattern.startswith("?", start):
+                m = re.match(r"\?(?:P<\w+>|<\w+>|:|=|!|<=|<!|[aiLmsux-]+:|>)", pattern[start:])
+                if m:
+                    lookaround = m.group(0) in ("?=", "?!", "?<=", "?<!")
+                    start += len(m.group(0))
+            stack.append((start, [], lookaround))
+        elif ch == ")" and len(stack) > 1:
+            start, bars, lookaround = stack.pop()
+            if bars and not lookaround:
+                yield start, i, _spans(start, i, bars)
+        elif ch == "|":
+            stack[-1][1].append(i)
+        i += 1
+    start, bars, _ = stack[0]
+    if bars:
+        yield 0, n, _spans(0, n, bars)
+
+
+def _spans(start: int, end: int, bars: list[int]) -> list[tuple[int, int]]:
+    edges = [start - 1, *bars, end]
+    return [(edges[k] + 1, edges[k + 1]) for k in range(len(edges) - 1)]
+
+
+def branch_variants(pattern: str) -> Iterator[tuple[str, str]]:
+    """(alternative text, pattern with its group reduced to that one alternative)."""
+    for start, end, spans in _groups_with_alternatives(pattern):
+        for a, b in spans:
+            yield pattern[a:b], pattern[:start] + pattern[a:b] + pattern[end:]
+
+
+def lint_signature(signature: Signature) -> list[LintIssue]:
+    issues: list[LintIssue] = []
+    messages = [r.message for ex in signature.examples for r in _records(ex.text)]
+
+    def add(kind: str, message: str) -> None:
+        issues.append(LintIssue(signature.id, signature.path, kind, message))
+
+    for number, pattern in enumerate(signature.patterns, 1):
+        compiled = regex.compile(pattern.regex, regex.MULTILINE)
+        if not any(compiled.search(m) for m in messages):
+            add("untested-pattern", f"pattern {number} matches none of the examples")
+        if nested_quantifier(pattern.regex):
+            add("catastrophic", f"pattern {number} nests an unbounded quantifier inside "
+                                "another; it can backtrack exponentially")
+        if unanchored(pattern.regex):
+            add("unanchored", f"pattern {number} starts or ends with an unbounded wildcard")
+        for alternative, variant in branch_variants(pattern.regex):
+            try:
+                reduced = regex.compile(variant, regex.MULTILINE)
+            except regex.error:
+                continue
+            if not any(reduced.search(m) for m in messages):
+                add("untested-branch", f"pattern {number}: no example exercises the branch "
+                                       f"{alternative!r}")
+    return issues
+
+
+def lint_library(library: Library) -> list[LintIssue]:
+    issues = [issue for sig in library.signatures for issue in lint_signature(sig)]
+    matcher = Matcher(library.signatures, engine="python")
+    for sig in library.signatures:
+        for number, example in enumerate(sig.examples, 1):
+            claimed = {f.signature.id for f in matcher.match_records(_records(example.text))}
+            others = sorted(claimed - {sig.id})
+            if others:
+                issues.append(LintIssue(sig.id, sig.path, "shared-example",
+                                        f"example {number} is also claimed by "
+                                        f"{', '.join(others)}"))
+    return issues

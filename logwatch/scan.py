@@ -1,0 +1,172 @@
+"""`logwatch scan`: read files, .gz files or stdin, and produce the triage report."""
+
+from __future__ import annotations
+
+import gzip
+import os
+import sys
+import time
+import zlib
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass
+from datetime import datetime
+from pathlib import Path
+from typing import IO, Any, BinaryIO
+
+from logwatch.blocks import read_blocks
+from logwatch.core.block_scan import BlockScanner, ScanStats
+from logwatch.core.incidents import IncidentBook
+from logwatch.core.library import Library
+from logwatch.core.matcher import Matcher
+from logwatch.core.report import report_dict
+from logwatch.progress import Progress
+
+WRAP_SAMPLE_BYTES = 1 << 20
+
+
+class InputError(Exception):
+    """A scan input that cannot be read; the message names it."""
+
+
+@dataclass(frozen=True, slots=True)
+class ScanInput:
+    label: str
+    path: Path | None  # None: stdin
+
+    @property
+    def is_gzip(self) -> bool:
+        return self.path is not None and self.path.suffix == ".gz"
+
+
+def resolve_inputs(names: Sequence[str]) -> list[ScanInput]:
+    """Check every input before reading any, so a typo fails fast with exit 2."""
+    inputs = []
+    for name in names:
+        if name == "-":
+            inputs.append(ScanInput("<stdin>", None))
+            continue
+        path = Path(name)
+        if not path.exists():
+            raise InputError(f"{name}: no such file")
+        if path.is_dir():
+            raise InputError(f"{name}: is a directory (give the log files inside it)")
+        if not os.access(path, os.R_OK):
+            raise InputError(f"{name}: permission denied")
+        inputs.append(ScanInput(name, path))
+    return inputs
+
+
+def looks_hard_wrapped(sample: bytes) -> bool:
+    """Many lines of one identical long length: a terminal cut the lines at its width."""
+    lengths: dict[int, int] = {}
+    lines = sample.split(b"\n")[:-1]
+    for line in lines:
+        if len(line) >= 80:
+            lengths[len(line)] = lengths.get(len(line), 0) + 1
+    if not lines or not lengths:
+        return False
+    width, count = max(lengths.items(), key=lambda kv: kv[1])
+    return count >= 5 and count >= 0.2 * len(lines) and width == max(lengths)
+
+
+class _Peekable:
+    """A binary stream whose first bytes can be inspected without consuming them."""
+
+    def __init__(self, stream: BinaryIO, size: int) -> None:
+        self._stream = stream
+        self._head = stream.read(size)
+
+    @property
+    def head(self) -> bytes:
+        return self._head
+
+    def read(self, n: int = -1) -> bytes:
+        if self._head:
+            data, self._head = self._head, b""
+            if n < 0:
+                return data + self._stream.read()
+            if len(data) < n:
+                data += self._stream.read(n - len(data))
+            return data
+        return self._stream.read(n)
+
+
+def scan_inputs(inputs: Sequence[ScanInput], library: Library, engine: str = "auto",
+                mode: str = "auto", stdin: IO[bytes] | None = None,
+                on_progress: Callable[[int, int], None] | None = None) -> dict[str, Any]:
+    """Scan every input and return the report as a dict."""
+    matcher = Matcher(library.signatures, engine=engine)
+    book = IncidentBook()
+    totals = ScanStats()
+    started = time.perf_counter()
+    total_bytes = sum(i.path.stat().st_size for i in inputs if i.path is not None)
+    done_bytes = 0
+    modes: list[str] = []
+    for item in inputs:
+        with _open(item, stdin) as (raw, position):
+            stream = _Peekable(raw, WRAP_SAMPLE_BYTES)
+            full = mode == "full" or (mode == "auto" and looks_hard_wrapped(stream.head))
+            modes.append("full" if full else "prefilter")
+            reference = (datetime.fromtimestamp(item.path.stat().st_mtime) if item.path
+                         else datetime.now())
+            scanner = BlockScanner(matcher, item.label, reference, full=full)
+            try:
+                for block in read_blocks(stream):  # type: ignore[arg-type]
+                    book.add_all(scanner.feed(block))
+                    if on_progress is not None:
+                        consumed = position() if item.path else scanner.stats.bytes
+                        on_progress(done_bytes + consumed, total_bytes)
+            except (EOFError, OSError, zlib.error, gzip.BadGzipFile) as exc:
+                raise InputError(f"{item.label}: cannot read: {exc}") from exc
+            book.add_all(scanner.finish())
+            done_bytes += item.path.stat().st_size if item.path else 0
+        for name, value in asdict(scanner.stats).items():
+            setattr(totals, name, getattr(totals, name) + value)
+    elapsed = time.perf_counter() - started
+    incidents, root = book.ordered()
+    stats = asdict(totals)
+    stats.update(
+        files=len(inputs), seconds=round(elapsed, 3),
+        mb_per_s=round(totals.bytes / 1e6 / elapsed, 1) if elapsed > 0 else None,
+        engine=matcher.scanner.engine, mode=",".join(sorted(set(modes))),
+        incidents=len(incidents), match_timeouts=dict(matcher.timeouts),
+    )
+    return report_dict(library.version, incidents, root, stats)
+
+
+class _open:
+    """Context manager yielding (binary stream, function giving bytes consumed so far)."""
+
+    def __init__(self, item: ScanInput, stdin: IO[bytes] | None) -> None:
+        self.item, self.stdin = item, stdin
+        self._raw: BinaryIO | None = None
+        self._gz: gzip.GzipFile | None = None
+
+    def __enter__(self) -> tuple[BinaryIO, Callable[[], int]]:
+        if self.item.path is None:
+            stream = self.stdin or sys.stdin.buffer
+            return stream, lambda: 0  # type: ignore[return-value]
+        try:
+            self._raw = open(self.item.path, "rb")  # noqa: SIM115 - closed in __exit__
+        except OSError as exc:
+            raise InputError(f"{self.item.label}: {exc.strerror or exc}") from exc
+        raw = self._raw
+        if self.item.is_gzip:
+            self._gz = gzip.GzipFile(fileobj=raw, mode="rb")
+            return self._gz, raw.tell  # type: ignore[return-value]
+        return raw, raw.tell
+
+    def __exit__(self, *exc: object) -> None:
+        if self._gz is not None:
+            self._gz.close()
+        if self._raw is not None:
+            self._raw.close()
+
+
+def run_scan(inputs: Sequence[ScanInput], library: Library, **kwargs: Any) -> dict[str, Any]:
+    """scan_inputs with a progress bar on a terminal for scans that take a while."""
+    progress = Progress(sys.stderr, label="scanning")
+    try:
+        return scan_inputs(inputs, library, on_progress=progress.update, **kwargs)
+    finally:
+        progress.close()

@@ -1,0 +1,48 @@
+"""Find and read signature directories from disk; the core does the parsing and checking."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+from logwatch.core.library import Library, LibraryError, Problem, load_library
+
+PACKAGE_DIR = Path(__file__).resolve().parent
+
+
+def default_signature_dir() -> Path:
+    """The shipped library: `signatures/` of a source checkout, or the copy in the wheel."""
+    for candidate in (PACKAGE_DIR.parent / "signatures", PACKAGE_DIR / "_data" / "signatures"):
+        if (candidate / "library.toml").is_file():
+            return candidate
+    raise FileNotFoundError("the shipped signature library is missing (no library.toml found)")
+
+
+def _read(path: Path, label: str) -> str:
+    data = path.read_bytes()
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise LibraryError([Problem(label, None, f"not UTF-8 text: {exc}")]) from exc
+
+
+def read_layer(directory: Path) -> list[tuple[str, str]]:
+    """Every `<area>/*.toml` signature file under a directory, as (label, text), sorted."""
+    if not directory.is_dir():
+        raise LibraryError([Problem(str(directory), None, "signature directory not found")])
+    files = sorted(p for p in directory.rglob("*.toml") if p.name != "library.toml")
+    return [(str(p.relative_to(directory.parent)), _read(p, str(p))) for p in files]
+
+
+def load_signature_dirs(extra: Sequence[Path] = (), base: Path | None = None,
+                        check: bool = True) -> Library:
+    """The shipped library (or `base`) with site directories layered on top."""
+    base = base or default_signature_dir()
+    header_path = base / "library.toml"
+    if not header_path.is_file():
+        raise LibraryError([Problem(str(header_path), None, "library.toml not found",
+                                    "a signature directory needs a library.toml with the "
+                                    "library version and changelog")])
+    header = (str(header_path.relative_to(base.parent)), _read(header_path, str(header_path)))
+    layers = [read_layer(base)] + [read_layer(d) for d in extra]
+    return load_library(header, layers, check=check)
