@@ -46,7 +46,8 @@ def nested_quantifier(pattern: str) -> bool:
                 unbounded = high == _UNBOUNDED
                 if unbounded and inside_repeat:
                     return True
-                if walk(sub, inside_repeat or (high is _UNBOUNDED or high > 1)):
+                # an outer repeat of a few (e.g. {0,2}) is polynomial at worst; more is not
+                if walk(sub, inside_repeat or high == _UNBOUNDED or high > 10):
                     return True
             elif op == sre_constants.SUBPATTERN:
                 if walk(av[3], inside_repeat):
@@ -74,8 +75,12 @@ def unanchored(pattern: str) -> bool:
 
     def wild(item: Any) -> bool:
         op, av = item
-        return bool(op in _REPEATS and av[1] == _UNBOUNDED and len(av[2]) == 1
-                    and av[2][0][0] in _WILD)
+        if not (op in _REPEATS and av[1] == _UNBOUNDED and len(av[2]) == 1):
+            return False
+        inner_op, inner_av = av[2][0]
+        if inner_op == sre_constants.IN:  # only a negated class ([^x]) is a wildcard
+            return bool(inner_av) and inner_av[0][0] == sre_constants.NEGATE
+        return inner_op in _WILD
 
     return wild(items[0]) or wild(items[-1])
 
