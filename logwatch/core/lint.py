@@ -11,6 +11,7 @@ from typing import Any
 
 import regex
 
+from logwatch.core.incidents import CONSEQUENCE_CATEGORIES
 from logwatch.core.library import Library, _records
 from logwatch.core.matcher import Matcher
 from logwatch.core.signature import Signature
@@ -69,9 +70,11 @@ def unanchored(pattern: str) -> bool:
         parsed = list(sre_parse.parse(pattern))
     except Exception:
         return False
-    items = [i for i in parsed if i[0] != sre_constants.AT]
-    if not items:
+    if not [i for i in parsed if i[0] != sre_constants.AT]:
         return True
+    # `^` and `$` anchor a wildcard next to them: `^[^\w]*version` is fine
+    starts_anchored = parsed[0][0] == sre_constants.AT
+    ends_anchored = parsed[-1][0] == sre_constants.AT
 
     def wild(item: Any) -> bool:
         op, av = item
@@ -82,7 +85,7 @@ def unanchored(pattern: str) -> bool:
             return bool(inner_av) and inner_av[0][0] == sre_constants.NEGATE
         return inner_op in _WILD
 
-    return wild(items[0]) or wild(items[-1])
+    return (not starts_anchored and wild(parsed[0])) or (not ends_anchored and wild(parsed[-1]))
 
 
 def _groups_with_alternatives(pattern: str) -> Iterator[tuple[int, int, list[tuple[int, int]]]]:
@@ -172,7 +175,10 @@ def lint_library(library: Library) -> list[LintIssue]:
     matcher = Matcher(library.signatures, engine="python")
     for sig in library.signatures:
         for number, example in enumerate(sig.examples, 1):
-            claimed = {f.signature.id for f in matcher.match_records(_records(example.text))}
+            # consequence signatures (engine/worker failed) legitimately share lines with causes
+            claimed = {f.signature.id for f in matcher.match_records(_records(example.text))
+                       if f.signature.category not in CONSEQUENCE_CATEGORIES
+                       or sig.category in CONSEQUENCE_CATEGORIES}
             others = sorted(claimed - {sig.id})
             if others:
                 issues.append(LintIssue(sig.id, sig.path, "shared-example",
