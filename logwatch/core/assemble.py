@@ -19,6 +19,7 @@ _TRAILERS = ("frame #", "Exception raised from ", "CUDA kernel errors might be",
              "For debugging consider passing", "Compile with `TORCH_USE_CUDA_DSA`",
              "Search for `cudaError")
 MAX_RECORD_LINES = 1000  # a runaway record is cut here so memory stays bounded
+QUIET_WRITER_LINES = 2000  # a writer silent this many lines has finished its record
 
 
 @dataclass(slots=True)
@@ -82,10 +83,15 @@ def _continues(current: _Open, line: ParsedLine) -> str | None:
 
 
 class Assembler:
-    """Streaming assembly: feed parsed lines in order, get records as they close."""
+    """Streaming assembly: feed parsed lines in order, get records in order of first line.
+
+    A closed record is held back while an earlier record is still open, so consumers see
+    records in log order; a writer that stays quiet for QUIET_WRITER_LINES lines is closed.
+    """
 
     def __init__(self) -> None:
         self._open: dict[tuple[object, ...], _Open] = {}
+        self._closed: list[Record] = []
         self._max_len = 0
         self._max_len_count = 0
         self._previous: ParsedLine | None = None
@@ -107,7 +113,26 @@ class Assembler:
             self._max_len_count += 1
 
     def feed(self, line: ParsedLine) -> list[Record]:
-        closed: list[Record] = []
+        """Add one line; return the records that are complete and due, in order."""
+        self._feed(line)
+        for key, current in list(self._open.items()):
+            if line.lineno - current.record.last_lineno > QUIET_WRITER_LINES:
+                self._closed.append(current.record)
+                del self._open[key]
+        if not self._closed:
+            return []
+        oldest_open = min((o.record.lineno for o in self._open.values()), default=None)
+        self._closed.sort(key=lambda r: r.lineno)
+        if oldest_open is None:
+            due, self._closed = self._closed, []
+        else:
+            cut = next((i for i, r in enumerate(self._closed) if r.lineno > oldest_open),
+                       len(self._closed))
+            due, self._closed = self._closed[:cut], self._closed[cut:]
+        return due
+
+    def _feed(self, line: ParsedLine) -> None:
+        closed = self._closed
         if self._is_hard_wrap(line):
             assert self._previous is not None
             key = self._previous.stream_key
@@ -119,7 +144,7 @@ class Assembler:
                 current.record.lines[-1] = joined
                 self._track_width(line)
                 self._previous = line if len(line.raw) == self._max_len else joined
-                return closed
+                return
         self._track_width(line)
         self._previous = line
         key = line.stream_key
@@ -129,15 +154,15 @@ class Assembler:
             if state is not None and len(current.record.lines) < MAX_RECORD_LINES:
                 current.record.lines.append(line)
                 current.state = state
-                return closed
+                return
             closed.append(current.record)
         self._open[key] = _Open(Record([line]), _state_after_first(line))
-        return closed
 
     def flush(self) -> list[Record]:
         """Close every open record (end of input, or a quiet period in a live source)."""
-        records = [o.record for o in self._open.values()]
+        records = self._closed + [o.record for o in self._open.values()]
         self._open.clear()
+        self._closed = []
         records.sort(key=lambda r: r.lineno)
         return records
 

@@ -1,0 +1,101 @@
+"""One generated test per annotated sample log: the scan must meet the expectations beside it.
+
+Each `samples/logs/NAME.log` has `NAME.expect.toml` listing the incidents it must produce (with
+captures, counts, ranks), the root cause, and for healthy logs the highest severity allowed.
+Both scan paths (prefiltered blocks and the full per-line pipeline) must give the same report.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tomllib
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from logwatch.core.library import Library
+from logwatch.core.signature import SEVERITIES
+from logwatch.scan import resolve_inputs, scan_inputs
+from tests.conftest import SAMPLES
+
+SAMPLE_LOGS = sorted(p for p in SAMPLES.glob("*.log*") if not p.name.endswith(".toml"))
+
+
+def _expectations(log: Path) -> dict[str, Any]:
+    name = log.name.removesuffix(".gz").removesuffix(".log")
+    return tomllib.loads((log.parent / f"{name}.expect.toml").read_text(encoding="utf-8"))
+
+
+def _scan(log: Path, tmp_path: Path, expect: dict[str, Any], library: Library,
+          mode: str) -> dict[str, Any]:
+    copy = tmp_path / log.name
+    shutil.copyfile(log, copy)
+    reference = datetime.fromisoformat(expect["reference_time"])
+    os.utime(copy, (reference.timestamp(), reference.timestamp()))
+    return scan_inputs(resolve_inputs([str(copy)]), library, mode=mode)
+
+
+def _describe(incident: dict[str, Any]) -> str:
+    return (f"{incident['signature']} x{incident['count']} {incident['captures']} "
+            f"first {incident['first_seen']}")
+
+
+def test_every_sample_has_expectations() -> None:
+    assert SAMPLE_LOGS, "no sample logs found"
+    for log in SAMPLE_LOGS:
+        _expectations(log)
+
+
+@pytest.mark.parametrize("log", SAMPLE_LOGS, ids=lambda p: p.name)
+def test_sample(log: Path, tmp_path: Path, library: Library) -> None:
+    expect = _expectations(log)
+    report = _scan(log, tmp_path, expect, library, mode="prefilter")
+    incidents = report["incidents"]
+    by_signature: dict[str, list[dict[str, Any]]] = {}
+    for incident in incidents:
+        by_signature.setdefault(incident["signature"], []).append(incident)
+    seen = "\n  ".join(_describe(i) for i in incidents)
+
+    for want in expect.get("incidents", []):
+        candidates = by_signature.get(want["signature"], [])
+        assert candidates, f"{log.name}: expected {want['signature']}; got:\n  {seen}"
+        matching = [c for c in candidates
+                    if all(c["captures"].get(k) == v for k, v in want.get("captures", {}).items())]
+        assert matching, (f"{log.name}: {want['signature']} captures {want.get('captures')} "
+                          f"not found; got {[c['captures'] for c in candidates]}")
+        got = matching[0]
+        if "count" in want:
+            assert got["count"] == want["count"], f"{log.name}: {_describe(got)}"
+        for key in ("ranks", "processes"):
+            if key in want:
+                assert got[key] == sorted(want[key]), f"{log.name}: {key} of {_describe(got)}"
+        if "first_time" in want:
+            assert got["first_seen"]["time"] == want["first_time"], _describe(got)
+        if "last_time" in want:
+            assert got["last_seen"]["time"] == want["last_time"], _describe(got)
+        if "first_line" in want:
+            assert got["first_seen"]["line"] == want["first_line"], _describe(got)
+
+    for absent in expect.get("absent", []):
+        assert absent not in by_signature, f"{log.name}: {absent} must not be reported"
+
+    root = report["root_cause"]
+    if expect.get("root_cause"):
+        assert root is not None, f"{log.name}: no root cause; got:\n  {seen}"
+        assert incidents[root]["signature"] == expect["root_cause"], (
+            f"{log.name}: root cause {incidents[root]['signature']}, "
+            f"expected {expect['root_cause']}")
+    else:
+        assert root is None, f"{log.name}: unexpected root cause {incidents[root]['signature']}"
+
+    if "max_severity" in expect:
+        limit = SEVERITIES.index(expect["max_severity"])
+        loud = [i for i in incidents if SEVERITIES.index(i["severity"]) > limit]
+        assert not loud, f"{log.name}: above {expect['max_severity']}: {[_describe(i) for i in loud]}"
+
+    full = _scan(log, tmp_path, expect, library, mode="full")
+    assert full["incidents"] == incidents, f"{log.name}: prefilter and full scans disagree"
+    assert full["root_cause"] == root
