@@ -56,17 +56,18 @@ def resolve_inputs(names: Sequence[str]) -> list[ScanInput]:
     return inputs
 
 
-def looks_hard_wrapped(sample: bytes) -> bool:
-    """Many lines of one identical long length: a terminal cut the lines at its width."""
+def hard_wrap_width(sample: bytes) -> int | None:
+    """The width a terminal cut lines at: many lines of one long length, none longer."""
     lengths: dict[int, int] = {}
-    lines = sample.split(b"\n")[:-1]
+    lines = sample.decode("utf-8", errors="replace").split("\n")[:-1]
     for line in lines:
         if len(line) >= 80:
             lengths[len(line)] = lengths.get(len(line), 0) + 1
     if not lines or not lengths:
-        return False
+        return None
     width, count = max(lengths.items(), key=lambda kv: kv[1])
-    return count >= 5 and count >= 0.2 * len(lines) and width == max(lengths)
+    wrapped = count >= 3 and count >= 0.2 * len(lines) and width == max(lengths)
+    return width if wrapped else None
 
 
 class _Peekable:
@@ -105,11 +106,13 @@ def scan_inputs(inputs: Sequence[ScanInput], library: Library, engine: str = "au
     for item in inputs:
         with _open(item, stdin) as (raw, position):
             stream = _Peekable(raw, WRAP_SAMPLE_BYTES)
-            full = mode == "full" or (mode == "auto" and looks_hard_wrapped(stream.head))
+            wrap_width = hard_wrap_width(stream.head) if mode != "prefilter" else None
+            full = mode == "full" or wrap_width is not None
             modes.append("full" if full else "prefilter")
             reference = (datetime.fromtimestamp(item.path.stat().st_mtime) if item.path
                          else datetime.now())
-            scanner = BlockScanner(matcher, item.label, reference, full=full)
+            scanner = BlockScanner(matcher, item.label, reference, full=full,
+                                   wrap_width=wrap_width)
             try:
                 for block in read_blocks(stream):  # type: ignore[arg-type]
                     book.add_all(scanner.feed(block))

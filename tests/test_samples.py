@@ -52,7 +52,7 @@ def test_every_sample_has_expectations() -> None:
 @pytest.mark.parametrize("log", SAMPLE_LOGS, ids=lambda p: p.name)
 def test_sample(log: Path, tmp_path: Path, library: Library) -> None:
     expect = _expectations(log)
-    report = _scan(log, tmp_path, expect, library, mode="prefilter")
+    report = _scan(log, tmp_path, expect, library, mode="auto")
     incidents = report["incidents"]
     by_signature: dict[str, list[dict[str, Any]]] = {}
     for incident in incidents:

@@ -89,28 +89,18 @@ class Assembler:
     records in log order; a writer that stays quiet for QUIET_WRITER_LINES lines is closed.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, wrap_width: int | None = None) -> None:
+        """`wrap_width`: the terminal width a copied log was hard-wrapped at, if known."""
         self._open: dict[tuple[object, ...], _Open] = {}
         self._closed: list[Record] = []
-        self._max_len = 0
-        self._max_len_count = 0
-        self._previous: ParsedLine | None = None
+        self._wrap_width = wrap_width
+        self._last_length = 0  # of the previous physical line
+        self._last_key: tuple[object, ...] | None = None  # the writer it went to
 
     def _is_hard_wrap(self, line: ParsedLine) -> bool:
-        """A prefix-less line continuing a line cut at the terminal's width."""
-        prev = self._previous
-        if prev is None or line.kind != "raw" or not line.message:
-            return False
-        width = len(prev.raw)
-        return width >= 80 and width == self._max_len and self._max_len_count >= 3 \
-            and not _starts_traceback(line.message) and not line.message.startswith(" ")
-
-    def _track_width(self, line: ParsedLine) -> None:
-        length = len(line.raw)
-        if length > self._max_len:
-            self._max_len, self._max_len_count = length, 1
-        elif length == self._max_len:
-            self._max_len_count += 1
+        """A prefix-less line continuing a line the terminal cut at its width."""
+        return (self._wrap_width is not None and line.kind == "raw"
+                and self._last_length == self._wrap_width and self._last_key is not None)
 
     def feed(self, line: ParsedLine) -> list[Record]:
         """Add one line; return the records that are complete and due, in order."""
@@ -134,19 +124,17 @@ class Assembler:
     def _feed(self, line: ParsedLine) -> None:
         closed = self._closed
         if self._is_hard_wrap(line):
-            assert self._previous is not None
-            key = self._previous.stream_key
-            current = self._open.get(key)
+            assert self._last_key is not None
+            current = self._open.get(self._last_key)
             if current is not None:
                 tail = current.record.lines[-1]
                 joined = ParsedLine(**{**_fields(tail), "message": tail.message + line.message,
                                        "raw": tail.raw + line.raw})
                 current.record.lines[-1] = joined
-                self._track_width(line)
-                self._previous = line if len(line.raw) == self._max_len else joined
+                self._last_length = len(line.raw)
                 return
-        self._track_width(line)
-        self._previous = line
+        self._last_length = len(line.raw)
+        self._last_key = line.stream_key
         key = line.stream_key
         current = self._open.get(key)
         if current is not None:

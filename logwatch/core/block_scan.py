@@ -37,8 +37,9 @@ class BlockScanner:
     """Feed blocks in order; collect findings. One instance per source."""
 
     def __init__(self, matcher: Matcher, source: str, reference: datetime,
-                 full: bool = False) -> None:
+                 full: bool = False, wrap_width: int | None = None) -> None:
         self.matcher = matcher
+        self.wrap_width = wrap_width
         self.source = source
         self.reference = reference
         self.full = full
@@ -66,7 +67,7 @@ class BlockScanner:
 
     def _process_full(self, block: bytes, final: bool = False) -> list[Finding]:
         if self._assembler is None:
-            self._assembler = Assembler()
+            self._assembler = Assembler(self.wrap_width)
         records: list[Record] = []
         if block:
             text = self._decode(block)

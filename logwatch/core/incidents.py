@@ -95,6 +95,7 @@ class IncidentBook:
     def _is_copy(previous: Finding, finding: Finding) -> bool:
         """The same report printed again by another channel (logger vs raw stderr)."""
         return (finding.source == previous.source and finding.kind != previous.kind
+                and finding.captures == previous.captures
                 and finding.lineno - previous.lineno <= COPY_WINDOW_LINES
                 and (finding.pid is None or previous.pid is None or finding.pid == previous.pid))
 
