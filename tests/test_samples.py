@@ -25,7 +25,7 @@ SAMPLE_LOGS = sorted(p for p in SAMPLES.glob("*.log*") if not p.name.endswith(".
 
 
 def _expectations(log: Path) -> dict[str, Any]:
-    name = log.name.removesuffix(".gz").removesuffix(".log")
+    name = log.name.split(".log")[0]
     return tomllib.loads((log.parent / f"{name}.expect.toml").read_text(encoding="utf-8"))
 
 
