@@ -280,8 +280,10 @@ def check_examples(signature: Signature, text: str) -> list[Problem]:
         findings = matcher.match_records(_records(example.text))
         line = _line_of(text, "", "examples", i)
         if not findings:
-            problems.append(Problem(signature.path, line, f"example {i + 1} does not match",
-                                    example.text.splitlines()[0][:120] if example.text else ""))
+            lied = _literal_soundness(signature, example, text, i)
+            problems.extend(lied or [Problem(
+                signature.path, line, f"example {i + 1} does not match",
+                example.text.splitlines()[0][:120] if example.text else "")])
             continue
         if example.captures is not None:
             got = findings[0].captures

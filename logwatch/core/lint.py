@@ -34,7 +34,8 @@ class LintIssue:
 
 
 def nested_quantifier(pattern: str) -> bool:
-    """An unbounded repeat inside another repeat: the shape of catastrophic backtracking."""
+    """Catastrophic shapes: an unbounded repeat inside another repeat, or a repeated
+    alternation whose branches can start the same way (`(a|aa)+`)."""
     try:
         parsed = sre_parse.parse(pattern)
     except Exception:  # regex-only syntax: `re` cannot judge it, the time bound still holds
@@ -54,6 +55,12 @@ def nested_quantifier(pattern: str) -> bool:
                 if walk(av[3], inside_repeat):
                     return True
             elif op == sre_constants.BRANCH:
+                # `re` factors `a|aa` into `a(?:|a)`: an empty branch under a repeat, or two
+                # branches starting alike, give the engine many ways to split the same text
+                firsts = [list(b)[0] for b in av[1] if len(b)]
+                if inside_repeat and (len(firsts) < len(av[1])
+                                      or len({repr(f) for f in firsts}) < len(firsts)):
+                    return True
                 if any(walk(b, inside_repeat) for b in av[1]):
                     return True
             elif op in (sre_constants.ASSERT, sre_constants.ASSERT_NOT):
@@ -136,11 +143,18 @@ def _spans(start: int, end: int, bars: list[int]) -> list[tuple[int, int]]:
     return [(edges[k] + 1, edges[k + 1]) for k in range(len(edges) - 1)]
 
 
-def branch_variants(pattern: str) -> Iterator[tuple[str, str]]:
-    """(alternative text, pattern with its group reduced to that one alternative)."""
-    for start, end, spans in _groups_with_alternatives(pattern):
+PROBE = "lw_branch_probe"
+
+
+def branch_probes(pattern: str) -> Iterator[tuple[str, str]]:
+    """(alternative text, pattern with that alternative wrapped in a probe group).
+
+    A branch is exercised when the probe group takes part in a match; optional groups
+    cannot fool this the way removing the other alternatives could.
+    """
+    for _, _, spans in _groups_with_alternatives(pattern):
         for a, b in spans:
-            yield pattern[a:b], pattern[:start] + pattern[a:b] + pattern[end:]
+            yield pattern[a:b], f"{pattern[:a]}(?P<{PROBE}>{pattern[a:b]}){pattern[b:]}"
 
 
 def lint_signature(signature: Signature) -> list[LintIssue]:
@@ -159,12 +173,13 @@ def lint_signature(signature: Signature) -> list[LintIssue]:
                                 "another; it can backtrack exponentially")
         if unanchored(pattern.regex):
             add("unanchored", f"pattern {number} starts or ends with an unbounded wildcard")
-        for alternative, variant in branch_variants(pattern.regex):
+        for alternative, probe in branch_probes(pattern.regex):
             try:
-                reduced = regex.compile(variant, regex.MULTILINE)
+                probed = regex.compile(probe, regex.MULTILINE)
             except regex.error:
                 continue
-            if not any(reduced.search(m) for m in messages):
+            if not any(m.group(PROBE) is not None
+                       for text in messages for m in probed.finditer(text)):
                 add("untested-branch", f"pattern {number}: no example exercises the branch "
                                        f"{alternative!r}")
     return issues

@@ -17,7 +17,7 @@ def closest_datetime(
     month: int, day: int, hour: int, minute: int, second: int, reference: datetime
 ) -> datetime | None:
     """The latest datetime with these fields that is not after `reference` (plus skew)."""
-    for year in (reference.year + 1, reference.year, reference.year - 1, reference.year - 4):
+    for year in range(reference.year + 1, reference.year - 5, -1):  # Feb 29: back to a leap year
         try:
             candidate = datetime(year, month, day, hour, minute, second)
         except ValueError:  # Feb 29 outside a leap year, or fields out of range

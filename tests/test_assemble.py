@@ -1,0 +1,161 @@
+"""Multi-line assembly: logger tracebacks, raw copies, interleaved ranks, chains, hard wraps."""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from logwatch.core.assemble import Assembler, assemble
+from logwatch.core.records import Record
+from logwatch.core.vllm_format import parse_line
+
+REF = datetime(2026, 11, 29, 23, 0, 0)
+
+
+def records(text: str, wrap_width: int | None = None) -> list[Record]:
+    lines = [parse_line("t", i + 1, ln, REF) for i, ln in enumerate(text.splitlines())]
+    if wrap_width is None:
+        return list(assemble(lines))
+    assembler = Assembler(wrap_width)
+    out = [r for ln in lines for r in assembler.feed(ln)]
+    return out + assembler.flush()
+
+
+def spans(recs: list[Record]) -> list[tuple[int, int]]:
+    return [(r.lineno, r.last_lineno) for r in recs]
+
+
+H = "(EngineCore pid=5) ERROR 11-29 22:38:00 [core.py:1021] "
+
+
+def test_logger_traceback_is_one_record_ending_in_the_exception() -> None:
+    text = "\n".join([
+        H + "EngineCore failed to start.",
+        H + "Traceback (most recent call last):",
+        H + '  File "/x.py", line 1, in f',
+        H + "    g()",
+        H + "ValueError: boom",
+        "(EngineCore pid=5) INFO 11-29 22:38:01 [core.py:50] next record",
+    ])
+    recs = records(text)
+    assert spans(recs) == [(1, 5), (6, 6)]
+    assert recs[0].message.endswith("ValueError: boom")
+    assert recs[0].is_traceback
+
+
+def test_same_header_lines_without_traceback_stay_separate() -> None:
+    text = "\n".join("(APIServer pid=1) INFO 11-29 22:38:00 [launcher.py:196] Route: /" + str(i)
+                     for i in range(3))
+    assert spans(records(text)) == [(1, 1), (2, 2), (3, 3)]
+
+
+def test_raw_multiprocessing_copy_is_its_own_record() -> None:
+    text = "\n".join([
+        "Process EngineCore_DP0:",
+        "Traceback (most recent call last):",
+        '  File "/usr/lib/python3.12/multiprocessing/process.py", line 314, in _bootstrap',
+        "    self.run()",
+        "RuntimeError: size_n = 40 is not divisible by tile_n_size = 64",
+        "unrelated raw output",
+    ])
+    assert spans(records(text)) == [(1, 5), (6, 6)]
+
+
+def test_interleaved_workers_are_untangled() -> None:
+    tb = ["Traceback (most recent call last):", '  File "a.py", line 1, in f', "    f()",
+          "RuntimeError: x"]
+    lines = []
+    for t in tb:
+        for rank in (1, 0):
+            lines.append(f"(Worker_TP{rank} pid={10 + rank}) ERROR 11-29 22:38:00 [m.py:1] {t}")
+    recs = records("\n".join(lines))
+    assert len(recs) == 2
+    assert {r.rank for r in recs} == {"TP0", "TP1"}
+    assert all(len(r.lines) == 4 for r in recs)
+
+
+def test_torch_rank_copies_group_by_rank() -> None:
+    text = "\n".join([
+        "[rank0]: Traceback (most recent call last):",
+        "[rank1]: Traceback (most recent call last):",
+        '[rank0]:   File "a.py", line 1, in f',
+        '[rank1]:   File "a.py", line 1, in f',
+        "[rank0]: RuntimeError: NCCL error: unhandled system error",
+        "[rank1]: RuntimeError: NCCL error: unhandled system error",
+    ])
+    recs = records(text)
+    assert [(r.rank, len(r.lines)) for r in recs] == [("0", 3), ("1", 3)]
+
+
+def test_chained_exceptions_stay_together() -> None:
+    text = "\n".join([
+        "Traceback (most recent call last):",
+        '  File "a.py", line 1, in f',
+        "KeyError: 'x'",
+        "",
+        "The above exception was the direct cause of the following exception:",
+        "",
+        "Traceback (most recent call last):",
+        '  File "b.py", line 2, in g',
+        "RuntimeError: wrapped",
+    ])
+    assert spans(records(text)) == [(1, 9)]
+
+
+def test_python_313_markers_and_elisions_continue_the_traceback() -> None:
+    text = "\n".join([
+        H + "Traceback (most recent call last):",
+        H + '  File "a.py", line 1, in f',
+        H + "    x = g(a,",
+        H + "        ~~~~^^^",
+        H + "    ...<3 lines>...",
+        H + "ValueError: bad",
+    ])
+    assert spans(records(text)) == [(1, 6)]
+
+
+def test_one_line_worker_exception_header_starts_a_traceback() -> None:
+    h = "(VllmWorkerProcess pid=235) ERROR 08-05 23:29:38 multiproc_worker_utils.py:226] "
+    text = "\n".join([
+        h + "Exception in worker VllmWorkerProcess while processing method load_model: x, "
+            "Traceback (most recent call last):",
+        h + '  File "a.py", line 1, in f',
+        h + "RuntimeError: x",
+    ])
+    assert spans(records(text)) == [(1, 3)]
+
+
+def test_torch_trailers_after_the_exception_line() -> None:
+    text = "\n".join([
+        "Traceback (most recent call last):",
+        '  File "a.py", line 1, in f',
+        "RuntimeError: CUDA error: an illegal memory access was encountered",
+        "Exception raised from c10_cuda_check_implementation at /pytorch/c10/cuda/CUDAException.cpp:43",
+        "frame #0: c10::Error::Error() + 0x96 (0x7f in libc10.so)",
+    ])
+    assert spans(records(text)) == [(1, 5)]
+
+
+def test_hard_wrapped_lines_rejoin_when_the_width_is_known() -> None:
+    long = H + "RuntimeError: size_k = 3584 is not divisible by tile_k_size = 16"
+    width = 80
+    pieces = [long[i:i + width] for i in range(0, len(long), width)]
+    recs = records("\n".join(pieces), wrap_width=width)
+    assert len(recs) == 1
+    assert recs[0].message == "RuntimeError: size_k = 3584 is not divisible by tile_k_size = 16"
+    # without the width, the pieces stay apart
+    assert len(records("\n".join(pieces))) == len(pieces)
+
+
+def test_records_come_out_in_log_order_even_when_they_close_late() -> None:
+    assembler = Assembler()
+    lines = [
+        H + "Traceback (most recent call last):",  # stays open: its writer goes quiet
+        "raw line one",
+        "raw line two",
+    ]
+    out: list[Record] = []
+    for i, text in enumerate(lines):
+        out += assembler.feed(parse_line("t", i + 1, text, REF))
+    assert out == []  # the raw records wait for the earlier open traceback
+    out += assembler.flush()
+    assert [r.lineno for r in out] == [1, 2, 3]

@@ -1,0 +1,73 @@
+"""The block scanner gives the same findings whatever the block size and engine."""
+
+from __future__ import annotations
+
+import io
+from datetime import datetime
+from pathlib import Path
+
+import pytest
+
+from logwatch.blocks import CUT_MARKER, read_blocks
+from logwatch.core import prefilter
+from logwatch.core.block_scan import BlockScanner
+from logwatch.core.library import Library
+from logwatch.core.matcher import Matcher
+from tests.conftest import SAMPLES
+
+REF = datetime(2026, 11, 30)
+ENGINES = ["python"] + (["hyperscan"] if prefilter._hs is not None else [])
+
+
+def findings(data: bytes, library: Library, block: int, engine: str, full: bool = False
+             ) -> list[tuple[str, int, dict[str, str]]]:
+    scanner = BlockScanner(Matcher(library.signatures, engine=engine), "t", REF, full=full)
+    out = []
+    for chunk in read_blocks(io.BytesIO(data), block_bytes=block):
+        out += scanner.feed(chunk)
+    out += scanner.finish()
+    assert scanner.stats.lines == data.count(b"\n") + (0 if data.endswith(b"\n") else 1)
+    return [(f.signature.id, f.lineno, f.captures) for f in out]
+
+
+def _padded_demo() -> bytes:
+    demo = (SAMPLES / "demo_marlin_and_mtp.log").read_bytes()
+    filler = b"".join(b'INFO:     10.0.0.1:4000 - "GET /health HTTP/1.1" 200 OK\n'
+                      for _ in range(500))
+    return filler + demo + filler + demo + filler[:-1]  # no final newline
+
+
+@pytest.mark.parametrize("engine", ENGINES)
+@pytest.mark.parametrize("block", [97, 4096, 65536, 8 << 20])
+def test_findings_do_not_depend_on_block_size(library: Library, engine: str,
+                                              block: int) -> None:
+    data = _padded_demo()
+    reference = findings(data, library, 8 << 20, "python", full=True)
+    assert len(reference) > 10
+    assert findings(data, library, block, engine) == reference
+
+
+def test_long_lines_are_cut_with_a_marker_and_counted_once(library: Library) -> None:
+    data = (b"a\n" + b"x" * (3 << 20) + b" size_n = 40 is not divisible by tile_n_size = 64\n"
+            + b"RuntimeError: size_n = 8 is not divisible by tile_n_size = 64\n")
+    blocks = b"".join(read_blocks(io.BytesIO(data), block_bytes=1 << 20))
+    assert blocks.count(b"\n") == 3
+    assert CUT_MARKER in blocks
+    got = findings(data, library, 1 << 20, "python")
+    assert got == [("marlin.repack_tile_n", 3, {"size_n": "8", "tile_n_size": "64"})]
+
+
+def test_binary_junk_and_invalid_utf8_do_not_hide_findings(library: Library) -> None:
+    junk = bytes(range(256)) * 50
+    data = (junk + b"\n\xff\xfe(EngineCore pid=1) ERROR 11-29 22:38:00 [core.py:1] "
+            b"RuntimeError: size_n = 40 is not divisible by tile_n_size = 64 \xc3\x28\n" + junk)
+    got = findings(data, library, 4096, "python")
+    line = junk.count(b"\n") + 2
+    assert ("marlin.repack_tile_n", line, {"size_n": "40", "tile_n_size": "64"}) in got
+
+
+def test_samples_agree_across_engines(library: Library, tmp_path: Path) -> None:
+    for log in SAMPLES.glob("*.log"):
+        data = log.read_bytes()
+        runs = {engine: findings(data, library, 1024, engine) for engine in ENGINES}
+        assert len({repr(v) for v in runs.values()}) == 1, log.name

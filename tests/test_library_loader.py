@@ -1,0 +1,152 @@
+"""The strict loader: every kind of mistake is reported with file, line and a hint."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from logwatch.core.library import LibraryError, load_library
+from logwatch.signature_files import load_signature_dirs
+
+HEADER = ("signatures/library.toml", 'version = "1.2.3"\n[[changelog]]\nversion = "1.2.3"\n'
+          'date = "2026-11-29"\nchanges = ["x"]\n')
+
+GOOD = """\
+id = "site.example"
+version = 1
+status = "stable"
+severity = "error"
+fatal = true
+category = "cuda_error"
+title = "Example"
+remedy = "investigate"
+explanation = "got {n}"
+
+[[patterns]]
+regex = '''^boom (?P<n>\\d+)'''
+literals = ["boom "]
+
+[[examples]]
+text = '''boom 7'''
+captures = { n = "7" }
+
+[[counter_examples]]
+text = '''no boom here'''
+"""
+
+
+def load(text: str, header: tuple[str, str] = HEADER) -> None:
+    load_library(header, [[("site/example.toml", text)]])
+
+
+def problems(text: str) -> list[str]:
+    with pytest.raises(LibraryError) as info:
+        load(text)
+    return [str(p) for p in info.value.problems]
+
+
+def test_a_good_signature_loads() -> None:
+    library = load_library(HEADER, [[("site/example.toml", GOOD)]])
+    assert library.version == "1.2.3"
+    assert library.get("site.example") is not None
+
+
+def test_invalid_toml_names_the_line() -> None:
+    (msg,) = problems(GOOD.replace('version = 1', 'version = = 1'))
+    assert msg.startswith("site/example.toml:2: invalid TOML")
+
+
+def test_unknown_key_with_hint_and_line() -> None:
+    msgs = problems(GOOD.replace('severity = "error"', 'severty = "error"'))
+    assert msgs == ["site/example.toml:4: unknown key 'severty' in the signature "
+                    "(did you mean 'severity'?)",
+                    "site/example.toml: missing required key 'severity' in the signature"]
+    msgs = problems(GOOD.replace('title = "Example"', 'title = "Example"\ntitel = "x"'))
+    assert msgs == ["site/example.toml:8: unknown key 'titel' in the signature "
+                    "(did you mean 'title'?)"]
+
+
+def test_bad_vocabulary_values_get_hints() -> None:
+    msgs = problems(GOOD.replace('category = "cuda_error"', 'category = "cuda_erorr"'))
+    assert len(msgs) == 1 and "did you mean 'cuda_error'?" in msgs[0] and ":6:" in msgs[0]
+    msgs = problems(GOOD.replace('status = "stable"', 'status = "beta"'))
+    assert "status 'beta' is not one of experimental, stable, deprecated" in msgs[0]
+
+
+def test_bad_regex_is_reported_with_its_line() -> None:
+    msgs = problems(GOOD.replace("^boom (?P<n>\\d+)", "^boom (?P<n>\\d+"))
+    assert any("pattern 1 is not a valid regex" in m and ":12:" in m for m in msgs)
+
+
+def test_missing_examples_are_an_error() -> None:
+    text = GOOD.split("[[examples]]")[0] + "[[counter_examples]]\ntext = '''x'''\n"
+    msgs = problems(text)
+    assert any("at least one [[examples]] entry is required" in m for m in msgs)
+
+
+def test_failing_example_and_counter_example() -> None:
+    msgs = problems(GOOD.replace("text = '''boom 7'''", "text = '''bang 7'''"))
+    assert any("example 1 does not match" in m for m in msgs)
+    msgs = problems(GOOD.replace("text = '''no boom here'''", "text = '''boom 9'''"))
+    assert any("counter-example 1 matches but must not" in m for m in msgs)
+
+
+def test_wrong_expected_capture() -> None:
+    msgs = problems(GOOD.replace('captures = { n = "7" }', 'captures = { n = "8" }'))
+    assert any("capture 'n' is '7', expected '8'" in m for m in msgs)
+
+
+def test_literal_that_the_match_does_not_contain() -> None:
+    msgs = problems(GOOD.replace('literals = ["boom "]', 'literals = ["bang"]'))
+    assert any("contains none of the pattern's literals" in m for m in msgs)
+
+
+def test_condition_on_unknown_capture() -> None:
+    text = GOOD + "\n[[conditions]]\ncapture = \"m\"\nop = \"<\"\nvalue = 3\n"
+    msgs = problems(text)
+    assert any("names capture 'm', which no pattern defines" in m for m in msgs)
+
+
+def test_duplicate_ids_in_one_layer_but_overrides_across_layers() -> None:
+    with pytest.raises(LibraryError) as info:
+        load_library(HEADER, [[("a/x.toml", GOOD), ("a/y.toml", GOOD)]])
+    assert "duplicate id 'site.example'" in str(info.value)
+    override = GOOD.replace("title = \"Example\"", "title = \"Site override\"")
+    library = load_library(HEADER, [[("a/x.toml", GOOD)], [("site/x.toml", override)]])
+    sig = library.get("site.example")
+    assert sig is not None and sig.title == "Site override"
+
+
+def test_library_header_problems() -> None:
+    with pytest.raises(LibraryError) as info:
+        load_library(("library.toml", 'version = "1.2"\n'), [[("a/x.toml", GOOD)]])
+    text = str(info.value)
+    assert "not semver" in text and "changelog must list" in text
+
+
+def test_all_problems_are_collected_before_refusing() -> None:
+    bad = GOOD.replace('status = "stable"', 'status = "x"').replace('fatal = true', 'fatal = 1')
+    assert len(problems(bad)) == 2
+
+
+def test_the_whole_library_loads_or_nothing(tmp_path: Path) -> None:
+    base = tmp_path / "signatures"
+    (base / "site").mkdir(parents=True)
+    (base / "library.toml").write_text(HEADER[1])
+    (base / "site" / "good.toml").write_text(GOOD)
+    (base / "site" / "bad.toml").write_text(GOOD.replace("site.example", "site.other")
+                                            .replace("(?P<n>", "(?P<n"))
+    with pytest.raises(LibraryError):
+        load_signature_dirs(base=base)
+    (base / "site" / "bad.toml").unlink()
+    assert len(load_signature_dirs(base=base).signatures) == 1
+
+
+def test_missing_or_binary_signature_files(tmp_path: Path) -> None:
+    with pytest.raises(LibraryError, match="library.toml not found"):
+        load_signature_dirs(base=tmp_path)
+    (tmp_path / "library.toml").write_text(HEADER[1])
+    (tmp_path / "junk.toml").write_bytes(b"\xff\xfe\x00binary")
+    with pytest.raises(LibraryError, match="not UTF-8"):
+        load_signature_dirs(base=tmp_path)
