@@ -104,25 +104,25 @@ def scan_inputs(inputs: Sequence[ScanInput], library: Library, engine: str = "au
     done_bytes = 0
     modes: list[str] = []
     for item in inputs:
-        with _open(item, stdin) as (raw, position):
-            stream = _Peekable(raw, WRAP_SAMPLE_BYTES)
-            wrap_width = hard_wrap_width(stream.head) if mode != "prefilter" else None
-            full = mode == "full" or wrap_width is not None
-            modes.append("full" if full else "prefilter")
-            reference = (datetime.fromtimestamp(item.path.stat().st_mtime) if item.path
-                         else datetime.now())
-            scanner = BlockScanner(matcher, item.label, reference, full=full,
-                                   wrap_width=wrap_width)
-            try:
+        try:
+            with _open(item, stdin) as (raw, position):
+                stream = _Peekable(raw, WRAP_SAMPLE_BYTES)
+                wrap_width = hard_wrap_width(stream.head) if mode != "prefilter" else None
+                full = mode == "full" or wrap_width is not None
+                modes.append("full" if full else "prefilter")
+                reference = (datetime.fromtimestamp(item.path.stat().st_mtime) if item.path
+                             else datetime.now())
+                scanner = BlockScanner(matcher, item.label, reference, full=full,
+                                       wrap_width=wrap_width)
                 for block in read_blocks(stream):  # type: ignore[arg-type]
                     book.add_all(scanner.feed(block))
                     if on_progress is not None:
                         consumed = position() if item.path else scanner.stats.bytes
                         on_progress(done_bytes + consumed, total_bytes)
-            except (EOFError, OSError, zlib.error, gzip.BadGzipFile) as exc:
-                raise InputError(f"{item.label}: cannot read: {exc}") from exc
-            book.add_all(scanner.finish())
-            done_bytes += item.path.stat().st_size if item.path else 0
+                book.add_all(scanner.finish())
+        except (EOFError, OSError, zlib.error, gzip.BadGzipFile) as exc:
+            raise InputError(f"{item.label}: cannot read: {exc}") from exc
+        done_bytes += item.path.stat().st_size if item.path else 0
         for name, value in asdict(scanner.stats).items():
             setattr(totals, name, getattr(totals, name) + value)
     elapsed = time.perf_counter() - started
@@ -150,7 +150,7 @@ class _open:
             stream = self.stdin or sys.stdin.buffer
             return stream, lambda: 0  # type: ignore[return-value]
         try:
-            self._raw = open(self.item.path, "rb")  # noqa: SIM115 - closed in __exit__
+            self._raw = open(self.item.path, "rb")
         except OSError as exc:
             raise InputError(f"{self.item.label}: {exc.strerror or exc}") from exc
         raw = self._raw

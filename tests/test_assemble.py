@@ -129,7 +129,7 @@ def test_torch_trailers_after_the_exception_line() -> None:
         "Traceback (most recent call last):",
         '  File "a.py", line 1, in f',
         "RuntimeError: CUDA error: an illegal memory access was encountered",
-        "Exception raised from c10_cuda_check_implementation at /pytorch/c10/cuda/CUDAException.cpp:43",
+        "Exception raised from c10_cuda_check_implementation at /pytorch/c10/CUDAException.cpp:43",
         "frame #0: c10::Error::Error() + 0x96 (0x7f in libc10.so)",
     ])
     assert spans(records(text)) == [(1, 5)]

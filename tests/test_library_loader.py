@@ -144,7 +144,7 @@ def test_the_whole_library_loads_or_nothing(tmp_path: Path) -> None:
 
 
 def test_missing_or_binary_signature_files(tmp_path: Path) -> None:
-    with pytest.raises(LibraryError, match="library.toml not found"):
+    with pytest.raises(LibraryError, match=r"library\.toml not found"):
         load_signature_dirs(base=tmp_path)
     (tmp_path / "library.toml").write_text(HEADER[1])
     (tmp_path / "junk.toml").write_bytes(b"\xff\xfe\x00binary")

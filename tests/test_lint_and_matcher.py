@@ -7,13 +7,13 @@ from datetime import datetime
 import pytest
 
 from logwatch.core import prefilter
+from logwatch.core.assemble import assemble
 from logwatch.core.library import Library, load_library
 from logwatch.core.lint import PROBE, branch_probes, lint_library, nested_quantifier, unanchored
 from logwatch.core.matcher import Matcher
 from logwatch.core.redact import redact
 from logwatch.core.signature import Example, Pattern, Signature
 from logwatch.core.vllm_format import parse_line
-from logwatch.core.assemble import assemble
 from tests.test_library_loader import GOOD, HEADER
 
 

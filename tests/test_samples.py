@@ -94,7 +94,8 @@ def test_sample(log: Path, tmp_path: Path, library: Library) -> None:
     if "max_severity" in expect:
         limit = SEVERITIES.index(expect["max_severity"])
         loud = [i for i in incidents if SEVERITIES.index(i["severity"]) > limit]
-        assert not loud, f"{log.name}: above {expect['max_severity']}: {[_describe(i) for i in loud]}"
+        assert not loud, (f"{log.name}: above {expect['max_severity']}: "
+                          f"{[_describe(i) for i in loud]}")
 
     full = _scan(log, tmp_path, expect, library, mode="full")
     assert full["incidents"] == incidents, f"{log.name}: prefilter and full scans disagree"

@@ -101,7 +101,8 @@ def test_journald_short_year_follows_reference() -> None:
         "^[[0;36m(APIServer pid=31)^[[0;0m INFO 11-29 22:38:00 [a.py:1] m",
         "[36m(APIServer pid=31) [0m INFO 11-29 22:38:00 [a.py:1] m",
         '<font color="#2AA1B3"><b>(APIServer pid=31)</b></font> INFO 11-29 22:38:00 [a.py:1] m',
-        "(APIServer pid=31) \x1b[32mINFO\x1b[0m \x1b[90m11-29 22:38:00\x1b[0m \x1b[90m[a.py:1]\x1b[0m m",
+        "(APIServer pid=31) \x1b[32mINFO\x1b[0m \x1b[90m11-29 22:38:00\x1b[0m "
+        "\x1b[90m[a.py:1]\x1b[0m m",
     ],
 )
 def test_colour_in_every_form(line: str) -> None:

@@ -8,7 +8,7 @@ each. A record closes when its writer prints a line that cannot continue it.
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from logwatch.core.records import ParsedLine, Record
 
@@ -128,8 +128,8 @@ class Assembler:
             current = self._open.get(self._last_key)
             if current is not None:
                 tail = current.record.lines[-1]
-                joined = ParsedLine(**{**_fields(tail), "message": tail.message + line.message,
-                                       "raw": tail.raw + line.raw})
+                joined = replace(tail, message=tail.message + line.message,
+                                 raw=tail.raw + line.raw)
                 current.record.lines[-1] = joined
                 self._last_length = len(line.raw)
                 return
@@ -153,10 +153,6 @@ class Assembler:
         self._closed = []
         records.sort(key=lambda r: r.lineno)
         return records
-
-
-def _fields(line: ParsedLine) -> dict[str, object]:
-    return {name: getattr(line, name) for name in ParsedLine.__slots__}  # type: ignore[attr-defined]
 
 
 def assemble(lines: Iterable[ParsedLine]) -> Iterator[Record]:

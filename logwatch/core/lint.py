@@ -44,7 +44,7 @@ def nested_quantifier(pattern: str) -> bool:
     def walk(items: Any, inside_repeat: bool) -> bool:
         for op, av in items:
             if op in _REPEATS:
-                low, high, sub = av
+                _, high, sub = av
                 unbounded = high == _UNBOUNDED
                 if unbounded and inside_repeat:
                     return True
@@ -57,15 +57,15 @@ def nested_quantifier(pattern: str) -> bool:
             elif op == sre_constants.BRANCH:
                 # `re` factors `a|aa` into `a(?:|a)`: an empty branch under a repeat, or two
                 # branches starting alike, give the engine many ways to split the same text
-                firsts = [list(b)[0] for b in av[1] if len(b)]
+                firsts = [next(iter(b)) for b in av[1] if len(b)]
                 if inside_repeat and (len(firsts) < len(av[1])
                                       or len({repr(f) for f in firsts}) < len(firsts)):
                     return True
                 if any(walk(b, inside_repeat) for b in av[1]):
                     return True
-            elif op in (sre_constants.ASSERT, sre_constants.ASSERT_NOT):
-                if walk(av[1], inside_repeat):
-                    return True
+            elif op in (sre_constants.ASSERT, sre_constants.ASSERT_NOT) and walk(av[1],
+                                                                                  inside_repeat):
+                return True
         return False
 
     return walk(parsed, False)

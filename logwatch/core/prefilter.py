@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any, Protocol
 
+_hs: Any
 try:  # the native engine is optional: x86_64 Linux wheels only
     import hyperscan as _hs
 except ImportError:  # pragma: no cover - depends on the platform

@@ -100,65 +100,60 @@ def parse_line(source: str, lineno: int, raw: str, reference: datetime) -> Parse
     unwrapped = unwrap(raw, reference)
     text = unwrapped.text
     anchor = unwrapped.outer_time or reference
-    common = {
-        "source": source,
-        "lineno": lineno,
-        "raw": raw.rstrip("\r\n"),
-        "outer_time": unwrapped.outer_time,
-        "repeated": unwrapped.repeated,
-    }
+
+    def make(message: str, kind: str, process: str | None = None, pid: int | None = None,
+             rank: str | None = None, level: str | None = None, vllm_time: str | None = None,
+             logger_file: str | None = None, logger_line: int | None = None,
+             time: datetime | None = None) -> ParsedLine:
+        return ParsedLine(
+            source=source, lineno=lineno, raw=raw.rstrip("\r\n"), message=message, kind=kind,
+            process=process, pid=pid, rank=rank, level=level, vllm_time=vllm_time,
+            logger_file=logger_file, logger_line=logger_line,
+            time=unwrapped.outer_time or time, outer_time=unwrapped.outer_time,
+            repeated=unwrapped.repeated,
+        )
 
     m = _LEVEL_TIME.search(text, 0, 300)
     if m:
-        lead = text[: m.start()]
-        name, pid, rank = _last_process(lead)
+        name, pid, rank = _last_process(text[: m.start()])
         rest = text[m.end():]
         tag = _FILE_TAG.match(rest)
+        file: str | None = None
+        fileline: int | None = None
+        message = rest
         if tag:
             file = tag.group("file") or tag.group("vfile")
             fileline = int(tag.group("lineno") or tag.group("vlineno"))
             message = rest[tag.end():]
-        else:
-            file, fileline, message = None, None, rest
         if message.startswith(" "):
             message = message[1:]
-        vllm_time = m.group("ts")
         level = m.group("level")
-        return ParsedLine(
-            message=message, kind="vllm", process=name, pid=pid,
-            rank=rank_of(name, rank or unwrapped.rank), level="WARNING" if level == "WARN"
-            else level, vllm_time=vllm_time, logger_file=file, logger_line=fileline,
-            time=unwrapped.outer_time or parse_vllm_time(vllm_time, anchor), **common,
-        )
+        return make(message, "vllm", name, pid, rank_of(name, rank or unwrapped.rank),
+                    "WARNING" if level == "WARN" else level, m.group("ts"), file, fileline,
+                    parse_vllm_time(m.group("ts"), anchor))
 
-    name = pid_ = rank_ = None
+    name = None
+    pid = None
+    explicit_rank = None
     lead_match = _PROC_LEADING.match(text)
     if lead_match:
-        name, pid_, rank_ = _last_process(lead_match.group(0))
+        name, pid, explicit_rank = _last_process(lead_match.group(0))
         text = text[lead_match.end():]
-    rank = rank_of(name, rank_ or unwrapped.rank)
-    proc = {"process": name, "pid": pid_, "rank": rank}
+    rank = rank_of(name, explicit_rank or unwrapped.rank)
 
     if m := _UVICORN.match(text):
-        return ParsedLine(message=m.group("msg"), kind="uvicorn", level=m.group("level"),
-                          time=unwrapped.outer_time, **proc, **common)
+        return make(m.group("msg"), "uvicorn", name, pid, rank, m.group("level"))
     if (m := _GLOG.match(text)) or (m := _TORCH_C10.match(text)):
-        groups = m.groupdict()
-        time = unwrapped.outer_time
-        if time is None and groups.get("month"):
-            h, mi, s = (int(x) for x in groups["hms"].split(":"))
-            time = closest_datetime(int(groups["month"]), int(groups["day"]), h, mi, s, anchor)
-        return ParsedLine(message=m.group("msg"), kind="glog",
-                          level=_GLOG_LEVELS[m.group("level")], logger_file=m.group("file"),
-                          logger_line=int(m.group("lineno")), time=time, **proc, **common)
+        time = None
+        if m.groupdict().get("month"):
+            hour, minute, second = (int(x) for x in m.group("hms").split(":"))
+            time = closest_datetime(int(m.group("month")), int(m.group("day")), hour, minute,
+                                    second, anchor)
+        return make(m.group("msg"), "glog", name, pid, rank, _GLOG_LEVELS[m.group("level")],
+                    None, m.group("file"), int(m.group("lineno")), time)
     if text.startswith("{") and text.endswith("}") and (data := _parse_json_line(text)):
-        level = str(data.get("levelname") or "") or None
-        pid_value = data.get("process")
-        return ParsedLine(
-            message=str(data["message"]), kind="json", level=level,
-            process=str(data.get("processName") or "") or name,
-            pid=pid_value if isinstance(pid_value, int) else pid_, rank=rank,
-            time=unwrapped.outer_time, **common,
-        )
-    return ParsedLine(message=text, kind="prefix" if lead_match else "raw",
-                      time=unwrapped.outer_time, **proc, **common)
+        json_pid = data.get("process")
+        return make(str(data["message"]), "json", str(data.get("processName") or "") or name,
+                    json_pid if isinstance(json_pid, int) else pid, rank,
+                    str(data.get("levelname") or "") or None)
+    return make(text, "prefix" if lead_match else "raw", name, pid, rank)

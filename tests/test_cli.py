@@ -1,0 +1,134 @@
+"""`logwatch` as a user runs it: real subprocesses, real files, exit codes and output."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import ROOT, SAMPLES
+
+DEMO = SAMPLES / "demo_marlin_and_mtp.log"
+HEALTHY = SAMPLES / "healthy_033_startup.log"
+
+
+def run(*args: str, stdin: bytes | None = None) -> subprocess.CompletedProcess[bytes]:
+    env = {**os.environ, "NO_COLOR": "1"}
+    return subprocess.run([sys.executable, "-m", "logwatch", *args], input=stdin,
+                          capture_output=True, cwd=ROOT, env=env, timeout=120, check=False)
+
+
+def test_scan_a_failed_launch_exits_1_with_the_root_cause_first() -> None:
+    result = run("scan", str(DEMO))
+    assert result.returncode == 1
+    out = result.stdout.decode()
+    assert out.index("ROOT CAUSE") < out.index("size_n is not divisible by tile_n_size")
+    assert "ranks TP0, TP1, TP2, TP3" in out
+    assert "RuntimeError: size_n = 40 is not divisible by tile_n_size = 64" in out
+
+
+def test_scan_a_healthy_log_exits_0() -> None:
+    result = run("scan", str(HEALTHY))
+    assert result.returncode == 0, result.stderr
+    assert "ROOT CAUSE" not in result.stdout.decode()
+
+
+def test_json_report_schema() -> None:
+    result = run("scan", "--json", str(DEMO))
+    report = json.loads(result.stdout)
+    assert set(report) == {"library_version", "incidents", "root_cause", "stats"}
+    root = report["incidents"][report["root_cause"]]
+    for key in ("signature", "signature_version", "category", "severity", "fatal", "count",
+                "first_seen", "last_seen", "processes", "ranks", "captures", "evidence",
+                "explanation"):
+        assert key in root
+    assert root["signature"] == "marlin.repack_tile_n"
+    assert root["evidence"][-1]["line"] == root["last_seen"]["line"]
+    assert report["stats"]["lines"] == DEMO.read_bytes().count(b"\n")
+
+
+def test_stdin_and_gzip_give_the_same_report_as_the_plain_file(tmp_path: Path) -> None:
+    gz = tmp_path / "vllm.log.gz"
+    gz.write_bytes(gzip.compress(DEMO.read_bytes()))
+    plain = json.loads(run("scan", "--json", str(DEMO)).stdout)
+    from_gz = json.loads(run("scan", "--json", str(gz)).stdout)
+    from_stdin = json.loads(run("scan", "--json", "-", stdin=DEMO.read_bytes()).stdout)
+    signatures = [i["signature"] for i in plain["incidents"]]
+    assert [i["signature"] for i in from_gz["incidents"]] == signatures
+    assert [i["signature"] for i in from_stdin["incidents"]] == signatures
+    assert from_stdin["incidents"][0]["first_seen"]["source"] == "<stdin>"
+
+
+@pytest.mark.parametrize(
+    ("make", "message"),
+    [
+        (lambda d: d / "missing.log", "no such file"),
+        (lambda d: d, "is a directory"),
+    ],
+)
+def test_input_errors_exit_2_with_one_line(tmp_path: Path, make, message: str) -> None:  # type: ignore[no-untyped-def]
+    result = run("scan", str(make(tmp_path)))
+    assert result.returncode == 2
+    err = result.stderr.decode().strip()
+    assert message in err and len(err.splitlines()) == 1
+
+
+def test_corrupt_gzip_exits_2(tmp_path: Path) -> None:
+    bad = tmp_path / "broken.log.gz"
+    bad.write_bytes(gzip.compress(DEMO.read_bytes())[:200])
+    result = run("scan", str(bad))
+    assert result.returncode == 2
+    assert "broken.log.gz: cannot read" in result.stderr.decode()
+
+
+def test_binary_junk_and_a_10_mb_line(tmp_path: Path) -> None:
+    log = tmp_path / "junk.log"
+    log.write_bytes(os.urandom(200_000) + b"\n" + b"A" * (10 << 20) + b"\n"
+                    + b"\xff\xfe" + DEMO.read_bytes())
+    result = run("scan", "--json", str(log))
+    assert result.returncode == 1, result.stderr
+    report = json.loads(result.stdout)
+    assert report["incidents"][report["root_cause"]]["signature"] == "marlin.repack_tile_n"
+    assert report["stats"]["replaced_chars"] > 0
+
+
+def test_usage_errors_exit_2() -> None:
+    assert run("scan").returncode == 2
+    assert run("frobnicate").returncode == 2
+    assert run("scan", "-", "-").returncode == 2
+
+
+def test_a_broken_site_library_is_refused_with_file_and_line(tmp_path: Path) -> None:
+    site = tmp_path / "site"
+    site.mkdir()
+    (site / "mine.toml").write_text('id = "site.mine"\nversoin = 1\n')
+    result = run("scan", "--signatures", str(site), str(DEMO))
+    assert result.returncode == 2
+    err = result.stderr.decode()
+    assert "mine.toml:2: unknown key 'versoin'" in err and "did you mean 'version'?" in err
+
+
+def test_signatures_subcommands() -> None:
+    listed = run("signatures", "list").stdout.decode()
+    assert "marlin.repack_tile_n" in listed and "signature library" in listed
+    shown = run("signatures", "show", "marlin.repack_tile_n")
+    assert shown.returncode == 0 and b"is not divisible by tile_n_size" in shown.stdout
+    missing = run("signatures", "show", "marlin.repack_tile")
+    assert missing.returncode == 2 and b"did you mean 'marlin.repack_tile_n'" in missing.stderr
+    tested = run("signatures", "test")
+    assert tested.returncode == 0 and b" 0 failed" in tested.stdout
+    linted = run("signatures", "lint")
+    assert linted.returncode == 0 and b"0 issue(s)" in linted.stdout
+
+
+def test_python_dash_m_and_console_script_agree() -> None:
+    script = Path(sys.executable).parent / "logwatch"
+    if not script.exists():
+        pytest.skip("console script not installed in this environment")
+    result = subprocess.run([str(script), "--version"], capture_output=True, check=False)
+    assert result.stdout.strip() == run("--version").stdout.strip()
