@@ -13,9 +13,9 @@ from dataclasses import dataclass, field, replace
 from logwatch.core.records import ParsedLine, Record
 
 _TB_START = "Traceback (most recent call last):"
-_CHAIN = ("The above exception was the direct cause", "During handling of the above exception")
+CHAIN_MARKERS = ("The above exception was the direct cause", "During handling of the above exception")
 # Lines torch and CUDA print after an exception line, still part of the same report.
-_TRAILERS = ("frame #", "Exception raised from ", "CUDA kernel errors might be",
+TRAILERS = ("frame #", "Exception raised from ", "CUDA kernel errors might be",
              "For debugging consider passing", "Compile with `TORCH_USE_CUDA_DSA`",
              "Search for `cudaError")
 MAX_RECORD_LINES = 1000  # a runaway record is cut here so memory stays bounded
@@ -29,13 +29,13 @@ class _Open:
     lines: list[ParsedLine] = field(default_factory=list)
 
 
-def _starts_traceback(message: str) -> bool:
+def starts_traceback(message: str) -> bool:
     return message.startswith(_TB_START) or message.endswith(_TB_START)
 
 
 def _state_after_first(line: ParsedLine) -> str:
     message = line.message
-    if _starts_traceback(message):
+    if starts_traceback(message):
         return "frames"
     if line.kind != "vllm" and message.startswith("Process ") and message.endswith(":"):
         return "process"
@@ -59,7 +59,7 @@ def _continues(current: _Open, line: ParsedLine) -> str | None:
     state = current.state
     indented = message[:1] in (" ", "\t")
 
-    if _starts_traceback(message):
+    if starts_traceback(message):
         opens = same_logger_call or state in ("process", "chain") or (
             state == "plain" and last.message.rstrip().endswith(":"))
         return "frames" if opens else None
@@ -67,13 +67,13 @@ def _continues(current: _Open, line: ParsedLine) -> str | None:
         return "plain" if same_logger_call and indented else None
     if state == "process":
         return None
-    if stripped.startswith(_CHAIN):
+    if stripped.startswith(CHAIN_MARKERS):
         return "chain"
     if not stripped:
         return state
     if state == "chain":
         return None
-    if message.startswith(_TRAILERS):
+    if message.startswith(TRAILERS):
         return "after_exception"
     if state == "frames":
         return "frames" if indented else "after_exception"  # unindented: the exception line

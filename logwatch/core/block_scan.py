@@ -1,9 +1,10 @@
 """Scan newline-aligned byte blocks: prefilter literals, run the full pipeline near hits only.
 
-Lines far from any signature literal are counted, never decoded. Around each hit, a window
-of lines (enough to hold a traceback) is decoded, parsed, assembled and matched, so the
-findings equal what the full per-line pipeline would give on any realistic log. `full=True`
-runs the per-line pipeline everywhere (hard-wrapped logs, cross-checks in tests).
+Lines far from any signature literal are counted, never decoded. For each hit, the record
+holding the hit line is assembled from a small window of lines that widens only while the
+record might reach beyond it (its first line does not open a record cleanly, or its writer
+has not yet printed a line that closes it), so findings equal what the full per-line pipeline
+gives. `full=True` runs the per-line pipeline everywhere (hard-wrapped logs, cross-checks).
 """
 
 from __future__ import annotations
@@ -11,14 +12,15 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime
 
-from logwatch.core.assemble import Assembler
+from logwatch.core.assemble import CHAIN_MARKERS, TRAILERS, Assembler, starts_traceback
 from logwatch.core.findings import Finding
 from logwatch.core.matcher import Matcher
-from logwatch.core.records import Record
+from logwatch.core.records import ParsedLine, Record
 from logwatch.core.vllm_format import parse_line
 
-CONTEXT_BEFORE = 160  # lines: a logged traceback plus its raw multiprocessing copy
-CONTEXT_AFTER = 40
+CONTEXT_BEFORE = 200  # lines: interleaved tracebacks of 8 ranks, or one plus its raw copy
+CONTEXT_AFTER = 200
+INITIAL_CONTEXT = 4  # most hits are one-line records; widen only when the record may go on
 MAX_CARRY_BYTES = 32 << 20
 
 
@@ -30,6 +32,7 @@ class ScanStats:
     lines_parsed: int = 0
     records: int = 0
     findings: int = 0
+    matched_lines: int = 0  # distinct lines where some signature matched
     replaced_chars: int = 0  # invalid UTF-8 replaced with U+FFFD
 
 
@@ -39,44 +42,39 @@ class BlockScanner:
     def __init__(self, matcher: Matcher, source: str, reference: datetime,
                  full: bool = False, wrap_width: int | None = None) -> None:
         self.matcher = matcher
-        self.wrap_width = wrap_width
         self.source = source
         self.reference = reference
         self.full = full
         self.stats = ScanStats()
-        self._carry = b""  # unprocessed bytes at the end of the previous block
-        self._carry_lineno = 1  # line number of the first line in _carry
-        self._carry_hits: list[tuple[int, int]] = []  # (line number, offset) of hits in _carry
-        self._carry_newlines = 0
-        self._done_until = 0  # last line number already processed
+        self._assembler = Assembler(wrap_width)  # the full pipeline's
         self._next_lineno = 1
+        self._carry = b""  # bytes kept from the previous block (context or a waiting hit)
+        self._carry_lineno = 1  # line number of the first line in _carry
+        self._carry_newlines = 0
+        self._carry_hits: list[tuple[int, int]] = []  # (line number, offset) of hits in _carry
+        self._covered: set[int] = set()  # lines of records already matched
+        self._emitted: set[tuple[str, int]] = set()  # (signature, line) already reported
+        self._held: list[Finding] = []  # found, waiting for earlier records still open
 
     def feed(self, block: bytes) -> list[Finding]:
         self.stats.bytes += len(block)
-        if self.full:
-            return self._process_full(block)
-        return self._process(block, final=False)
+        return self._process_full(block) if self.full else self._process(block, final=False)
 
     def finish(self) -> list[Finding]:
-        if self.full:
-            return self._process_full(b"", final=True)
-        return self._process(b"", final=True)
+        return self._process_full(b"", final=True) if self.full else self._process(b"", True)
 
     # -- the full per-line pipeline -------------------------------------------------------
-    _assembler: Assembler | None = None
-
     def _process_full(self, block: bytes, final: bool = False) -> list[Finding]:
-        if self._assembler is None:
-            self._assembler = Assembler(self.wrap_width)
         records: list[Record] = []
         if block:
-            text = self._decode(block)
-            for raw in text.split("\n")[:-1] if text.endswith("\n") else text.split("\n"):
+            raws = self._decode(block).split("\n")
+            if raws[-1] == "":
+                raws.pop()
+            for raw in raws:
                 line = parse_line(self.source, self._next_lineno, raw, self.reference)
                 self._next_lineno += 1
                 records.extend(self._assembler.feed(line))
-            self.stats.lines = self._next_lineno - 1
-            self.stats.lines_parsed = self.stats.lines
+            self.stats.lines = self.stats.lines_parsed = self._next_lineno - 1
         if final:
             records.extend(self._assembler.flush())
         return self._match(records)
@@ -86,7 +84,7 @@ class BlockScanner:
         base = self._carry_lineno
         buf = self._carry + block if self._carry else block
         block_start = len(self._carry)
-        hits = list(self._carry_hits)  # (line number, offset of the line's start in buf)
+        hits = list(self._carry_hits)
         lineno, pos = base + self._carry_newlines, block_start
         for off in self.matcher.scanner.hit_offsets(block) if block else ():
             self.stats.hits += 1
@@ -101,44 +99,77 @@ class BlockScanner:
         end_anchor = (base + newlines, buf.rfind(b"\n") + 1 if partial else len(buf))
         self.stats.lines = max(self.stats.lines, last_line)
 
-        findings: list[Finding] = []
-        carry: tuple[int, int] | None = None  # (line number, offset) to keep for next block
-        for first_hit, last_hit, start, stop in _regions(hits, self._done_until, base):
-            if stop > last_line:
-                if not final and len(buf) < MAX_CARRY_BYTES:
-                    carry = (start, _walk(buf, first_hit, start))
-                    break
-                stop = last_line
-            begin = _walk(buf, first_hit, start)
-            end = _walk(buf, last_hit, stop + 1)
-            findings.extend(self._match(self._region_records(buf[begin:end], start)))
-            self._done_until = stop
+        lines = _Lines(self, buf, base, last_line)
+        pending: int | None = None  # the first hit whose record may go on in the next block
+        for index, hit in enumerate(hits):
+            if hit[0] in self._covered:
+                continue
+            record = self._record_around(lines, hit, final or len(buf) >= MAX_CARRY_BYTES)
+            if record is None:
+                pending = index
+                break
+            self._covered.update(line.lineno for line in record.lines)
+            for finding in self._match([record]):
+                key = (finding.signature.id, finding.lineno)
+                if key not in self._emitted:
+                    self._emitted.add(key)
+                    self._held.append(finding)
+        self.stats.lines_parsed += lines.parsed
+        if len(self._covered) + len(self._emitted) > 8192:
+            floor = (hits[pending][0] if pending is not None else last_line) - CONTEXT_BEFORE
+            self._covered = {n for n in self._covered if n >= floor}
+            self._emitted = {e for e in self._emitted if e[1] >= floor}
+
+        # release findings in line order: a waiting record may still yield earlier lines
+        self._held.sort(key=lambda f: (f.lineno, f.record_lineno))
+        due = len(self._held)
+        if pending is not None and not final:
+            earliest = hits[pending][0] - CONTEXT_BEFORE
+            due = next((i for i, f in enumerate(self._held) if f.lineno >= earliest), due)
+        findings, self._held = self._held[:due], self._held[due:]
+
         if final:
             self._carry, self._carry_hits, self._carry_newlines = b"", [], 0
             return findings
-        if carry is None:  # keep the last lines as context for hits early in the next block
-            line = max(base, end_anchor[0] - CONTEXT_BEFORE, self._done_until + 1)
-            carry = (line, _walk(buf, end_anchor, line))
-        line, offset = carry
+        if pending is not None:  # keep everything the waiting hit may need
+            first = max(base, hits[pending][0] - CONTEXT_BEFORE)
+            offset = _walk(buf, hits[pending], first)
+        else:  # keep the last lines as context for hits early in the next block
+            first = max(base, end_anchor[0] - CONTEXT_BEFORE)
+            offset = _walk(buf, end_anchor, first)
         self._carry = buf[offset:]
-        self._carry_lineno = line
-        self._carry_hits = [(h, o - offset) for h, o in hits if h >= line]
+        self._carry_lineno = first
+        waiting = hits[pending:] if pending is not None else []
+        self._carry_hits = [(h, o - offset) for h, o in waiting]
         self._carry_newlines = self._carry.count(b"\n")
         return findings
 
-    def _region_records(self, data: bytes, start: int) -> list[Record]:
-        text = self._decode(data)
-        raws = text.split("\n")
-        if raws and raws[-1] == "":
-            raws.pop()
-        assembler = Assembler()
-        records: list[Record] = []
-        for i, raw in enumerate(raws):
-            records.extend(assembler.feed(parse_line(self.source, start + i, raw,
-                                                     self.reference)))
-        records.extend(assembler.flush())
-        self.stats.lines_parsed += len(raws)
-        return records
+    def _record_around(self, lines: _Lines, hit: tuple[int, int],
+                       final: bool) -> Record | None:
+        """The record holding the hit line, from the smallest window that settles it; None
+        when it may go on past what has been read so far."""
+        before = after = INITIAL_CONTEXT
+        while True:
+            low = max(lines.first, hit[0] - before)
+            high = hit[0] + after
+            if high > lines.last:
+                if not final:
+                    return None
+                high = lines.last
+            window = [lines.get(n, hit) for n in range(low, high + 1)]
+            assembler = Assembler()
+            records = [r for ln in window for r in assembler.feed(ln)] + assembler.flush()
+            record = next(r for r in records if any(ln.lineno == hit[0] for ln in r.lines))
+            widen_before = (low > lines.first and before < CONTEXT_BEFORE
+                            and not _opens_cleanly(record, window))
+            widen_after = (high < lines.last and after < CONTEXT_AFTER
+                           and not _closed_in(record, window))
+            if not widen_before and not widen_after:
+                return record
+            if widen_before:
+                before = min(before * 4, CONTEXT_BEFORE)
+            if widen_after:
+                after = min(after * 4, CONTEXT_AFTER)
 
     def _decode(self, data: bytes) -> str:
         text = data.decode("utf-8", errors="replace")
@@ -148,28 +179,62 @@ class BlockScanner:
 
     def _match(self, records: list[Record]) -> list[Finding]:
         self.stats.records += len(records)
-        records.sort(key=lambda r: r.lineno)
         findings = self.matcher.match_records(records)
         findings.sort(key=lambda f: (f.lineno, f.record_lineno))
         self.stats.findings += len(findings)
+        self.stats.matched_lines += len({f.lineno for f in findings})
         return findings
 
 
-def _regions(hits: list[tuple[int, int]], done_until: int,
-             first: int) -> list[tuple[tuple[int, int], tuple[int, int], int, int]]:
-    """Merged line windows around hits: (first hit, last hit, start line, stop line)."""
-    regions: list[tuple[tuple[int, int], tuple[int, int], int, int]] = []
-    for hit in hits:
-        if hit[0] <= done_until:
-            continue
-        start = max(hit[0] - CONTEXT_BEFORE, done_until + 1, first)
-        stop = hit[0] + CONTEXT_AFTER
-        if regions and start <= regions[-1][3] + 1:
-            f, _, s, e = regions[-1]
-            regions[-1] = (f, hit, s, max(e, stop))
-        else:
-            regions.append((hit, hit, start, stop))
-    return regions
+class _Lines:
+    """Lazily decoded and parsed lines of one buffer, cached across overlapping windows."""
+
+    def __init__(self, scanner: BlockScanner, buf: bytes, first: int, last: int) -> None:
+        self.scanner, self.buf, self.first, self.last = scanner, buf, first, last
+        self._cache: dict[int, ParsedLine] = {}
+        self._starts: dict[int, int] = {}
+
+    @property
+    def parsed(self) -> int:
+        return len(self._cache)
+
+    def get(self, lineno: int, anchor: tuple[int, int]) -> ParsedLine:
+        line = self._cache.get(lineno)
+        if line is None:
+            start = self._starts.get(lineno)
+            if start is None:
+                start = _walk(self.buf, anchor, lineno)
+            end = self.buf.find(b"\n", start)
+            end = len(self.buf) if end < 0 else end
+            self._starts[lineno + 1] = end + 1
+            scanner = self.scanner
+            line = parse_line(scanner.source, lineno, scanner._decode(self.buf[start:end]),
+                              scanner.reference)
+            self._cache[lineno] = line
+        return line
+
+
+def _opens_cleanly(record: Record, window: list[ParsedLine]) -> bool:
+    """Whether the record's first line starts a record whatever came before the window."""
+    first = record.first
+    message = first.message
+    if (not message.strip() or message[:1] in (" ", "\t") or starts_traceback(message)
+            or message.startswith(CHAIN_MARKERS) or message.startswith(TRAILERS)):
+        return False
+    previous = next((ln for ln in reversed(window)
+                     if ln.lineno < first.lineno and ln.stream_key == first.stream_key), None)
+    if previous is None:
+        return False
+    if first.kind == "vllm":  # a logger record continues only under the very same header
+        return previous.kind != "vllm" or previous.header_key != first.header_key
+    # without a header, a line after an indented frame may be that traceback's last line
+    return bool(previous.message.strip()) and previous.message[:1] not in (" ", "\t")
+
+
+def _closed_in(record: Record, window: list[ParsedLine]) -> bool:
+    """Whether the record's writer printed another line (one that did not continue it)."""
+    key, last = record.first.stream_key, record.last_lineno
+    return any(ln.lineno > last and ln.stream_key == key for ln in window)
 
 
 def _walk(buf: bytes, anchor: tuple[int, int], target: int) -> int:
