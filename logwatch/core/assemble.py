@@ -7,6 +7,8 @@ each. A record closes when its writer prints a line that cannot continue it.
 
 from __future__ import annotations
 
+import heapq
+import itertools
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field, replace
 
@@ -89,10 +91,13 @@ class Assembler:
     records in log order; a writer that stays quiet for QUIET_WRITER_LINES lines is closed.
     """
 
-    def __init__(self, wrap_width: int | None = None) -> None:
-        """`wrap_width`: the terminal width a copied log was hard-wrapped at, if known."""
+    def __init__(self, wrap_width: int | None = None, ordered: bool = True) -> None:
+        """`wrap_width`: the terminal width a copied log was hard-wrapped at, if known.
+        `ordered=False` returns records as they close (cheaper when order does not matter)."""
         self._open: dict[tuple[object, ...], _Open] = {}
-        self._closed: list[Record] = []
+        self._closed: list[tuple[int, int, Record]] = []  # heap by first line
+        self._sequence = itertools.count()
+        self._ordered = ordered
         self._wrap_width = wrap_width
         self._last_length = 0  # of the previous physical line
         self._last_key: tuple[object, ...] | None = None  # the writer it went to
@@ -105,24 +110,27 @@ class Assembler:
     def feed(self, line: ParsedLine) -> list[Record]:
         """Add one line; return the records that are complete and due, in order."""
         self._feed(line)
-        for key, current in list(self._open.items()):
-            if line.lineno - current.record.last_lineno > QUIET_WRITER_LINES:
-                self._closed.append(current.record)
-                del self._open[key]
+        if line.lineno % 256 == 0:
+            for key, current in list(self._open.items()):
+                if line.lineno - current.record.last_lineno > QUIET_WRITER_LINES:
+                    self._close(current.record)
+                    del self._open[key]
         if not self._closed:
             return []
-        oldest_open = min((o.record.lineno for o in self._open.values()), default=None)
-        self._closed.sort(key=lambda r: r.lineno)
-        if oldest_open is None:
-            due, self._closed = self._closed, []
-        else:
-            cut = next((i for i, r in enumerate(self._closed) if r.lineno > oldest_open),
-                       len(self._closed))
-            due, self._closed = self._closed[:cut], self._closed[cut:]
+        if not self._ordered:
+            due = [entry[2] for entry in self._closed]
+            self._closed.clear()
+            return due
+        oldest_open = min((o.record.lines[0].lineno for o in self._open.values()), default=None)
+        due = []
+        while self._closed and (oldest_open is None or self._closed[0][0] < oldest_open):
+            due.append(heapq.heappop(self._closed)[2])
         return due
 
+    def _close(self, record: Record) -> None:
+        heapq.heappush(self._closed, (record.lines[0].lineno, next(self._sequence), record))
+
     def _feed(self, line: ParsedLine) -> None:
-        closed = self._closed
         if self._is_hard_wrap(line):
             assert self._last_key is not None
             current = self._open.get(self._last_key)
@@ -143,16 +151,21 @@ class Assembler:
                 current.record.lines.append(line)
                 current.state = state
                 return
-            closed.append(current.record)
+            self._close(current.record)
         self._open[key] = _Open(Record([line]), _state_after_first(line))
 
     def flush(self) -> list[Record]:
         """Close every open record (end of input, or a quiet period in a live source)."""
-        records = self._closed + [o.record for o in self._open.values()]
+        records = [entry[2] for entry in self._closed]
+        records += [o.record for o in self._open.values()]
         self._open.clear()
         self._closed = []
-        records.sort(key=lambda r: r.lineno)
+        records.sort(key=_first_lineno)
         return records
+
+
+def _first_lineno(record: Record) -> int:
+    return record.lines[0].lineno
 
 
 def assemble(lines: Iterable[ParsedLine]) -> Iterator[Record]:

@@ -21,6 +21,11 @@ from logwatch.core.vllm_format import parse_line
 CONTEXT_BEFORE = 200  # lines: interleaved tracebacks of 8 ranks, or one plus its raw copy
 CONTEXT_AFTER = 200
 INITIAL_CONTEXT = 4  # most hits are one-line records; widen only when the record may go on
+HEADER_SEARCH_BYTES = 64 << 10  # where a logger record's other lines would repeat its header
+MAX_SAME_HEADER_LINES = 64
+# Messages that join a same-header neighbour into one record (see assemble._continues).
+_JOINING_STARTS = (b" ", b"\t", b"Traceback", b"The above exception", b"During handling", b"\r",
+                   b"\n")
 MAX_CARRY_BYTES = 32 << 20
 
 
@@ -99,7 +104,7 @@ class BlockScanner:
         end_anchor = (base + newlines, buf.rfind(b"\n") + 1 if partial else len(buf))
         self.stats.lines = max(self.stats.lines, last_line)
 
-        lines = _Lines(self, buf, base, last_line)
+        lines = _Lines(self, buf, base, last_line, final)
         pending: int | None = None  # the first hit whose record may go on in the next block
         for index, hit in enumerate(hits):
             if hit[0] in self._covered:
@@ -148,6 +153,9 @@ class BlockScanner:
                        final: bool) -> Record | None:
         """The record holding the hit line, from the smallest window that settles it; None
         when it may go on past what has been read so far."""
+        single = self._single_line_record(lines, hit, final)
+        if single is not None:
+            return single
         before = after = INITIAL_CONTEXT
         while True:
             low = max(lines.first, hit[0] - before)
@@ -157,19 +165,48 @@ class BlockScanner:
                     return None
                 high = lines.last
             window = [lines.get(n, hit) for n in range(low, high + 1)]
-            assembler = Assembler()
+            assembler = Assembler(ordered=False)
             records = [r for ln in window for r in assembler.feed(ln)] + assembler.flush()
             record = next(r for r in records if any(ln.lineno == hit[0] for ln in r.lines))
             widen_before = (low > lines.first and before < CONTEXT_BEFORE
-                            and not _opens_cleanly(record, window))
+                            and not _opens_cleanly(record, window, lines))
             widen_after = (high < lines.last and after < CONTEXT_AFTER
-                           and not _closed_in(record, window))
+                           and not _closed_in(record, window, lines))
             if not widen_before and not widen_after:
                 return record
             if widen_before:
                 before = min(before * 4, CONTEXT_BEFORE)
             if widen_after:
                 after = min(after * 4, CONTEXT_AFTER)
+
+    def _single_line_record(self, lines: _Lines, hit: tuple[int, int],
+                            final: bool) -> Record | None:
+        """Fast path: a logger line is a record of its own when no nearby line with its exact
+        header could join it. Every line of a multi-line logger record repeats the header,
+        and a same-header line joins only as an indented line or as part of a traceback."""
+        line = lines.get(hit[0], hit)
+        message = line.message
+        if (not message or message[:1] in (" ", "\t") or starts_traceback(message)
+                or message.startswith(CHAIN_MARKERS)):
+            return None
+        located = _header_bytes(line)
+        if located is None:
+            return None
+        header, skip = located
+        buf = lines.buf
+        low, high = hit[1] - HEADER_SEARCH_BYTES, hit[1] + HEADER_SEARCH_BYTES
+        if (low < 0 and lines.first > 1) or (high > len(buf) and not final):
+            return None  # the neighbourhood reaches into a block not at hand
+        low, high = max(low, 0), min(high, len(buf))
+        own = hit[1] + skip
+        found = buf.find(header, low, high)
+        for _ in range(MAX_SAME_HEADER_LINES):
+            if found < 0:
+                return Record([line])
+            if found != own and buf.startswith(_JOINING_STARTS, found + len(header)):
+                return None
+            found = buf.find(header, found + 1, high)
+        return None
 
     def _decode(self, data: bytes) -> str:
         text = data.decode("utf-8", errors="replace")
@@ -189,10 +226,16 @@ class BlockScanner:
 class _Lines:
     """Lazily decoded and parsed lines of one buffer, cached across overlapping windows."""
 
-    def __init__(self, scanner: BlockScanner, buf: bytes, first: int, last: int) -> None:
+    def __init__(self, scanner: BlockScanner, buf: bytes, first: int, last: int,
+                 final: bool) -> None:
         self.scanner, self.buf, self.first, self.last = scanner, buf, first, last
+        self.final = final  # nothing comes after this buffer
         self._cache: dict[int, ParsedLine] = {}
         self._starts: dict[int, int] = {}
+
+    def start_of(self, lineno: int) -> int | None:
+        """Byte offset of a line already read through `get`."""
+        return self._starts.get(lineno)
 
     @property
     def parsed(self) -> int:
@@ -204,6 +247,7 @@ class _Lines:
             start = self._starts.get(lineno)
             if start is None:
                 start = _walk(self.buf, anchor, lineno)
+                self._starts[lineno] = start
             end = self.buf.find(b"\n", start)
             end = len(self.buf) if end < 0 else end
             self._starts[lineno + 1] = end + 1
@@ -214,27 +258,69 @@ class _Lines:
         return line
 
 
-def _opens_cleanly(record: Record, window: list[ParsedLine]) -> bool:
+def _header_bytes(line: ParsedLine) -> tuple[bytes, int] | None:
+    """A logger line's header as raw bytes (process prefix to `[file:line] `), and where it
+    starts within the line; None for lines without one or with colour codes in it."""
+    message, raw = line.message, line.raw
+    if (line.kind != "vllm" or len(raw) <= len(message) or not raw.endswith(message)
+            or "\x1b" in raw or "[0m" in raw or "<" in raw[: len(raw) - len(message)]):
+        return None
+    head = raw[: len(raw) - len(message)]
+    start = head.find(f"({line.process}") if line.process else -1
+    if start < 0 and line.level and line.vllm_time:
+        start = head.find(f"{line.level} {line.vllm_time}")
+    if start < 0:
+        return None
+    return head[start:].encode(), len(head[:start].encode())
+
+
+def _header_absent(lines: _Lines, line: ParsedLine, before: bool) -> bool:
+    """No other line with this logger line's exact header within reach on one side, so no
+    record can join it from there. False when unsure (no header, or reach not at hand)."""
+    located = _header_bytes(line)
+    if located is None:
+        return False
+    header, skip = located
+    start = lines.start_of(line.lineno)
+    if start is None:
+        return False
+    if before:
+        low = start - HEADER_SEARCH_BYTES
+        if low < 0 and lines.first > 1:
+            return False
+        return lines.buf.find(header, max(low, 0), start) < 0
+    high = start + skip + len(header) + 1 + HEADER_SEARCH_BYTES
+    if high > len(lines.buf) and not lines.final:
+        return False
+    return lines.buf.find(header, start + skip + 1, min(high, len(lines.buf))) < 0
+
+
+def _opens_cleanly(record: Record, window: list[ParsedLine], lines: _Lines) -> bool:
     """Whether the record's first line starts a record whatever came before the window."""
     first = record.first
-    message = first.message
-    if (not message.strip() or message[:1] in (" ", "\t") or starts_traceback(message)
-            or message.startswith(CHAIN_MARKERS) or message.startswith(TRAILERS)):
-        return False
     previous = next((ln for ln in reversed(window)
                      if ln.lineno < first.lineno and ln.stream_key == first.stream_key), None)
-    if previous is None:
-        return False
     if first.kind == "vllm":  # a logger record continues only under the very same header
-        return previous.kind != "vllm" or previous.header_key != first.header_key
+        if previous is not None:
+            return previous.kind != "vllm" or previous.header_key != first.header_key
+        return _header_absent(lines, first, before=True)
+    message = first.message
+    if (previous is None or not message.strip() or message[:1] in (" ", "\t")
+            or starts_traceback(message) or message.startswith(CHAIN_MARKERS)
+            or message.startswith(TRAILERS)):
+        return False
     # without a header, a line after an indented frame may be that traceback's last line
     return bool(previous.message.strip()) and previous.message[:1] not in (" ", "\t")
 
 
-def _closed_in(record: Record, window: list[ParsedLine]) -> bool:
-    """Whether the record's writer printed another line (one that did not continue it)."""
+def _closed_in(record: Record, window: list[ParsedLine], lines: _Lines) -> bool:
+    """Whether nothing after the window can join the record: its writer printed another line
+    that did not continue it, or (for a logger record) its header does not come again."""
     key, last = record.first.stream_key, record.last_lineno
-    return any(ln.lineno > last and ln.stream_key == key for ln in window)
+    if any(ln.lineno > last and ln.stream_key == key for ln in window):
+        return True
+    return record.lines[-1].kind == "vllm" and _header_absent(lines, record.lines[-1],
+                                                               before=False)
 
 
 def _walk(buf: bytes, anchor: tuple[int, int], target: int) -> int:

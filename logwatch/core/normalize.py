@@ -74,9 +74,12 @@ class Unwrapped:
     wrappers: tuple[str, ...] = ()
 
 
+_COLOUR_HINT = re.compile(r"\x1b|\^\[|\[[0-9;]*m(?![\w\]])")
+
+
 def strip_colour(text: str) -> str:
     """Remove ANSI escapes (raw, caret and stripped forms) and HTML colour tags."""
-    if "\x1b" in text or "[" in text or "^[" in text:
+    if _COLOUR_HINT.search(text):
         text = _ANSI.sub("", text)
     if "<" in text and _HTML_TAG.search(text):
         text = _HTML_TAG.sub("", text)
