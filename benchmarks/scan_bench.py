@@ -2,8 +2,10 @@
 
     python benchmarks/scan_bench.py [--size-mb 1024] [--keep] [--engine auto|python]
 
-Generates the log (mostly stats and access lines, request logs whose prompts quote error
-fragments as near misses, rare failures and tracebacks), then times three whole processes on
+Generates the log of a vLLM 0.33 server with MTP on a simulated clock (access lines per
+request, some request logs whose prompts quote error fragments as near misses, stats and
+SpecDecoding lines every 10 s, a worker traceback every ~15 minutes), then times three whole
+processes on
 the same file: `cat` (reading alone), `LC_ALL=C grep -c -E -f PATTERNS` with patterns
 translated from the signature library, and `logwatch scan --json`. Both scanners must agree on
 how many lines match. Prints MB/s, ratios and logwatch's peak memory.
@@ -27,55 +29,67 @@ sys.path.insert(0, str(ROOT))
 
 from logwatch.signature_files import load_signature_dirs  # noqa: E402
 
-CHUNK_LINES = 6000
 CHUNKS = 24
+CHUNK_SECONDS = 600
+STATS_INTERVAL_S = 10  # VLLM_LOG_STATS_INTERVAL: one stats and one SpecDecoding line each
+REQUEST_LOG_SHARE = 0.15  # requests whose prompt the request logger prints
+NEAR_MISS_SHARE = 0.0002  # requests whose logged prompt quotes a vLLM error fragment
+FAILURE_EVERY_S = 900  # a worker traceback now and then
 
 
-def _chunk(rng: random.Random, index: int) -> str:
-    """About 1.2 MB of log: a busy server minute by minute, with rare incidents."""
+def _chunk(rng: random.Random, index: int, rps: float) -> str:
+    """Ten minutes of a vLLM 0.33 server with MTP at `rps` requests per second."""
     out: list[str] = []
-    second = index * 600
-    for n in range(CHUNK_LINES):
-        second += rng.random() < 0.05
+    start = index * CHUNK_SECONDS
+    for second in range(start, start + CHUNK_SECONDS):
         mm, ss = divmod(second % 3600, 60)
-        ts = f"11-29 1{(second // 3600) % 10}:{mm:02d}:{ss:02d}"
-        r = rng.random()
-        if r < 0.62:
+        ts = f"11-29 {(second // 3600) % 24:02d}:{mm:02d}:{ss:02d}"
+        for _ in range(_poisson(rng, rps)):
+            if rng.random() < REQUEST_LOG_SHARE:
+                out.append(_request_line(rng, ts))
             out.append(f'INFO:     10.0.{rng.randint(0, 9)}.{rng.randint(1, 250)}:'
                        f'{rng.randint(30000, 60000)} - "POST /v1/chat/completions HTTP/1.1" '
                        f'{rng.choice((200, 200, 200, 400))} OK')
-        elif r < 0.90:
+        if second % STATS_INTERVAL_S == 0:
             out.append(f"(APIServer pid=7001) INFO {ts} [loggers.py:123] Engine 000: Avg prompt "
                        f"throughput: {rng.uniform(100, 3000):.1f} tokens/s, Avg generation "
                        f"throughput: {rng.uniform(100, 1500):.1f} tokens/s, Running: "
                        f"{rng.randint(1, 128)} reqs, Waiting: {rng.randint(0, 60)} reqs, GPU KV "
                        f"cache usage: {rng.uniform(10, 99.9):.1f}%, Prefix cache hit rate: "
                        f"{rng.uniform(0, 90):.1f}%")
-        elif r < 0.985:
-            out.append(f"(APIServer pid=7001) INFO {ts} [logger.py:40] Received request "
-                       f"chatcmpl-{rng.getrandbits(64):016x}: prompt: 'Summarise the incident "
-                       f"report for ticket {rng.randint(1000, 99999)} in three bullet points.', "
-                       f"params: SamplingParams(n=1, temperature=0.7, max_tokens=1024).")
-        elif r < 0.997:
-            rate = rng.choice((82.4, 79.1, 0.0)) if n % 2 else 75.0
+            rate = rng.choice((82.4, 79.1, 75.0, 0.0))
             out.append(f"(APIServer pid=7001) INFO {ts} [metrics.py:101] SpecDecoding metrics: "
                        f"Mean acceptance length: 2.41, Accepted throughput: 300.00 tokens/s, "
                        f"Drafted throughput: 400.00 tokens/s, Accepted: 3000 tokens, Drafted: "
                        f"4000 tokens, Per-position acceptance rate: 0.850, 0.650, Avg Draft "
                        f"acceptance rate: {rate}%")
-        elif r < 0.9995:
-            fragment = rng.choice((
-                "size_n = 40 is not divisible by tile_n_size = 64",
-                "must match the size of tensor b (512)",
-                "CUDA out of memory. Tried to allocate 2.00 GiB",
-                "Engine core initialization failed",
-            ))
-            out.append(f"(APIServer pid=7001) INFO {ts} [logger.py:40] Received request "
-                       f"chatcmpl-{rng.getrandbits(64):016x}: prompt: 'my logs say \"{fragment}\""
-                       f" - what now?', params: SamplingParams(n=1).")
-        else:
+        if rng.random() < 1 / FAILURE_EVERY_S:
             out.extend(_incident(rng, ts))
     return "\n".join(out) + "\n"
+
+
+def _poisson(rng: random.Random, mean: float) -> int:
+    count, total = 0, rng.expovariate(1.0)
+    while total < mean:
+        count += 1
+        total += rng.expovariate(1.0)
+    return count
+
+
+def _request_line(rng: random.Random, ts: str) -> str:
+    prompt = (f"Summarise the incident report for ticket {rng.randint(1000, 99999)} in three "
+              f"bullet points.")
+    if rng.random() < NEAR_MISS_SHARE / REQUEST_LOG_SHARE:
+        fragment = rng.choice((
+            "size_n = 40 is not divisible by tile_n_size = 64",
+            "must match the size of tensor b (512)",
+            "CUDA out of memory. Tried to allocate 2.00 GiB",
+            "Engine core initialization failed",
+        ))
+        prompt = f'my logs say "{fragment}" - what now?'
+    return (f"(APIServer pid=7001) INFO {ts} [logger.py:40] Received request "
+            f"chatcmpl-{rng.getrandbits(64):016x}: prompt: '{prompt}', params: "
+            f"SamplingParams(n=1, temperature=0.7, max_tokens=1024).")
 
 
 def _incident(rng: random.Random, ts: str) -> list[str]:
@@ -94,9 +108,9 @@ def _incident(rng: random.Random, ts: str) -> list[str]:
             h + last]
 
 
-def generate(path: Path, size_mb: int) -> None:
+def generate(path: Path, size_mb: int, rps: float) -> None:
     rng = random.Random(20261129)
-    chunks = [_chunk(rng, i).encode() for i in range(CHUNKS)]
+    chunks = [_chunk(rng, i, rps).encode() for i in range(CHUNKS)]
     target = size_mb << 20
     written = 0
     with open(path, "wb") as out:
@@ -157,13 +171,19 @@ def grep_patterns(path: Path) -> int:
 
 
 def timed(cmd: list[str], env: dict[str, str] | None = None) -> tuple[float, bytes, int]:
-    """Wall seconds, stdout and peak RSS (KiB) of one process."""
-    started = time.perf_counter()
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, env=env)
-    out = proc.stdout.read() if proc.stdout else b""
-    _, _, usage = os.wait4(proc.pid, 0)
-    elapsed = time.perf_counter() - started
-    proc.returncode = 0
+    """Wall seconds, stdout and peak RSS (KiB) of one process.
+
+    Output goes to a file, never into this process: a child's peak RSS counts the memory of
+    the parent it was forked from, so the parent must stay small.
+    """
+    with tempfile.TemporaryFile() as sink:
+        started = time.perf_counter()
+        proc = subprocess.Popen(cmd, stdout=sink, env=env)
+        _, _, usage = os.wait4(proc.pid, 0)
+        elapsed = time.perf_counter() - started
+        proc.returncode = 0
+        sink.seek(0)
+        out = sink.read(1 << 20)
     return elapsed, out, usage.ru_maxrss
 
 
@@ -176,6 +196,9 @@ def best_of(runs: int, cmd: list[str], env: dict[str, str] | None = None
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--size-mb", type=int, default=1024)
+    parser.add_argument("--rps", type=float, default=20.0,
+                        help="requests per second of the simulated server (1: a quiet server "
+                             "whose log is mostly stats and SpecDecoding lines, every one a hit)")
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--engine", default="auto", choices=("auto", "hyperscan", "python"))
     parser.add_argument("--keep", action="store_true", help="keep the generated log")
@@ -184,14 +207,15 @@ def main() -> int:
     workdir = Path(tempfile.mkdtemp(prefix="logwatch-bench-"))
     log, patterns = workdir / "vllm-bench.log", workdir / "patterns.ere"
     started = time.perf_counter()
-    generate(log, args.size_mb)
+    generate(log, args.size_mb, args.rps)
     size_mb = log.stat().st_size / 1e6
-    print(f"generated {size_mb:,.0f} MB in {time.perf_counter() - started:.1f} s: {log}")
+    print(f"generated {size_mb:,.0f} MB ({args.rps:g} requests/s) in "
+          f"{time.perf_counter() - started:.1f} s: {log}")
     count = grep_patterns(patterns)
     print(f"{count} single-line signature patterns translated to ERE for grep")
 
     env = {**os.environ, "LC_ALL": "C"}
-    cat_s, _, _ = best_of(args.runs, ["cat", str(log)])
+    cat_s, _, _ = best_of(args.runs, ["sh", "-c", 'cat "$0" | wc -l', str(log)])
     grep_s, grep_out, _ = best_of(args.runs, ["grep", "-c", "-E", "-f", str(patterns),
                                               str(log)], env)
     lw_cmd = [sys.executable, "-m", "logwatch", "scan", "--json", "--engine", args.engine,

@@ -24,16 +24,16 @@ def read_blocks(stream: BinaryIO, block_bytes: int = BLOCK_BYTES,
             if newline < 0:
                 continue
             chunk, skipping = chunk[newline + 1:], False
-        data = remainder + chunk if remainder else chunk
-        cut = data.rfind(b"\n")
+        cut = chunk.rfind(b"\n")
         if cut < 0:
-            if len(data) > max_line:
-                yield data[:max_line] + CUT_MARKER + b"\n"
+            remainder += chunk
+            if len(remainder) > max_line:
+                yield remainder[:max_line] + CUT_MARKER + b"\n"
                 remainder, skipping = b"", True
-            else:
-                remainder = data
             continue
-        block, remainder = data[: cut + 1], data[cut + 1:]
+        # one copy per block: the previous tail joined to this chunk up to its last newline
+        block = b"".join((remainder, memoryview(chunk)[: cut + 1]))
+        remainder = chunk[cut + 1:]
         if len(remainder) > max_line:
             block += remainder[:max_line] + CUT_MARKER + b"\n"
             remainder, skipping = b"", True

@@ -71,3 +71,27 @@ def test_samples_agree_across_engines(library: Library, tmp_path: Path) -> None:
         data = log.read_bytes()
         runs = {engine: findings(data, library, 1024, engine) for engine in ENGINES}
         assert len({repr(v) for v in runs.values()}) == 1, log.name
+
+
+def _naive_cut(data: bytes, max_line: int) -> bytes:
+    lines = data.split(b"\n")
+    out = [ln if len(ln) <= max_line else ln[:max_line] + CUT_MARKER for ln in lines]
+    return b"\n".join(out)
+
+
+@pytest.mark.parametrize("block", [1, 2, 3, 5, 8, 13, 64, 1000])
+def test_read_blocks_matches_a_naive_line_cutter(block: int) -> None:
+    import random
+
+    rng = random.Random(block)
+    for _ in range(30):
+        data = b"\n".join(b"x" * rng.choice([0, 1, 5, 19, 20, 21, 40, 90])
+                          for _ in range(rng.randint(0, 12)))
+        if rng.random() < 0.5:
+            data += b"\n"
+        got = b"".join(read_blocks(io.BytesIO(data), block_bytes=block, max_line=20))
+        want = _naive_cut(data, 20)
+        if want.endswith(CUT_MARKER):  # a cut last line may gain its newline: same lines
+            assert got in (want, want + b"\n"), (block, data)
+        else:
+            assert got == want, (block, data)

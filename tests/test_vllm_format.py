@@ -168,3 +168,20 @@ def test_process_roles_and_ranks() -> None:
 def test_year_inference(fields: tuple[int, int, int, int, int], reference: datetime,
                         expected: datetime) -> None:
     assert closest_datetime(*fields, reference) == expected
+
+
+def test_the_one_step_path_agrees_with_the_general_grammar(monkeypatch: pytest.MonkeyPatch
+                                                            ) -> None:
+    """The fast regex for plain modern lines must parse every sample line exactly as the
+    general wrapper-and-header grammar does."""
+    import re
+
+    from logwatch.core import vllm_format
+    from tests.conftest import SAMPLES
+
+    lines = [raw for log in sorted(SAMPLES.glob("*.log"))
+             for raw in log.read_text(encoding="utf-8", errors="replace").splitlines()]
+    fast = [parse(raw) for raw in lines]
+    monkeypatch.setattr(vllm_format, "_PLAIN", re.compile(r"(?!)"))
+    assert [parse(raw) for raw in lines] == fast
+    assert sum(1 for line in fast if line.kind == "vllm") > 300

@@ -15,7 +15,8 @@ from dataclasses import dataclass, field, replace
 from logwatch.core.records import ParsedLine, Record
 
 _TB_START = "Traceback (most recent call last):"
-CHAIN_MARKERS = ("The above exception was the direct cause", "During handling of the above exception")
+CHAIN_MARKERS = ("The above exception was the direct cause",
+                 "During handling of the above exception")
 # Lines torch and CUDA print after an exception line, still part of the same report.
 TRAILERS = ("frame #", "Exception raised from ", "CUDA kernel errors might be",
              "For debugging consider passing", "Compile with `TORCH_USE_CUDA_DSA`",

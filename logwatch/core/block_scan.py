@@ -21,7 +21,7 @@ from logwatch.core.vllm_format import parse_line
 CONTEXT_BEFORE = 200  # lines: interleaved tracebacks of 8 ranks, or one plus its raw copy
 CONTEXT_AFTER = 200
 INITIAL_CONTEXT = 4  # most hits are one-line records; widen only when the record may go on
-HEADER_SEARCH_BYTES = 64 << 10  # where a logger record's other lines would repeat its header
+HEADER_SEARCH_BYTES = 16 << 10  # where a logger record's other lines would repeat its header
 MAX_SAME_HEADER_LINES = 64
 # Messages that join a same-header neighbour into one record (see assemble._continues).
 _JOINING_STARTS = (b" ", b"\t", b"Traceback", b"The above exception", b"During handling", b"\r",
@@ -98,7 +98,7 @@ class BlockScanner:
             pos = off
             if not hits or hits[-1][0] != lineno:
                 hits.append((lineno, buf.rfind(b"\n", 0, off) + 1))
-        newlines = self._carry_newlines + block.count(b"\n")
+        newlines = lineno - base + buf.count(b"\n", pos)  # one counting pass per block
         partial = bool(buf) and not buf.endswith(b"\n")
         last_line = base + newlines - 1 + (1 if final and partial else 0)
         end_anchor = (base + newlines, buf.rfind(b"\n") + 1 if partial else len(buf))

@@ -35,11 +35,17 @@ class Finding:
     pid: int | None
     rank: str | None
     time: datetime | None
-    evidence: tuple[Evidence, ...]
+    record: Record
+    matched: ParsedLine
 
     @property
     def role(self) -> str | None:
         return process_role(self.process)
+
+    @property
+    def evidence(self) -> tuple[Evidence, ...]:
+        """Computed when asked: most findings only count, a few are shown."""
+        return select_evidence(self.record, self.matched)
 
 
 def evidence_text(line: ParsedLine) -> str:

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 import regex
 
-from logwatch.core.findings import Finding, select_evidence
+from logwatch.core.findings import Finding
 from logwatch.core.prefilter import LiteralScanner, make_scanner
 from logwatch.core.records import Record
 from logwatch.core.redact import redact
@@ -58,6 +58,7 @@ class Matcher:
                     if compiled not in bucket:
                         bucket.append(compiled)
         self.literals = literals
+        self._order = {sig.id: i for i, sig in enumerate(self.signatures)}
         self.scanner: LiteralScanner = make_scanner(literals, engine)
         self.timeouts: Counter[str] = Counter()
 
@@ -67,7 +68,9 @@ class Matcher:
         for literal_id in self.scanner.present(text):
             for pattern in self._by_literal[literal_id]:
                 seen.setdefault((pattern.signature.id, pattern.index), pattern)
-        order = {sig.id: i for i, sig in enumerate(self.signatures)}
+        if len(seen) == 1:
+            return list(seen.values())
+        order = self._order
         return sorted(seen.values(), key=lambda p: (order[p.signature.id], p.index))
 
     def match_record(self, record: Record) -> list[Finding]:
@@ -105,5 +108,5 @@ class Matcher:
             signature=signature, captures=captures, source=line.source, lineno=line.lineno,
             record_lineno=record.lineno, record_last_lineno=record.last_lineno, kind=line.kind,
             process=record.process, pid=record.pid, rank=record.rank,
-            time=line.time or record.time, evidence=select_evidence(record, line),
+            time=line.time or record.time, record=record, matched=line,
         )

@@ -77,6 +77,11 @@ class Unwrapped:
 _COLOUR_HINT = re.compile(r"\x1b|\^\[|\[[0-9;]*m(?![\w\]])")
 
 
+def looks_coloured(text: str) -> bool:
+    """Whether the text holds colour codes in any form (raw, caret, stripped remnants)."""
+    return _COLOUR_HINT.search(text) is not None
+
+
 def strip_colour(text: str) -> str:
     """Remove ANSI escapes (raw, caret and stripped forms) and HTML colour tags."""
     if _COLOUR_HINT.search(text):
@@ -139,6 +144,8 @@ def unwrap(raw: str, reference: datetime) -> Unwrapped:
             text = text[: m.start()]
             wrappers.append("ray-repeated")
     for _ in range(8):  # wrappers nest (CI gutter around docker around journald); bounded
+        if text[:1] == "(":  # a process prefix: no outer wrapper starts like that
+            break
         m = _KUBECTL_BOX.fullmatch(text)
         if m:
             text, kind = m.group("body"), "kubectl"

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import math
+import operator
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -23,7 +25,11 @@ REMEDIES = (
     "fix_ignore_list", "fix_quantization_flag", "reduce_memory", "fix_model_path",
     "upgrade_vllm", "change_backend", "check_hardware", "fix_environment", "disable_mtp",
 )
-CONDITION_OPS = ("<", "<=", ">", ">=", "==", "!=")
+_OPERATORS: dict[str, Callable[[float, float], bool]] = {
+    "<": operator.lt, "<=": operator.le, ">": operator.gt, ">=": operator.ge,
+    "==": operator.eq, "!=": operator.ne,
+}
+CONDITION_OPS = tuple(_OPERATORS)
 
 
 @dataclass(frozen=True, slots=True)
@@ -42,11 +48,7 @@ class Condition:
         number = parse_number(captured)
         if number is None or math.isnan(number):
             return False
-        return {
-            "<": number < self.value, "<=": number <= self.value,
-            ">": number > self.value, ">=": number >= self.value,
-            "==": number == self.value, "!=": number != self.value,
-        }[self.op]
+        return _OPERATORS[self.op](number, self.value)
 
 
 @dataclass(frozen=True, slots=True)

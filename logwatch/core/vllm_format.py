@@ -10,6 +10,7 @@ import json
 import re
 from datetime import datetime
 
+from logwatch.core.normalize import looks_coloured as _looks_coloured
 from logwatch.core.normalize import unwrap
 from logwatch.core.records import ParsedLine
 from logwatch.core.year_inference import closest_datetime, parse_vllm_time
@@ -30,6 +31,12 @@ _PROC = re.compile(
 )
 _PROC_LEADING = re.compile(
     r"(?:\([A-Za-z_][\w.-]{0,80}?(?: rank=\d+)? pid=\d+(?:, ip=[\w.:]+)?\) ?)+"
+)
+# The common modern line, parsed in one step: `(Name pid=N) LEVEL MM-DD HH:MM:SS [file:line] msg`
+_PLAIN = re.compile(
+    rf"\((?P<name>[A-Za-z_][\w.-]{{0,80}}) pid=(?P<pid>\d+)\) (?P<level>{_LEVELS}) "
+    r"(?P<ts>\d\d-\d\d \d\d:\d\d:\d\d) \[(?P<file>[^\]\s\[]{1,200}):(?P<lineno>\d+)\] "
+    r"(?P<msg>[^\r\x1b]*)"
 )
 _UVICORN = re.compile(rf"(?P<level>{_LEVELS}):\s+(?P<msg>.*)", re.DOTALL)
 _GLOG = re.compile(
@@ -97,6 +104,17 @@ def _parse_json_line(text: str) -> dict[str, object] | None:
 
 def parse_line(source: str, lineno: int, raw: str, reference: datetime) -> ParsedLine:
     """Unwrap and parse one physical line. `reference` anchors year inference."""
+    plain = _PLAIN.fullmatch(raw) if raw[:1] == "(" else None
+    if plain is not None and not plain.group("msg").endswith("across cluster]") and (
+            "[" not in plain.group("msg") or not _looks_coloured(raw)):
+        name, level = plain.group("name"), plain.group("level")
+        return ParsedLine(
+            source=source, lineno=lineno, raw=raw, message=plain.group("msg"), kind="vllm",
+            process=name, pid=int(plain.group("pid")), rank=rank_of(name, None),
+            level="WARNING" if level == "WARN" else level, vllm_time=plain.group("ts"),
+            logger_file=plain.group("file"), logger_line=int(plain.group("lineno")),
+            time=parse_vllm_time(plain.group("ts"), reference),
+        )
     unwrapped = unwrap(raw, reference)
     text = unwrapped.text
     anchor = unwrapped.outer_time or reference

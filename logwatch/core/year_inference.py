@@ -9,6 +9,7 @@ modification time), give or take a day of clock and timezone skew. That handles 
 from __future__ import annotations
 
 from datetime import datetime, timedelta
+from functools import lru_cache
 
 SKEW = timedelta(days=1)  # timezones and clocks differ between vLLM and the reader
 
@@ -27,6 +28,7 @@ def closest_datetime(
     return None
 
 
+@lru_cache(maxsize=4096)  # a busy log repeats each second's stamp on many lines
 def parse_vllm_time(text: str, reference: datetime) -> datetime | None:
     """Parse vLLM's `MM-DD HH:MM:SS` against a reference time."""
     try:
