@@ -60,53 +60,74 @@ def _when(seen: Mapping[str, Any]) -> str:
 
 
 def render_text(report: Mapping[str, Any], colour: bool = False, width: int = 100) -> str:
-    """A report an operator reads top to bottom: the root cause first, then the rest."""
+    """A report an operator reads top to bottom: the root cause, other problems, then the
+    context (versions, backends, lifecycle) one line each."""
     stats = report["stats"]
-    out: list[str] = []
     incidents = report["incidents"]
-    fatal = [i for i in incidents if i["fatal"]]
-    head = (f"logwatch scan: {stats.get('lines', 0):,} lines in {stats.get('files', 0)} "
-            f"input(s), library {report['library_version']}, {len(incidents)} incident(s)"
-            f"{', ' + str(len(fatal)) + ' fatal' if fatal else ''}")
-    out.append(_paint(head, "1", colour))
-    if not incidents:
-        out.append("No known failure signature found.")
-    for index, inc in enumerate(incidents):
-        out.append("")
-        if index == report["root_cause"]:
-            out.append(_paint("ROOT CAUSE", "1;4", colour))
-        elif index == 1 and report["root_cause"] == 0:
-            out.append(_paint("OTHER INCIDENTS", "1;4", colour))
-        badge = _paint(f"[{inc['severity'].upper()}]", SEVERITY_COLOURS[inc["severity"]], colour)
-        fatal_mark = " FATAL" if inc["fatal"] else ""
-        out.append(f"{badge}{fatal_mark} {inc['title']}")
-        out.append(f"  signature {inc['signature']} v{inc['signature_version']} "
-                   f"({inc['category']}, {inc['status']})")
-        copies = f" (+{inc['copies']} copies)" if inc["copies"] else ""
-        out.append(f"  seen {inc['count']}x{copies}, first {_when(inc['first_seen'])}"
-                   + (f", last {_when(inc['last_seen'])}" if inc["count"] > 1 else ""))
-        if inc["processes"] or inc["ranks"]:
-            parts = []
-            if inc["processes"]:
-                parts.append("processes " + ", ".join(inc["processes"]))
-            if inc["ranks"]:
-                parts.append("ranks " + ", ".join(inc["ranks"]))
-            out.append("  " + "; ".join(parts))
-        if inc["captures"]:
-            captures = "  ".join(f"{k}={v}" for k, v in inc["captures"].items())
-            out.append(f"  captured: {_clip(captures, width - 12)}")
-        out.append("  evidence:")
-        for ev in inc["evidence"]:
-            out.append(_paint(f"    {ev['source']}:{ev['line']}: ", "2", colour)
-                       + _clip(ev["text"], width + 40))
-        out.append("  why:")
-        out.extend("    " + ln for ln in _wrap(inc["explanation"], width - 4))
+    root = report["root_cause"]
+    fatal = sum(1 for i in incidents if i["fatal"])
+    out = [_paint(f"logwatch scan: {stats.get('lines', 0):,} lines in {stats.get('files', 0)} "
+                  f"input(s), signature library {report['library_version']}", "1", colour)]
+    if root is not None:
+        out.append(f"{fatal} fatal incident(s); root cause: {incidents[root]['title']}")
+    elif any(i["severity"] in ("error", "critical") for i in incidents):
+        out.append("No fatal incident, but errors below need attention.")
+    else:
+        out.append("No fatal incident and no error: vLLM looks healthy in this log.")
+
+    problems = [(n, i) for n, i in enumerate(incidents) if i["severity"] != "info" and n != root]
+    context = [i for n, i in enumerate(incidents) if i["severity"] == "info" and n != root]
+    if root is not None:
+        out += ["", _paint("ROOT CAUSE", "1;4", colour)]
+        out += _incident_block(incidents[root], colour, width, max_evidence=8)
+    if problems:
+        out += ["", _paint("OTHER PROBLEMS" if root is not None else "PROBLEMS", "1;4", colour)]
+        for _, inc in problems:
+            out += _incident_block(inc, colour, width, max_evidence=3)
+            out.append("")
+        out.pop()
+    if context:
+        out += ["", _paint("CONTEXT", "1;4", colour)]
+        for inc in context:
+            captures = " ".join(f"{k}={v}" for k, v in inc["captures"].items())
+            seen = f"{inc['count']}x" if inc["count"] > 1 else f"line {inc['first_seen']['line']}"
+            out.append(_clip(f"  {inc['title']}: {captures or '-'} ({seen})", width + 20))
     timeouts = stats.get("match_timeouts") or {}
     if timeouts:
-        out.append("")
-        out.append("warning: pattern time bound hit (signature: count): "
-                   + ", ".join(f"{k}: {v}" for k, v in timeouts.items()))
+        out += ["", "warning: the pattern time bound was hit (signature: count): "
+                + ", ".join(f"{k}: {v}" for k, v in timeouts.items())]
     return "\n".join(out) + "\n"
+
+
+def _incident_block(inc: Mapping[str, Any], colour: bool, width: int,
+                    max_evidence: int) -> list[str]:
+    badge = _paint(f"[{inc['severity'].upper()}]", SEVERITY_COLOURS[inc["severity"]], colour)
+    out = [f"{badge}{' FATAL' if inc['fatal'] else ''} {inc['title']}",
+           f"  signature {inc['signature']} v{inc['signature_version']} "
+           f"({inc['category']}, {inc['status']}), remedy: {inc['remedy']}"]
+    copies = f" (+{inc['copies']} copies)" if inc["copies"] else ""
+    out.append(f"  seen {inc['count']}x{copies}, first {_when(inc['first_seen'])}"
+               + (f", last {_when(inc['last_seen'])}" if inc["count"] > 1 else ""))
+    where = []
+    if inc["processes"]:
+        where.append("processes " + ", ".join(inc["processes"]))
+    if inc["ranks"]:
+        where.append("ranks " + ", ".join(inc["ranks"]))
+    if where:
+        out.append("  " + "; ".join(where))
+    if inc["captures"]:
+        captures = "  ".join(f"{k}={v}" for k, v in inc["captures"].items())
+        out.append(f"  captured: {_clip(captures, width - 12)}")
+    evidence = inc["evidence"]
+    shown = evidence if len(evidence) <= max_evidence else evidence[-max_evidence:]
+    out.append("  evidence:" + (f" (last {len(shown)} of {len(evidence)} lines)"
+                                if len(shown) < len(evidence) else ""))
+    for ev in shown:
+        out.append(_paint(f"    {ev['source']}:{ev['line']}: ", "2", colour)
+                   + _clip(ev["text"], width + 40))
+    out.append("  why:")
+    out.extend("    " + ln for ln in _wrap(inc["explanation"], width - 4))
+    return out
 
 
 def _clip(text: str, limit: int) -> str:
