@@ -27,7 +27,9 @@ def test_scan_a_failed_launch_exits_1_with_the_root_cause_first() -> None:
     result = run("scan", str(DEMO))
     assert result.returncode == 1
     out = result.stdout.decode()
-    assert out.index("ROOT CAUSE") < out.index("size_n is not divisible by tile_n_size")
+    assert "root cause: Marlin repack: size_n is not divisible by tile_n_size" in out
+    assert out.index("ROOT CAUSE") < out.index("[CRITICAL] FATAL Marlin repack")
+    assert out.index("[CRITICAL] FATAL Marlin repack") < out.index("OTHER PROBLEMS")
     assert "ranks TP0, TP1, TP2, TP3" in out
     assert "RuntimeError: size_n = 40 is not divisible by tile_n_size = 64" in out
 
