@@ -100,3 +100,36 @@ def test_sample(log: Path, tmp_path: Path, library: Library) -> None:
     full = _scan(log, tmp_path, expect, library, mode="full")
     assert full["incidents"] == incidents, f"{log.name}: prefilter and full scans disagree"
     assert full["root_cause"] == root
+
+
+def test_every_signature_is_exercised_by_a_sample(library: Library) -> None:
+    expected: set[str] = set()
+    for log in SAMPLE_LOGS:
+        expect = _expectations(log)
+        expected |= {i["signature"] for i in expect.get("incidents", [])}
+        if expect.get("root_cause"):
+            expected.add(expect["root_cause"])
+    missing = sorted(s.id for s in library.signatures if s.id not in expected)
+    assert missing == [], f"signatures no sample log expects: {missing}"
+
+
+def test_samples_cover_every_wrapper_and_process_era() -> None:
+    from logwatch.core.normalize import unwrap
+    from logwatch.core.vllm_format import parse_line
+
+    reference = datetime(2026, 11, 30)
+    wrappers: set[str] = set()
+    processes: set[str] = set()
+    kinds: set[str] = set()
+    for log in SAMPLES.glob("*.log"):
+        for raw in log.read_text(encoding="utf-8", errors="replace").splitlines():
+            wrappers.update(unwrap(raw, reference).wrappers)
+            parsed = parse_line(log.name, 1, raw, reference)
+            kinds.add(parsed.kind)
+            if parsed.process:
+                processes.add(parsed.process.split("_")[0])
+    assert {"docker-compose", "timestamp", "journald", "ci-gutter", "torch-rank", "kubectl",
+            "ray-repeated"} <= wrappers
+    assert {"APIServer", "EngineCore", "Worker", "VllmWorker", "VllmWorkerProcess",
+            "MainProcess", "RayWorkerWrapper"} <= processes
+    assert {"vllm", "prefix", "uvicorn", "glog", "json", "raw"} <= kinds
