@@ -2,18 +2,22 @@
 
 from __future__ import annotations
 
+import os
 import time
 from typing import TextIO
 
-SHOW_AFTER_S = 2.0
+SHOW_AFTER_S = 2.0  # quick scans stay quiet; LOGWATCH_PROGRESS_AFTER overrides (seconds)
 
 
 class Progress:
+    """A one-line bar redrawn in place at most ten times a second; erased when done."""
+
     def __init__(self, stream: TextIO, label: str, width: int = 30) -> None:
         self.stream = stream
         self.label = label
         self.width = width
         self.enabled = stream.isatty()
+        self.show_after = float(os.environ.get("LOGWATCH_PROGRESS_AFTER", SHOW_AFTER_S))
         self.started = time.monotonic()
         self.shown = False
         self._last_draw = 0.0
@@ -22,7 +26,7 @@ class Progress:
         if not self.enabled:
             return
         now = time.monotonic()
-        if now - self.started < SHOW_AFTER_S or now - self._last_draw < 0.1:
+        if now - self.started < self.show_after or now - self._last_draw < 0.1:
             return
         self._last_draw = now
         self.shown = True

@@ -134,3 +134,38 @@ def test_python_dash_m_and_console_script_agree() -> None:
         pytest.skip("console script not installed in this environment")
     result = subprocess.run([str(script), "--version"], capture_output=True, check=False)
     assert result.stdout.strip() == run("--version").stdout.strip()
+
+
+def test_progress_bar_on_a_real_terminal(tmp_path: Path) -> None:
+    """stderr on a pseudo-terminal gets a redrawn bar; stdout keeps only the report."""
+    import pty
+
+    log = tmp_path / "big.log"
+    line = b'INFO:     10.0.0.1:40000 - "POST /v1/chat/completions HTTP/1.1" 200 OK\n'
+    log.write_bytes(line * (20_000_000 // len(line)))
+    master, slave = pty.openpty()
+    env = {**os.environ, "LOGWATCH_PROGRESS_AFTER": "0"}
+    proc = subprocess.run([sys.executable, "-m", "logwatch", "scan", str(log)], cwd=ROOT,
+                          env=env, stdout=subprocess.PIPE, stderr=slave, timeout=120,
+                          check=False)
+    os.close(slave)
+    seen = b""
+    while True:
+        try:
+            chunk = os.read(master, 65536)
+        except OSError:
+            break
+        if not chunk:
+            break
+        seen += chunk
+    os.close(master)
+    assert proc.returncode == 0
+    assert b"scanning" in seen and b"MB/s" in seen and b"%" in seen
+    assert b"scanning" not in proc.stdout
+
+
+def test_no_progress_bar_when_stderr_is_not_a_terminal() -> None:
+    env_run = subprocess.run([sys.executable, "-m", "logwatch", "scan", str(HEALTHY)], cwd=ROOT,
+                             env={**os.environ, "LOGWATCH_PROGRESS_AFTER": "0"},
+                             capture_output=True, timeout=60, check=False)
+    assert env_run.stderr == b""
