@@ -97,6 +97,12 @@ def test_wrong_expected_capture() -> None:
     assert any("capture 'n' is '7', expected '8'" in m for m in msgs)
 
 
+def test_example_expecting_an_unknown_capture() -> None:
+    msgs = problems(GOOD.replace('captures = { n = "7" }', 'captures = { nn = "7" }'))
+    assert any("expects capture 'nn', which no pattern defines (did you mean 'n'?)" in m
+               for m in msgs)
+
+
 def test_literal_that_the_match_does_not_contain() -> None:
     msgs = problems(GOOD.replace('literals = ["boom "]', 'literals = ["bang"]'))
     assert any("contains none of the pattern's literals" in m for m in msgs)

@@ -9,7 +9,7 @@ from __future__ import annotations
 import difflib
 import re
 import tomllib
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -134,6 +134,20 @@ class _Checker:
             return None
         return value
 
+    def tables(self, data: dict[str, Any], key: str, allowed: Sequence[str],
+               label: str) -> Iterator[tuple[int, dict[str, Any]]]:
+        """The entries of a `[[key]]` array that are tables, unknown keys reported."""
+        entries = data.get(key) or []
+        if not isinstance(entries, list):
+            self.add(f"{key} must be an array of [[{key}]] tables", key)
+            return
+        for i, raw in enumerate(entries):
+            if not isinstance(raw, dict):
+                self.add(f"each [[{key}]] entry must be a table", key)
+                continue
+            self.unknown_keys(raw, allowed, f"{label} {i + 1}", key, i)
+            yield i, raw
+
     def choice(self, data: dict[str, Any], key: str, choices: Sequence[str]) -> str | None:
         value = self.typed(data, key, str, "the signature")
         if value is not None and value not in choices:
@@ -170,11 +184,9 @@ def parse_signature(path: str, text: str) -> tuple[Signature | None, list[Proble
 
     patterns: list[Pattern] = []
     groups: set[str] = set()
-    for i, raw in enumerate(check.typed(data, "patterns", list, "the signature") or []):
-        if not isinstance(raw, dict):
-            check.add("each [[patterns]] entry must be a table", "patterns")
-            continue
-        check.unknown_keys(raw, PATTERN_KEYS, f"pattern {i + 1}", "patterns", i)
+    if "patterns" not in data:
+        check.add("missing required key 'patterns' in the signature")
+    for i, raw in check.tables(data, "patterns", PATTERN_KEYS, "pattern"):
         source = check.typed(raw, "regex", str, f"pattern {i + 1}", "patterns", i)
         literals = check.typed(raw, "literals", list, f"pattern {i + 1}", "patterns", i)
         if source is None or literals is None:
@@ -193,11 +205,7 @@ def parse_signature(path: str, text: str) -> tuple[Signature | None, list[Proble
         patterns.append(Pattern(source, tuple(literals)))
 
     conditions: list[Condition] = []
-    for i, raw in enumerate(data.get("conditions", []) or []):
-        if not isinstance(raw, dict):
-            check.add("each [[conditions]] entry must be a table", "conditions")
-            continue
-        check.unknown_keys(raw, CONDITION_KEYS, f"condition {i + 1}", "conditions", i)
+    for i, raw in check.tables(data, "conditions", CONDITION_KEYS, "condition"):
         capture = check.typed(raw, "capture", str, f"condition {i + 1}", "conditions", i)
         op = check.typed(raw, "op", str, f"condition {i + 1}", "conditions", i)
         value = check.typed(raw, "value", (int, float), f"condition {i + 1}", "conditions", i)
@@ -253,18 +261,18 @@ def _examples(check: _Checker, data: dict[str, Any], key: str,
                   hint="every signature carries lines it must match and lines it must not")
         return []
     out: list[Example] = []
-    for i, raw in enumerate(raw_list):
-        if not isinstance(raw, dict):
-            check.add(f"each [[{key}]] entry must be a table", key)
-            continue
-        allowed = EXAMPLE_KEYS if key == "examples" else ("text",)
-        check.unknown_keys(raw, allowed, f"{key} {i + 1}", key, i)
+    allowed = EXAMPLE_KEYS if key == "examples" else ("text",)
+    for i, raw in check.tables(data, key, allowed, key):
         text = check.typed(raw, "text", str, f"{key} {i + 1}", key, i)
         captures = raw.get("captures")
         if captures is not None and (not isinstance(captures, dict) or not all(
                 isinstance(v, str) for v in captures.values())):
             check.add(f"{key} {i + 1}: captures must be a table of strings", "captures", key, i)
             captures = None
+        for name in captures or {}:
+            if groups and name not in groups:
+                check.add(f"{key} {i + 1} expects capture {name!r}, which no pattern defines",
+                          "captures", key, i, did_you_mean(name, groups))
         if text is not None:
             out.append(Example(text, dict(captures) if captures is not None else None))
     return out
