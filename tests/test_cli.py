@@ -31,7 +31,7 @@ def test_scan_a_failed_launch_exits_1_with_the_root_cause_first() -> None:
     assert out.index("ROOT CAUSE") < out.index("[CRITICAL] FATAL Marlin repack")
     assert out.index("[CRITICAL] FATAL Marlin repack") < out.index("OTHER PROBLEMS")
     assert "ranks TP0, TP1, TP2, TP3" in out
-    assert "RuntimeError: size_n = 40 is not divisible by tile_n_size = 64" in out
+    assert "RuntimeError: size_n = 160 is not divisible by tile_n_size = 64" in out
 
 
 def test_scan_a_healthy_log_exits_0() -> None:
