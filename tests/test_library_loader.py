@@ -156,3 +156,49 @@ def test_missing_or_binary_signature_files(tmp_path: Path) -> None:
     (tmp_path / "junk.toml").write_bytes(b"\xff\xfe\x00binary")
     with pytest.raises(LibraryError, match="not UTF-8"):
         load_signature_dirs(base=tmp_path)
+
+
+@pytest.mark.parametrize(
+    ("old", "new", "message"),
+    [
+        ('id = "site.example"', 'id = "Site Example"', "must be dotted lowercase words"),
+        ("version = 1", "version = 0", "version must be 1 or more"),
+        ("version = 1", 'version = "1"', "'version' must be a int, got str"),
+        ("fatal = true", 'fatal = "yes"', "'fatal' must be a bool, got str"),
+        ('remedy = "investigate"', 'remedy = "reboot"', "remedy 'reboot' is not one of"),
+        ('severity = "error"', 'severity = "fatal"', "severity 'fatal' is not one of"),
+        ('title = "Example"', 'title = "Example"\nkey_captures = ["m"]',
+         "key_captures names 'm', which no pattern captures"),
+        ('title = "Example"', 'title = "Example"\nkey_captures = "n"',
+         "key_captures must be a list of capture names"),
+        ('title = "Example"', 'title = "Example"\nreferences = "PR 1"',
+         "references must be a list of strings"),
+        ('title = "Example"', 'title = "Example"\nvllm_versions = 33',
+         "vllm_versions must be a string"),
+        ('literals = ["boom "]', "literals = []", "needs a non-empty list of one-line literal"),
+        ("[[counter_examples]]\ntext = '''no boom here'''", "",
+         "at least one [[counter_examples]] entry is required"),
+        ("[[patterns]]", "[[pattern]]", "unknown key 'pattern' in the signature"),
+    ],
+)
+def test_every_field_is_checked(old: str, new: str, message: str) -> None:
+    assert old in GOOD
+    msgs = problems(GOOD.replace(old, new))
+    assert any(message in m for m in msgs), msgs
+
+
+def test_a_condition_rejecting_the_first_match_lets_a_later_one_through() -> None:
+    from datetime import datetime
+
+    from logwatch.core.assemble import assemble
+    from logwatch.core.matcher import Matcher
+    from logwatch.core.vllm_format import parse_line
+
+    text = GOOD.replace("^boom (?P<n>\\d+)", "boom (?P<n>\\d+)") + (
+        "\n[[conditions]]\ncapture = \"n\"\nop = \">\"\nvalue = 5\n")
+    assert text != GOOD + text[len(GOOD):]  # the anchor really was removed
+    library = load_library(HEADER, [[("site/example.toml", text)]])
+    matcher = Matcher(library.signatures, engine="python")
+    (record,) = assemble([parse_line("t", 1, "boom 3 then boom 9", datetime(2026, 1, 1))])
+    (finding,) = matcher.match_record(record)
+    assert finding.captures == {"n": "9"}

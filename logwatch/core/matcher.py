@@ -85,14 +85,18 @@ class Matcher:
             if signature.id in done:
                 continue
             try:
-                for m in pattern.regex.finditer(message, timeout=self.timeout):
-                    captures = {k: redact(v) for k, v in m.groupdict().items()
+                match = pattern.regex.search(message, timeout=self.timeout)
+                while match is not None:
+                    captures = {k: redact(v) for k, v in match.groupdict().items()
                                 if v is not None}
-                    if not signature.conditions_hold(captures):
-                        continue
-                    findings.append(self._finding(signature, captures, record, m.start()))
-                    done.add(signature.id)
-                    break
+                    if signature.conditions_hold(captures):
+                        findings.append(self._finding(signature, captures, record,
+                                                      match.start()))
+                        done.add(signature.id)
+                        break
+                    # conditions failed: the next match further on may still qualify
+                    match = pattern.regex.search(message, max(match.end(), match.start() + 1),
+                                                 timeout=self.timeout)
             except TimeoutError:
                 self.timeouts[signature.id] += 1
         return findings
