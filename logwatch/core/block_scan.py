@@ -109,6 +109,10 @@ class BlockScanner:
         for index, hit in enumerate(hits):
             if hit[0] in self._covered:
                 continue
+            single = self._single_line_record(lines, hit, final)
+            if single is not None:  # proven alone: it overlaps no other record, no dedupe
+                self._held.extend(self._match([single]))
+                continue
             record = self._record_around(lines, hit, final or len(buf) >= MAX_CARRY_BYTES)
             if record is None:
                 pending = index
@@ -153,9 +157,6 @@ class BlockScanner:
                        final: bool) -> Record | None:
         """The record holding the hit line, from the smallest window that settles it; None
         when it may go on past what has been read so far."""
-        single = self._single_line_record(lines, hit, final)
-        if single is not None:
-            return single
         before = after = INITIAL_CONTEXT
         while True:
             low = max(lines.first, hit[0] - before)
