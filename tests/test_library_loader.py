@@ -202,3 +202,22 @@ def test_a_condition_rejecting_the_first_match_lets_a_later_one_through() -> Non
     (record,) = assemble([parse_line("t", 1, "boom 3 then boom 9", datetime(2026, 1, 1))])
     (finding,) = matcher.match_record(record)
     assert finding.captures == {"n": "9"}
+
+
+def test_an_anchored_pattern_continues_on_the_next_line_of_a_record() -> None:
+    from datetime import datetime
+
+    from logwatch.core.matcher import Matcher
+    from logwatch.core.records import Record
+    from logwatch.core.vllm_format import parse_line
+
+    text = GOOD + "\n[[conditions]]\ncapture = \"n\"\nop = \">\"\nvalue = 5\n"
+    library = load_library(HEADER, [[("site/example.toml", text)]])
+    matcher = Matcher(library.signatures, engine="python")
+    reference = datetime(2026, 1, 1)
+    one_line = Record([parse_line("t", 1, "boom 3 and boom 9", reference)])
+    assert matcher.match_record(one_line) == []  # `^` anchors: "boom 9" mid-line is no match
+    two_lines = Record([parse_line("t", 1, "boom 3", reference),
+                        parse_line("t", 2, "boom 9", reference)])
+    (finding,) = matcher.match_record(two_lines)
+    assert (finding.captures, finding.lineno) == ({"n": "9"}, 2)

@@ -57,6 +57,7 @@ class BlockScanner:
         self._carry_lineno = 1  # line number of the first line in _carry
         self._carry_newlines = 0
         self._carry_hits: list[tuple[int, int]] = []  # (line number, offset) of hits in _carry
+        self._carry_literals: dict[int, set[int]] = {}
         self._covered: set[int] = set()  # lines of records already matched
         self._emitted: set[tuple[str, int]] = set()  # (signature, line) already reported
         self._held: list[Finding] = []  # found, waiting for earlier records still open
@@ -91,13 +92,17 @@ class BlockScanner:
         block_start = len(self._carry)
         hits = list(self._carry_hits)
         lineno, pos = base + self._carry_newlines, block_start
-        for off in self.matcher.scanner.hit_offsets(block) if block else ():
+        literals = self._carry_literals  # line number -> literal ids found on it
+        for off, literal_id in self.matcher.scanner.hits(block) if block else ():
             self.stats.hits += 1
             off += block_start
             lineno += buf.count(b"\n", pos, off)
             pos = off
             if not hits or hits[-1][0] != lineno:
                 hits.append((lineno, buf.rfind(b"\n", 0, off) + 1))
+                literals[lineno] = {literal_id}
+            else:
+                literals[lineno].add(literal_id)
         newlines = lineno - base + buf.count(b"\n", pos)  # one counting pass per block
         partial = bool(buf) and not buf.endswith(b"\n")
         last_line = base + newlines - 1 + (1 if final and partial else 0)
@@ -111,7 +116,7 @@ class BlockScanner:
                 continue
             single = self._single_line_record(lines, hit, final)
             if single is not None:  # proven alone: it overlaps no other record, no dedupe
-                self._held.extend(self._match([single]))
+                self._held.extend(self._match([single], literals.get(hit[0])))
                 continue
             record = self._record_around(lines, hit, final or len(buf) >= MAX_CARRY_BYTES)
             if record is None:
@@ -139,6 +144,7 @@ class BlockScanner:
 
         if final:
             self._carry, self._carry_hits, self._carry_newlines = b"", [], 0
+            self._carry_literals = {}
             return findings
         if pending is not None:  # keep everything the waiting hit may need
             first = max(base, hits[pending][0] - CONTEXT_BEFORE)
@@ -150,6 +156,7 @@ class BlockScanner:
         self._carry_lineno = first
         waiting = hits[pending:] if pending is not None else []
         self._carry_hits = [(h, o - offset) for h, o in waiting]
+        self._carry_literals = {h: literals[h] for h, _ in waiting if h in literals}
         self._carry_newlines = self._carry.count(b"\n")
         return findings
 
@@ -215,9 +222,13 @@ class BlockScanner:
             self.stats.replaced_chars += text.count("\ufffd")
         return text.replace("\x00", "\ufffd") if "\x00" in text else text
 
-    def _match(self, records: list[Record]) -> list[Finding]:
+    def _match(self, records: list[Record], literal_ids: set[int] | None = None
+               ) -> list[Finding]:
         self.stats.records += len(records)
-        findings = self.matcher.match_records(records)
+        if literal_ids is not None:
+            findings = self.matcher.match_record(records[0], literal_ids)
+        else:
+            findings = self.matcher.match_records(records)
         findings.sort(key=lambda f: (f.lineno, f.record_lineno))
         self.stats.findings += len(findings)
         self.stats.matched_lines += len({f.lineno for f in findings})

@@ -30,6 +30,7 @@ class CompiledPattern:
     signature: Signature
     index: int
     regex: regex.Pattern[str]
+    line_anchored: bool  # starts with `^`: later matches can only start on a later line
 
 
 def compile_pattern(text: str) -> regex.Pattern[str]:
@@ -48,7 +49,8 @@ class Matcher:
         self._by_literal: list[list[CompiledPattern]] = []
         for signature in self.signatures:
             for index, pattern in enumerate(signature.patterns):
-                compiled = CompiledPattern(signature, index, compile_pattern(pattern.regex))
+                compiled = CompiledPattern(signature, index, compile_pattern(pattern.regex),
+                                           pattern.regex.startswith("^"))
                 for literal in pattern.literals:
                     if literal not in literal_index:
                         literal_index[literal] = len(literals)
@@ -62,10 +64,12 @@ class Matcher:
         self.scanner: LiteralScanner = make_scanner(literals, engine)
         self.timeouts: Counter[str] = Counter()
 
-    def candidates(self, text: str) -> list[CompiledPattern]:
-        """Patterns whose literals occur in `text`, in library order."""
+    def candidates(self, text: str, literal_ids: Iterable[int] | None = None
+                   ) -> list[CompiledPattern]:
+        """Patterns whose literals occur in `text` (or the given literal ids), library order."""
         seen: dict[tuple[str, int], CompiledPattern] = {}
-        for literal_id in self.scanner.present(text):
+        ids = self.scanner.present(text) if literal_ids is None else literal_ids
+        for literal_id in ids:
             for pattern in self._by_literal[literal_id]:
                 seen.setdefault((pattern.signature.id, pattern.index), pattern)
         if len(seen) == 1:
@@ -73,14 +77,17 @@ class Matcher:
         order = self._order
         return sorted(seen.values(), key=lambda p: (order[p.signature.id], p.index))
 
-    def match_record(self, record: Record) -> list[Finding]:
-        """One finding per signature that matches the record (its first matching pattern)."""
+    def match_record(self, record: Record, literal_ids: Iterable[int] | None = None
+                     ) -> list[Finding]:
+        """One finding per signature that matches the record (its first matching pattern).
+
+        `literal_ids`: the literals a prefilter already found in the record's text."""
         message = record.message
         if message.startswith(_REQUEST_CONTENT_PREFIXES):
             return []
         findings: list[Finding] = []
         done: set[str] = set()
-        for pattern in self.candidates(message):
+        for pattern in self.candidates(message, literal_ids):
             signature = pattern.signature
             if signature.id in done:
                 continue
@@ -89,14 +96,18 @@ class Matcher:
                 while match is not None:
                     captures = {k: redact(v) for k, v in match.groupdict().items()
                                 if v is not None}
-                    if signature.conditions_hold(captures):
+                    if not signature.conditions or signature.conditions_hold(captures):
                         findings.append(self._finding(signature, captures, record,
                                                       match.start()))
                         done.add(signature.id)
                         break
                     # conditions failed: the next match further on may still qualify
-                    match = pattern.regex.search(message, max(match.end(), match.start() + 1),
-                                                 timeout=self.timeout)
+                    start = max(match.end(), match.start() + 1)
+                    if pattern.line_anchored:
+                        start = message.find("\n", match.start()) + 1
+                        if start == 0:
+                            break
+                    match = pattern.regex.search(message, start, timeout=self.timeout)
             except TimeoutError:
                 self.timeouts[signature.id] += 1
         return findings

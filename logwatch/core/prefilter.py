@@ -22,8 +22,8 @@ class LiteralScanner(Protocol):
     def present(self, text: str) -> set[int]:
         """Indices of the literals that occur in `text`."""
 
-    def hit_offsets(self, data: bytes) -> list[int]:
-        """Sorted start offsets of every literal occurrence in `data` (duplicates allowed)."""
+    def hits(self, data: bytes) -> list[tuple[int, int]]:
+        """(start offset, literal index) of every literal occurrence in `data`, sorted."""
 
 
 class PythonLiteralScanner:
@@ -38,15 +38,15 @@ class PythonLiteralScanner:
     def present(self, text: str) -> set[int]:
         return {i for i, lit in enumerate(self._literals) if lit in text}
 
-    def hit_offsets(self, data: bytes) -> list[int]:
-        offsets: list[int] = []
-        for lit in self._encoded:
+    def hits(self, data: bytes) -> list[tuple[int, int]]:
+        found: list[tuple[int, int]] = []
+        for index, lit in enumerate(self._encoded):
             pos = data.find(lit)
             while pos >= 0:
-                offsets.append(pos)
+                found.append((pos, index))
                 pos = data.find(lit, pos + 1)
-        offsets.sort()
-        return offsets
+        found.sort()
+        return found
 
 
 def _hs_expression(literal: bytes) -> bytes:
@@ -79,16 +79,16 @@ class HyperscanLiteralScanner:
         self._any.scan(text.encode(), match_event_handler=on_match)
         return found
 
-    def hit_offsets(self, data: bytes) -> list[int]:
-        offsets: list[int] = []
+    def hits(self, data: bytes) -> list[tuple[int, int]]:
+        found: list[tuple[int, int]] = []
         lengths = [len(lit) for lit in self._encoded]
 
         def on_match(lit_id: int, start: int, end: int, flags: int, ctx: Any) -> None:
-            offsets.append(end - lengths[lit_id])
+            found.append((end - lengths[lit_id], lit_id))
 
         self._all.scan(data, match_event_handler=on_match)
-        offsets.sort()
-        return offsets
+        found.sort()
+        return found
 
 
 def make_scanner(literals: Sequence[str], engine: str = "auto") -> LiteralScanner:

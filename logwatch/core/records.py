@@ -82,14 +82,20 @@ class Record:
 
     @property
     def process(self) -> str | None:
+        if len(self.lines) == 1:
+            return self.lines[0].process or None
         return next((ln.process for ln in self.lines if ln.process), None)
 
     @property
     def pid(self) -> int | None:
+        if len(self.lines) == 1:
+            return self.lines[0].pid
         return next((ln.pid for ln in self.lines if ln.pid is not None), None)
 
     @property
     def rank(self) -> str | None:
+        if len(self.lines) == 1:
+            return self.lines[0].rank
         return next((ln.rank for ln in self.lines if ln.rank is not None), None)
 
     @property
@@ -98,6 +104,8 @@ class Record:
 
     @property
     def time(self) -> datetime | None:
+        if len(self.lines) == 1:
+            return self.lines[0].time
         return next((ln.time for ln in self.lines if ln.time is not None), None)
 
     @property
