@@ -8,6 +8,7 @@ import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 from logwatch import __version__
 from logwatch.core.library import Library, LibraryError
@@ -38,6 +39,17 @@ def build_parser() -> argparse.ArgumentParser:
                       help="literal prefilter engine (default: hyperscan when installed)")
     scan.add_argument("--mode", choices=("auto", "prefilter", "full"), default="auto",
                       help="full: run the per-line pipeline on every line (slower)")
+    _snapshot_arguments(scan)
+
+    snap = sub.add_parser("snapshot", help="the configuration in force: show it, or diff two")
+    snap_sub = snap.add_subparsers(dest="action", required=True, parser_class=_Parser)
+    show_snap = snap_sub.add_parser("show", help="capture and print a snapshot")
+    _snapshot_arguments(show_snap)
+    show_snap.add_argument("--json", action="store_true", help="print the snapshot as JSON")
+    diff = snap_sub.add_parser("diff", help="what changed between two snapshots (JSON files "
+                                            "written by `snapshot show --json`)")
+    diff.add_argument("a", type=Path)
+    diff.add_argument("b", type=Path)
 
     sigs = sub.add_parser("signatures", help="inspect and test the signature library")
     sigs.add_argument("--signatures", action="append", type=Path, default=[], metavar="DIR")
@@ -49,6 +61,34 @@ def build_parser() -> argparse.ArgumentParser:
     sigs_sub.add_parser("test", help="run every example and counter-example")
     sigs_sub.add_parser("lint", help="flag untested branches, risky patterns, shared examples")
     return parser
+
+
+def _snapshot_arguments(parser: argparse.ArgumentParser) -> None:
+    group = parser.add_argument_group("configuration snapshot (for the diagnosis)")
+    group.add_argument("--cmdline", metavar="ARGV",
+                       help="the `vllm serve ...` command line that ran (quoted as one string)")
+    group.add_argument("--model-dir", metavar="DIR", help="the model directory that was served")
+    group.add_argument("--pid", type=int, help="read argv and environment of a running vLLM")
+    group.add_argument("--unit", metavar="UNIT", help="read ExecStart/Environment of a unit")
+    group.add_argument("--user-unit", action="store_true", help="--unit is a systemd --user unit")
+    group.add_argument("--gpu-capability", metavar="X.Y",
+                       help="compute capability of the GPU vLLM ran on (e.g. 9.0 for H100/H200, "
+                            "10.0 for B200); read with nvidia-smi when --pid/--unit is given")
+
+
+def _snapshot_options(args: argparse.Namespace) -> Any:
+    from logwatch.triage import SnapshotOptions, parse_capability
+
+    capability = None
+    if args.gpu_capability:
+        try:
+            capability = parse_capability(args.gpu_capability)
+        except ValueError as exc:
+            raise SystemExit(f"logwatch: --gpu-capability {args.gpu_capability!r}: expected "
+                             "a number like 9.0") from exc
+    return SnapshotOptions(cmdline=args.cmdline, model_dir=args.model_dir, pid=args.pid,
+                           unit=args.unit, user_unit=args.user_unit,
+                           gpu_capability=capability)
 
 
 def _load(args: argparse.Namespace, check: bool = True) -> Library:
@@ -71,7 +111,8 @@ def _cmd_scan(args: argparse.Namespace) -> int:
         return EXIT_USAGE
     library = _load(args)
     try:
-        report = run_scan(inputs, library, engine=args.engine, mode=args.mode)
+        report = run_scan(inputs, library, engine=args.engine, mode=args.mode,
+                          snapshot_options=_snapshot_options(args))
     except InputError as exc:
         print(f"logwatch: {exc}", file=sys.stderr)
         return EXIT_USAGE
@@ -97,11 +138,21 @@ def _cmd_signatures(args: argparse.Namespace) -> int:
     return signature_cmds.lint(library)
 
 
+def _cmd_snapshot(args: argparse.Namespace) -> int:
+    from logwatch import snapshot_cmds
+
+    if args.action == "diff":
+        return snapshot_cmds.diff(args.a, args.b)
+    return snapshot_cmds.show(_snapshot_options(args), as_json=args.json)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
         if args.command == "scan":
             return _cmd_scan(args)
+        if args.command == "snapshot":
+            return _cmd_snapshot(args)
         return _cmd_signatures(args)
     except LibraryError as exc:
         print("logwatch: the signature library did not load:", file=sys.stderr)

@@ -16,10 +16,12 @@ from typing import IO, Any, BinaryIO
 from logwatch.blocks import read_blocks
 from logwatch.core.block_scan import BlockScanner, ScanStats
 from logwatch.core.incidents import IncidentBook
+from logwatch.core.launches import LaunchTracker
 from logwatch.core.library import Library
 from logwatch.core.matcher import Matcher
 from logwatch.core.report import report_dict
 from logwatch.progress import Progress
+from logwatch.triage import SnapshotOptions, triage
 
 WRAP_SAMPLE_BYTES = 1 << 20
 
@@ -94,10 +96,18 @@ class _Peekable:
 
 def scan_inputs(inputs: Sequence[ScanInput], library: Library, engine: str = "auto",
                 mode: str = "auto", stdin: IO[bytes] | None = None,
-                on_progress: Callable[[int, int], None] | None = None) -> dict[str, Any]:
-    """Scan every input and return the report as a dict."""
+                on_progress: Callable[[int, int], None] | None = None,
+                snapshot_options: SnapshotOptions | None = None) -> dict[str, Any]:
+    """Scan every input and return the report (with snapshots and diagnoses) as a dict."""
     matcher = Matcher(library.signatures, engine=engine)
     book = IncidentBook()
+    tracker = LaunchTracker()
+
+    def record(findings: list[Any]) -> None:
+        for finding in findings:
+            book.add(finding)
+            tracker.observe(finding)
+
     totals = ScanStats()
     started = time.perf_counter()
     total_bytes = sum(i.path.stat().st_size for i in inputs if i.path is not None)
@@ -115,11 +125,11 @@ def scan_inputs(inputs: Sequence[ScanInput], library: Library, engine: str = "au
                 scanner = BlockScanner(matcher, item.label, reference, full=full,
                                        wrap_width=wrap_width)
                 for block in read_blocks(stream):  # type: ignore[arg-type]
-                    book.add_all(scanner.feed(block))
+                    record(scanner.feed(block))
                     if on_progress is not None:
                         consumed = position() if item.path else scanner.stats.bytes
                         on_progress(done_bytes + consumed, total_bytes)
-                book.add_all(scanner.finish())
+                record(scanner.finish())
         except (EOFError, OSError, zlib.error, gzip.BadGzipFile) as exc:
             raise InputError(f"{item.label}: cannot read: {exc}") from exc
         done_bytes += item.path.stat().st_size if item.path else 0
@@ -134,7 +144,14 @@ def scan_inputs(inputs: Sequence[ScanInput], library: Library, engine: str = "au
         engine=matcher.scanner.engine, mode=",".join(sorted(set(modes))),
         incidents=len(incidents), match_timeouts=dict(matcher.timeouts),
     )
-    return report_dict(library.version, incidents, root, stats)
+    diagnoses, snapshots, by_incident = triage(incidents, tracker,
+                                               snapshot_options or SnapshotOptions())
+    report = report_dict(library.version, incidents, root, stats)
+    for index, incident in enumerate(report["incidents"]):
+        incident["snapshot"] = by_incident.get(index)
+    report["diagnoses"] = [d.to_dict() for d in diagnoses]
+    report["snapshots"] = snapshots
+    return report
 
 
 class _open:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping, Sequence
 
 MASK = "***"
 _PATTERNS = (
@@ -36,3 +37,40 @@ def redact(text: str) -> str:
     for pattern in _PATTERNS:
         text = pattern.sub(lambda m: f"{m.group('key')}{m.group('quote')}{MASK}", text)
     return _BARE.sub(MASK, text)
+
+
+SECRET_NAME_WORDS = frozenset({"TOKEN", "KEY", "SECRET", "PASSWORD", "PASSWD", "CREDENTIAL",
+                               "CREDENTIALS", "APIKEY", "PASS"})
+SECRET_FLAGS = ("--api-key", "--hf-token", "--token")
+
+
+def is_secret_name(name: str) -> bool:
+    """HF_TOKEN, OPENAI_API_KEY, --api-key: a whole word of the name says secret
+    (max_num_batched_tokens does not)."""
+    return any(word in SECRET_NAME_WORDS for word in re.split(r"[^A-Z0-9]+", name.upper()))
+
+
+def redact_env(env: Mapping[str, str]) -> dict[str, str]:
+    """Environment with values of secret-named variables masked, and secrets in others too."""
+    return {k: MASK if is_secret_name(k) else redact(v) for k, v in env.items()}
+
+
+def redact_argv(argv: Sequence[str]) -> list[str]:
+    """argv with values of secret flags (`--api-key X`, `--api-key=X`) and inline secrets masked."""
+    out: list[str] = []
+    mask_next = False
+    for token in argv:
+        if mask_next:
+            out.append(MASK)
+            mask_next = False
+            continue
+        flag, eq, _ = token.partition("=")
+        if flag.startswith("--") and (flag in SECRET_FLAGS or is_secret_name(flag.strip("-"))):
+            if eq:
+                out.append(f"{flag}={MASK}")
+            else:
+                out.append(token)
+                mask_next = True
+            continue
+        out.append(redact(token))
+    return out

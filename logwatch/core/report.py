@@ -80,6 +80,13 @@ def render_text(report: Mapping[str, Any], colour: bool = False, width: int = 10
     if root is not None:
         out += ["", _paint("ROOT CAUSE", "1;4", colour)]
         out += _incident_block(incidents[root], colour, width, max_evidence=8)
+    diagnoses = report.get("diagnoses") or []
+    if diagnoses:
+        out += ["", _paint("DIAGNOSIS", "1;4", colour)]
+        for diag in diagnoses:
+            out += _diagnosis_block(diag, colour, width)
+            out.append("")
+        out.pop()
     if problems:
         out += ["", _paint("OTHER PROBLEMS" if root is not None else "PROBLEMS", "1;4", colour)]
         for _, inc in problems:
@@ -97,6 +104,28 @@ def render_text(report: Mapping[str, Any], colour: bool = False, width: int = 10
         out += ["", "warning: the pattern time bound was hit (signature: count): "
                 + ", ".join(f"{k}: {v}" for k, v in timeouts.items())]
     return "\n".join(out) + "\n"
+
+
+_MARKS = {True: ("yes", "32"), False: ("no ", "31"), None: (" ? ", "33")}
+
+
+def _diagnosis_block(diag: Mapping[str, Any], colour: bool, width: int) -> list[str]:
+    out = [_paint(diag["title"], "1", colour)
+           + f"  (confidence {diag['confidence']:.0%}"
+           + (f", from {diag['signature']})" if diag["signature"] else ")")]
+    out.extend("  " + ln for ln in _wrap(diag["summary"], width - 2))
+    for detail in diag["details"]:
+        wrapped = _wrap(detail, width - 6)
+        out.append("    - " + wrapped[0])
+        out.extend("      " + ln for ln in wrapped[1:])
+    if diag["remedies"]:
+        out.append("  what fixes it:")
+        for remedy in diag["remedies"]:
+            mark, code = _MARKS[remedy["applicable"]]
+            lines = _wrap(f"{remedy['summary']} ({remedy['why']})", width - 12)
+            out.append(f"    [{_paint(mark, code, colour)}] " + lines[0])
+            out.extend("          " + ln for ln in lines[1:])
+    return out
 
 
 def _incident_block(inc: Mapping[str, Any], colour: bool, width: int,

@@ -1,0 +1,1 @@
+"""Shells that gather configuration facts from the host: model dirs, /proc, systemd, GPUs."""

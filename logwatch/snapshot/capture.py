@@ -1,0 +1,127 @@
+"""Capture a snapshot from the host: an argv, a running process, or a systemd unit; the model
+directory the launch names; the GPUs. A missing tool or file is recorded, never fatal."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from logwatch.core.argv import ArgvError, LaunchSpec, parse_launch
+from logwatch.core.host_facts import (
+    NVIDIA_SMI_QUERY,
+    parse_env_file,
+    parse_environ,
+    parse_nvidia_smi,
+    parse_systemctl_show,
+    split_nul,
+)
+from logwatch.core.snapshot import GpuFacts, Snapshot, build_snapshot
+from logwatch.snapshot.model_dir import read_model_dir
+
+COMMAND_TIMEOUT_S = 10
+
+
+def capture_gpu() -> GpuFacts:
+    """GPU name, count, driver and compute capability; unknown when there is no nvidia-smi."""
+    tool = shutil.which("nvidia-smi")
+    if tool is None:
+        return GpuFacts(source="unknown (nvidia-smi not found)")
+    try:
+        out = subprocess.run([tool, f"--query-gpu={NVIDIA_SMI_QUERY}", "--format=csv,noheader"],
+                             capture_output=True, text=True, timeout=COMMAND_TIMEOUT_S,
+                             check=False)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return GpuFacts(source=f"unknown (nvidia-smi failed: {exc})")
+    if out.returncode != 0:
+        return GpuFacts(source=f"unknown (nvidia-smi exit {out.returncode}: "
+                               f"{out.stderr.strip()[:120]})")
+    return parse_nvidia_smi(out.stdout)
+
+
+def read_process(pid: int, proc: Path = Path("/proc")) -> tuple[list[str], dict[str, str]]:
+    """argv and environment (as at exec time) of a running process."""
+    base = proc / str(pid)
+    argv = split_nul((base / "cmdline").read_bytes())
+    try:
+        env = parse_environ(split_nul((base / "environ").read_bytes()))
+    except PermissionError:
+        env = {}
+    return argv, env
+
+
+def read_unit(unit: str, user: bool = False) -> dict[str, Any]:
+    """ExecStart argv, Environment (with EnvironmentFiles read), MainPID of a systemd unit."""
+    cmd = ["systemctl", *(["--user"] if user else []), "show", unit, "-p", "ExecStart",
+           "-p", "Environment", "-p", "EnvironmentFiles", "-p", "MainPID", "-p", "DropInPaths",
+           "-p", "FragmentPath"]
+    out = subprocess.run(cmd, capture_output=True, text=True, timeout=COMMAND_TIMEOUT_S,
+                         check=False)
+    if out.returncode != 0:
+        raise OSError(f"systemctl show {unit}: {out.stderr.strip() or out.returncode}")
+    facts = parse_systemctl_show(out.stdout)
+    for env_file in facts["env_files"]:
+        try:
+            facts["env"] = {**parse_env_file(Path(env_file).read_text()), **facts["env"]}
+        except OSError as exc:
+            facts.setdefault("problems", []).append(f"{env_file}: {exc}")
+    return facts
+
+
+def take_snapshot(argv: list[str] | str | None = None, env: Mapping[str, str] | None = None,
+                  pid: int | None = None, unit: str | None = None, user_unit: bool = False,
+                  model_dir: str | None = None, log_facts: Mapping[str, Any] | None = None,
+                  gpu: GpuFacts | None = None) -> Snapshot:
+    """Everything that can be learned; each missing piece is a problem in the snapshot."""
+    problems: list[str] = []
+    sources: dict[str, str] = {}
+    environment = dict(env or {})
+    if unit is not None:
+        try:
+            facts = read_unit(unit, user_unit)
+            argv = argv or facts["argv"]
+            environment = {**facts["env"], **environment}
+            problems += facts.get("problems", [])
+            sources["argv"] = sources["env"] = f"systemd unit {unit}"
+            pid = pid or facts["main_pid"]
+        except (OSError, subprocess.TimeoutExpired) as exc:
+            problems.append(str(exc))
+    if pid is not None:
+        try:
+            proc_argv, proc_env = read_process(pid)
+            argv = argv or proc_argv
+            environment = {**proc_env, **environment}
+            sources.setdefault("argv", f"/proc/{pid}/cmdline")
+            sources.setdefault("env", f"/proc/{pid}/environ")
+        except OSError as exc:
+            problems.append(f"/proc/{pid}: {exc.strerror or exc}")
+    launch: LaunchSpec | None = None
+    if argv:
+        try:
+            launch = parse_launch(argv)
+            sources.setdefault("argv", "command line")
+        except ArgvError as exc:
+            problems.append(str(exc))
+    log_facts = dict(log_facts or {})
+    model_path = model_dir or (launch.model if launch else None)
+    logged_model = log_facts.get("model")
+    if model_path is None and isinstance(logged_model, str) and Path(logged_model).is_dir():
+        model_path = logged_model  # the log's model path exists here: read it too
+    overrides = launch.hf_overrides if launch else log_facts.get("hf_overrides")
+    model = None
+    if model_path:
+        model, model_problems = read_model_dir(model_path, overrides)
+        problems += model_problems
+        sources["model"] = str(model_path)
+    snapshot = build_snapshot(launch, environment, model,
+                              vllm_version=log_facts.get("vllm_version"),
+                              gpu=gpu or capture_gpu(), sources=sources, problems=problems)
+    if launch is None and log_facts:  # a log alone: the launch as vLLM reported it
+        launch_summary = {k: v for k, v in log_facts.items() if k != "vllm_version"}
+        snapshot = Snapshot(snapshot.argv, launch_summary, snapshot.env, snapshot.model,
+                            snapshot.vllm_version, snapshot.gpu,
+                            {**snapshot.sources, "launch": "vLLM's own log lines"},
+                            snapshot.problems)
+    return snapshot

@@ -1,0 +1,93 @@
+"""`logwatch snapshot show|diff`: the configuration in force, as text or JSON."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+from logwatch.core.snapshot import Snapshot, diff_dicts
+from logwatch.snapshot.capture import take_snapshot
+from logwatch.triage import SnapshotOptions, gpu_for
+
+
+def capture(options: SnapshotOptions) -> Snapshot:
+    return take_snapshot(argv=options.cmdline, pid=options.pid, unit=options.unit,
+                         user_unit=options.user_unit, model_dir=options.model_dir,
+                         gpu=gpu_for(options))
+
+
+def show(options: SnapshotOptions, as_json: bool = False) -> int:
+    if not (options.cmdline or options.model_dir or options.pid or options.unit):
+        print("logwatch: give --cmdline, --model-dir, --pid or --unit", file=sys.stderr)
+        return 2
+    snapshot = capture(options)
+    if as_json:
+        json.dump({"hash": snapshot.content_hash(), **snapshot.to_dict()}, sys.stdout, indent=2)
+        sys.stdout.write("\n")
+    else:
+        sys.stdout.write(render_snapshot(snapshot))
+    return 0
+
+
+def render_snapshot(snapshot: Snapshot) -> str:
+    d = snapshot.to_dict()
+    out = [f"snapshot {snapshot.content_hash()}"]
+    if d["argv"]:
+        out.append("  argv:    " + " ".join(d["argv"]))
+    launch = {k: v for k, v in d["launch"].items() if v not in (None, 1) or k == "model"}
+    for key, value in launch.items():
+        out.append(f"  {key}: {value}")
+    gpu = d["gpu"]
+    out.append(f"  gpu:     {gpu['name'] or '?'} x{gpu['count']}, compute capability "
+               f"{gpu['capability'] / 10 if gpu['capability'] else '?'} ({gpu['source']})")
+    if d["vllm_version"]:
+        out.append(f"  vllm:    {d['vllm_version']}")
+    model = d["model"]
+    if model:
+        q = model["quant"]
+        marlin = snapshot.model.quant.marlin_path(gpu["capability"]) if snapshot.model else None
+        out.append(f"  model:   {model['path']} ({', '.join(model['architectures']) or '?'})")
+        out.append(f"  quant:   {q['method'] or 'none'} {q['scheme']}"
+                   f"{' (weight-only)' if q['weight_only'] else ''}; Marlin on this GPU: "
+                   f"{ {True: 'yes', False: 'no', None: 'unknown'}[marlin] }")
+        out.append(f"  ignore:  {model['effective_ignore']}")
+        if model["ignore_replaced"]:
+            out.append(f"  REPLACED by --hf-overrides: {model['ignore_replaced']}")
+        mtp = model["mtp"]
+        if mtp:
+            status = "covered" if mtp["covered"] else "NOT covered"
+            out.append(f"  mtp:     {mtp['layout']}, {mtp['modules']} modules "
+                       f"({mtp['stored']['bf16']} BF16, {mtp['stored']['quantized']} quantized), "
+                       f"ignore list: {status}")
+            for name in mtp["uncovered_bf16"]:
+                out.append(f"           BF16, not ignored: {name}")
+    if d["env"]:
+        out.append("  env:     " + ", ".join(f"{k}={v}" for k, v in sorted(d["env"].items())
+                                             if k.startswith(("VLLM_", "CUDA_", "HF_", "NCCL_"))))
+    for problem in d["problems"]:
+        out.append(f"  problem: {problem}")
+    return "\n".join(out) + "\n"
+
+
+def _load(path: Path) -> dict[str, Any]:
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise SystemExit(f"logwatch: {path}: {exc}") from exc
+    if not isinstance(data, dict):
+        raise SystemExit(f"logwatch: {path}: not a snapshot")
+    return data
+
+
+def diff(a: Path, b: Path) -> int:
+    left, right = _load(a), _load(b)
+    changes = diff_dicts(left, right)
+    if not changes:
+        print(f"no difference ({left.get('hash')} = {right.get('hash')})")
+        return 0
+    print(f"{left.get('hash')} -> {right.get('hash')}: {len(changes)} change(s)")
+    for key, old, new in changes:
+        print(f"  {key}: {json.dumps(old)} -> {json.dumps(new)}")
+    return 1

@@ -1,0 +1,82 @@
+"""Snapshots and diagnosis for a scan: one snapshot per vLLM launch found in the log (from
+its own lines), refined by what the operator passes (--cmdline, --model-dir, --pid, --unit)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from logwatch.core.diagnose import Diagnosis, diagnose
+from logwatch.core.host_facts import launch_from_log
+from logwatch.core.incidents import Incident
+from logwatch.core.launches import LaunchSegment, LaunchTracker
+from logwatch.core.snapshot import GpuFacts, Snapshot
+from logwatch.snapshot.capture import capture_gpu, take_snapshot
+
+
+@dataclass(frozen=True, slots=True)
+class SnapshotOptions:
+    cmdline: str | None = None
+    model_dir: str | None = None
+    pid: int | None = None
+    unit: str | None = None
+    user_unit: bool = False
+    gpu_capability: int | None = None
+
+    @property
+    def live(self) -> bool:
+        """Reading a running process or unit: this host's GPUs are the ones vLLM uses."""
+        return self.pid is not None or self.unit is not None
+
+
+def parse_capability(text: str) -> int:
+    """`9.0`, `10.0`, `90` or `100` -> 90 / 100."""
+    if "." in text:
+        major, minor = text.split(".", 1)
+        return int(major) * 10 + int(minor or 0)
+    value = int(text)
+    return value * 10 if value < 20 else value
+
+
+def gpu_for(options: SnapshotOptions) -> GpuFacts:
+    if options.gpu_capability is not None:
+        return GpuFacts(capability=options.gpu_capability, source="--gpu-capability")
+    if options.live:
+        return capture_gpu()
+    return GpuFacts(source="unknown (offline scan; pass --gpu-capability to state it)")
+
+
+def snapshot_resolver(tracker: LaunchTracker, options: SnapshotOptions
+                      ) -> Callable[[Incident], Snapshot]:
+    """Incident -> the snapshot of the launch it happened in (built once per launch)."""
+    gpu = gpu_for(options)
+    cache: dict[int, Snapshot] = {}
+
+    def build(segment: LaunchSegment | None) -> Snapshot:
+        key = id(segment)
+        if key not in cache:
+            log_facts = launch_from_log(segment.captures) if segment else {}
+            cache[key] = take_snapshot(argv=options.cmdline, pid=options.pid, unit=options.unit,
+                                       user_unit=options.user_unit, model_dir=options.model_dir,
+                                       log_facts=log_facts, gpu=gpu)
+        return cache[key]
+
+    def of(incident: Incident) -> Snapshot:
+        return build(tracker.segment_for(incident.first.source, incident.first.lineno))
+
+    return of
+
+
+def triage(incidents: Sequence[Incident], tracker: LaunchTracker, options: SnapshotOptions
+           ) -> tuple[list[Diagnosis], dict[str, dict[str, Any]], dict[int, str]]:
+    """Diagnoses, the snapshots they used (by hash), and each incident's snapshot hash."""
+    resolve = snapshot_resolver(tracker, options)
+    snapshots: dict[str, dict[str, Any]] = {}
+    by_incident: dict[int, str] = {}
+    for index, incident in enumerate(incidents):
+        snap = resolve(incident)
+        digest = snap.content_hash()
+        snapshots.setdefault(digest, snap.to_dict())
+        by_incident[index] = digest
+    return diagnose(incidents, resolve), snapshots, by_incident
