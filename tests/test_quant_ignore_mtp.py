@@ -1,0 +1,109 @@
+"""Quantization schemes, ignore-list rules and MTP coverage, on the sample model directories."""
+
+from __future__ import annotations
+
+import pytest
+
+from logwatch.core.ignore import ignored_by, merge_overrides
+from logwatch.core.quant import derive_quant
+from logwatch.snapshot.model_dir import read_model_dir
+from tests.conftest import ROOT
+
+MODELS = ROOT / "samples" / "models"
+
+
+@pytest.mark.parametrize(
+    ("model", "method", "scheme", "marlin_h200", "marlin_b200"),
+    [
+        ("qwen3.6-35b-a3b-nvfp4-mtp-uncovered", "compressed-tensors", "W4A4_NVFP4", True, False),
+        ("qwen3.6-35b-a3b-nvfp4a16", "compressed-tensors", "NVFP4A16", True, False),
+        ("qwen3-32b-w4a16", "compressed-tensors", "W4A16", True, True),
+        ("deepseek-v3-modelopt-nvfp4-legacy", "modelopt_fp4", "W4A4_NVFP4", True, False),
+        ("modelopt-nvfp4-autodowngrade", "modelopt_fp4", "W4A16_NVFP4", True, False),
+        ("glm-5.2-quark-mxfp4", "quark", "MXFP4", True, False),
+        ("llama-3.1-8b-fp8", "compressed-tensors", "FP8", False, False),
+        ("qwen2.5-72b-gptq-int4", "gptq", "GPTQ", True, True),
+    ],
+)
+def test_scheme_and_marlin_path(model: str, method: str, scheme: str, marlin_h200: bool,
+                                marlin_b200: bool) -> None:
+    facts, problems = read_model_dir(MODELS / model)
+    assert facts is not None and problems == []
+    assert (facts.quant.method, facts.quant.scheme) == (method, scheme)
+    assert facts.quant.marlin_path(90) is marlin_h200
+    assert facts.quant.marlin_path(100) is marlin_b200
+    unknown_gpu = True if scheme in ("W4A16", "GPTQ") else None  # int4 is Marlin everywhere
+    assert facts.quant.marlin_path(None) is unknown_gpu
+
+
+def test_legacy_hf_quant_config_is_read_only_without_quantization_config() -> None:
+    legacy = {"producer": {"name": "modelopt"}, "quantization": {"quant_algo": "NVFP4",
+                                                                 "exclude_modules": ["x"]}}
+    assert derive_quant({}, legacy).source == "hf_quant_config.json"
+    ct = {"quantization_config": {"quant_method": "gptq", "bits": 4}}
+    assert derive_quant(ct, legacy).method == "gptq"
+
+
+def test_autodowngrade_is_explained() -> None:
+    facts, _ = read_model_dir(MODELS / "modelopt-nvfp4-autodowngrade")
+    assert facts is not None and facts.quant.weight_only
+    assert any("auto-downgrades" in n for n in facts.quant.notes)
+
+
+@pytest.mark.parametrize(
+    ("module", "entries", "method", "expected"),
+    [
+        ("mtp.fc", ["re:^mtp\\."], "compressed-tensors", "re:^mtp\\."),
+        ("mtp.fc", ["mtp.*"], "compressed-tensors", None),  # no fnmatch in compressed-tensors
+        ("mtp.fc", ["mtp.*"], "modelopt_fp4", "mtp.*"),  # ModelOpt: fnmatch
+        ("model.layers.61.self_attn.q_a_proj", ["model.layers.61.self_attn"], "modelopt_fp4",
+         "model.layers.61.self_attn"),  # ModelOpt legacy substring match
+        ("x.self_attn.q_proj", ["x.self_attn.qkv_proj"], "compressed-tensors",
+         "x.self_attn.qkv_proj"),  # a shard matches through its fused name
+        ("x.mlp.up_proj", ["re:.*gate_up_proj"], "compressed-tensors", "re:.*gate_up_proj"),
+        ("model.layers.78.mlp.experts.5.up_proj", ["model.layers.78.mlp.experts.0.down_proj"],
+         "quark", "model.layers.78.mlp.experts.0.down_proj"),  # Quark's MoE children rule
+        ("model.layers.78.mlp.experts.5.up_proj", ["model.layers.78.mlp.experts.0.down_proj"],
+         "compressed-tensors", None),
+        ("lm_head", ["re:(a|aa)+$"], "compressed-tensors", None),  # pathological: no match
+    ],
+)
+def test_ignore_rules(module: str, entries: list[str], method: str, expected: str | None) -> None:
+    assert ignored_by(module, entries, method) == expected
+
+
+def test_mtp_coverage_on_the_samples() -> None:
+    uncovered, _ = read_model_dir(MODELS / "qwen3.6-35b-a3b-nvfp4-mtp-uncovered")
+    covered, _ = read_model_dir(MODELS / "qwen3.6-35b-a3b-nvfp4-mtp-covered")
+    assert uncovered is not None and uncovered.mtp is not None
+    assert covered is not None and covered.mtp is not None
+    assert not uncovered.mtp.covered and covered.mtp.covered
+    assert uncovered.mtp.layout == "mtp_prefix"
+    assert "mtp.fc" in uncovered.mtp.uncovered_bf16
+    assert "mtp.layers.0.mlp.experts.*.down_proj" in uncovered.mtp.uncovered_bf16
+    assert not any("gate." in n or n.endswith(".gate") for n in uncovered.mtp.uncovered_bf16)
+    assert uncovered.mtp.suggested_entries() == ("re:^mtp\\.",)
+
+    deepseek, _ = read_model_dir(MODELS / "deepseek-v3-modelopt-nvfp4-legacy")
+    assert deepseek is not None and deepseek.mtp is not None
+    assert (deepseek.mtp.layout, deepseek.mtp.first_layer) == ("extra_layers", 61)
+    missing = deepseek.mtp.uncovered_bf16
+    assert "model.layers.61.eh_proj" in missing
+    assert not any(".self_attn." in n for n in missing)  # `model.layers.61.self_attn*` covers
+    assert deepseek.mtp.suggested_entries() == ("re:^model\\.layers\\.61\\.",)
+
+    glm, _ = read_model_dir(MODELS / "glm-5.2-quark-mxfp4")
+    assert glm is not None and glm.mtp is not None
+    assert not any(".experts." in n for n in glm.mtp.uncovered_bf16)  # children rule
+    assert "model.layers.78.mlp.shared_experts.down_proj" in glm.mtp.uncovered_bf16
+
+
+def test_hf_overrides_replacing_the_ignore_list_is_noted() -> None:
+    override = {"quantization_config": {"ignore": ["lm_head", "re:^mtp\\."]}}
+    facts, _ = read_model_dir(MODELS / "qwen3.6-35b-a3b-nvfp4-mtp-uncovered", override)
+    assert facts is not None and facts.mtp is not None
+    assert facts.mtp.covered  # the override covers MTP ...
+    assert "re:.*mlp.gate$" in facts.ignore_replaced  # ... but dropped the router entries
+    assert facts.effective_ignore == ("lm_head", "re:^mtp\\.")
+    assert merge_overrides({"a": {"b": 1, "c": [1]}}, {"a": {"c": [2]}}) == {"a": {"b": 1,
+                                                                                   "c": [2]}}

@@ -1,0 +1,182 @@
+"""Snapshot capture with real parts where they run here: /proc of a live child process, model
+directories on disk (including broken ones), parsed nvidia-smi and systemctl output."""
+
+from __future__ import annotations
+
+import json
+import struct
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from logwatch.core.host_facts import (
+    launch_from_log,
+    parse_env_file,
+    parse_nvidia_smi,
+    parse_systemctl_show,
+)
+from logwatch.core.redact import redact_argv, redact_env
+from logwatch.core.snapshot import GpuFacts, diff_snapshots
+from logwatch.snapshot.capture import read_process, take_snapshot
+from logwatch.snapshot.model_dir import read_model_dir
+from tests.conftest import ROOT
+
+MODELS = ROOT / "samples" / "models"
+UNCOVERED = MODELS / "qwen3.6-35b-a3b-nvfp4-mtp-uncovered"
+H200 = GpuFacts("NVIDIA H200", 8, "570.124.06", 90, "test")
+
+
+def test_a_running_process_argv_and_environment() -> None:
+    """A real child whose argv looks like vLLM's: /proc gives argv and env, secrets masked."""
+    script = "import sys, time; sys.stdout.write('ready\\n'); sys.stdout.flush(); time.sleep(30)"
+    child = subprocess.Popen(
+        [sys.executable, "-c", script, "vllm", "serve", str(UNCOVERED), "-tp", "2",
+         "--api-key", "sk-live-secret"],
+        env={"HF_TOKEN": "hf_abcdefghijklmnopqrstuvwxyz0123456789", "VLLM_LOGGING_LEVEL": "INFO",
+             "PATH": "/usr/bin"}, stdout=subprocess.PIPE)
+    try:
+        assert child.stdout is not None and child.stdout.readline() == b"ready\n"
+        argv, env = read_process(child.pid)
+        assert argv[-6:] == ["serve", str(UNCOVERED), "-tp", "2", "--api-key", "sk-live-secret"]
+        assert env["VLLM_LOGGING_LEVEL"] == "INFO"
+        snap = take_snapshot(argv=argv[3:], env=env, gpu=H200)  # from `vllm serve ...` on
+        assert snap.env["HF_TOKEN"] == "***"
+        assert "sk-live-secret" not in json.dumps(snap.to_dict())
+        assert snap.tensor_parallel_size == 2
+        assert snap.model is not None and snap.model.quant.scheme == "W4A4_NVFP4"
+        # through --pid, as the CLI does it: `python ... vllm serve` is how /proc shows a
+        # shebang-launched vllm, and the launch is found inside it
+        by_pid = take_snapshot(pid=child.pid, gpu=H200)
+        assert by_pid.tensor_parallel_size == 2 and by_pid.env["HF_TOKEN"] == "***"
+        assert "sk-live-secret" not in json.dumps(by_pid.to_dict())
+        assert by_pid.sources["argv"] == f"/proc/{child.pid}/cmdline"
+    finally:
+        child.kill()
+        child.wait()
+
+
+def test_a_missing_process_is_a_problem_not_a_crash() -> None:
+    snap = take_snapshot(pid=2**22 + 12345, gpu=H200)
+    assert any(p.startswith("/proc/") for p in snap.problems)
+
+
+def test_broken_and_missing_model_directories(tmp_path: Path) -> None:
+    facts, problems = read_model_dir(MODELS / "broken-config")
+    assert facts is not None and facts.tensor_count == 1  # the index was still read
+    assert problems == [f"{MODELS / 'broken-config' / 'config.json'}:2: invalid JSON: "
+                        "Expecting value (column 1)"]
+    facts, problems = read_model_dir(tmp_path / "nope")
+    assert facts is None and "model directory not found" in problems[0]
+    (tmp_path / "list").mkdir()
+    (tmp_path / "list" / "config.json").write_text("[1, 2]")
+    facts, problems = read_model_dir(tmp_path / "list")
+    assert any("expected a JSON object, got list" in p for p in problems)
+    assert any("no model.safetensors.index.json or model.safetensors" in p for p in problems)
+
+
+def test_single_file_safetensors_header_only(tmp_path: Path) -> None:
+    header = json.dumps({"__metadata__": {"format": "pt"},
+                         "mtp.fc.weight": {"dtype": "BF16", "shape": [4, 8],
+                                           "data_offsets": [0, 64]}}).encode()
+    (tmp_path / "model.safetensors").write_bytes(struct.pack("<Q", len(header)) + header
+                                                 + b"\0" * 64)
+    (tmp_path / "config.json").write_text('{"num_hidden_layers": 2, "mtp_num_hidden_layers": 1}')
+    facts, problems = read_model_dir(tmp_path)
+    assert problems == [] and facts is not None and facts.tensor_count == 1
+    assert facts.mtp is not None and facts.mtp.modules[0].name == "mtp.fc"
+    (tmp_path / "model.safetensors").write_bytes(struct.pack("<Q", 1 << 40))
+    _, problems = read_model_dir(tmp_path)
+    assert any("implausible" in p for p in problems)
+
+
+def test_redaction_of_argv_and_environment() -> None:
+    assert redact_argv(["vllm", "serve", "m", "--api-key", "k", "--hf-token=t",
+                        "--max-num-batched-tokens", "8192"]) == [
+        "vllm", "serve", "m", "--api-key", "***", "--hf-token=***",
+        "--max-num-batched-tokens", "8192"]
+    assert redact_env({"OPENAI_API_KEY": "x", "NUM_TOKENS": "5",
+                       "HTTPS_PROXY": "http://u:p4ss@proxy:3128"}) == {
+        "OPENAI_API_KEY": "***", "NUM_TOKENS": "5", "HTTPS_PROXY": "http://u:***@proxy:3128"}
+
+
+def test_content_hash_and_diff() -> None:
+    a = take_snapshot(argv=f"vllm serve {UNCOVERED} -tp 4", gpu=H200)
+    b = take_snapshot(argv=f"vllm serve {UNCOVERED} -tp 4", gpu=H200)
+    c = take_snapshot(argv=f"vllm serve {UNCOVERED} -tp 2", gpu=H200)
+    assert a.content_hash() == b.content_hash() != c.content_hash()
+    changes = dict((k, (x, y)) for k, x, y in diff_snapshots(a, c))
+    assert changes["launch.tensor_parallel_size"] == (4, 2)
+    assert changes["argv"][1][-1] == "2"
+
+
+def test_nvidia_smi_output() -> None:
+    gpu = parse_nvidia_smi("NVIDIA H200, 570.124.06, 9.0\nNVIDIA H200, 570.124.06, 9.0\n")
+    assert (gpu.name, gpu.count, gpu.driver, gpu.capability) == ("NVIDIA H200", 2,
+                                                                 "570.124.06", 90)
+    assert parse_nvidia_smi("NVIDIA B200, 575.51.03, 10.0").capability == 100
+    assert parse_nvidia_smi("").capability is None
+
+
+SYSTEMCTL_SHOW = """\
+ExecStart={ path=/opt/vllm/bin/vllm ; argv[]=/opt/vllm/bin/vllm serve /models/q -tp 2 \
+--speculative-config {"method":"mtp"} ; ignore_errors=no ; start_time=[n/a] ; stop_time=[n/a] ; \
+pid=0 ; code=(null) ; status=0/0 }
+Environment=HF_TOKEN=hf_x "VLLM_LOGGING_PREFIX=[prod] "
+EnvironmentFiles=/etc/vllm/env (ignore_errors=yes)
+MainPID=4242
+DropInPaths=/etc/systemd/system/vllm.service.d/10-mtp.conf
+FragmentPath=/etc/systemd/system/vllm.service
+"""
+
+
+def test_systemctl_show_output() -> None:
+    facts = parse_systemctl_show(SYSTEMCTL_SHOW)
+    assert facts["argv"][:4] == ["/opt/vllm/bin/vllm", "serve", "/models/q", "-tp"]
+    assert facts["env"] == {"HF_TOKEN": "hf_x", "VLLM_LOGGING_PREFIX": "[prod] "}
+    assert facts["env_files"] == ["/etc/vllm/env"]
+    assert facts["main_pid"] == 4242
+    assert facts["drop_ins"] == ["/etc/systemd/system/vllm.service.d/10-mtp.conf"]
+    assert parse_env_file("# c\nA=1\nB=\"two words\"\n\nC='x'") == {"A": "1", "B": "two words",
+                                                                     "C": "x"}
+
+
+def test_a_log_alone_yields_a_partial_snapshot() -> None:
+    facts = launch_from_log({
+        "lifecycle.non_default_args": {"args": "{'model_tag': '/m', 'tensor_parallel_size': 4, "
+                                               "'speculative_config': {'method': 'mtp'}}"},
+        "lifecycle.engine_config": {"version": "0.11.2", "model": "/m",
+                                    "quantization": "compressed-tensors",
+                                    "tensor_parallel_size": "4"},
+    })
+    assert facts == {"model": "/m", "tensor_parallel_size": 4,
+                     "speculative_config": {"method": "mtp"},
+                     "quantization": "compressed-tensors", "vllm_version": "0.11.2"}
+    assert launch_from_log({"lifecycle.non_default_args": {"args": "__import__('os')"}}) == {}
+    snap = take_snapshot(log_facts=facts, gpu=H200)
+    assert snap.uses_mtp and snap.tensor_parallel_size == 4
+    assert snap.sources["launch"] == "vLLM's own log lines"
+
+
+def test_an_argv_that_is_not_vllm_keeps_the_rest_of_the_snapshot() -> None:
+    snap = take_snapshot(argv="python train.py", model_dir=str(UNCOVERED), gpu=H200)
+    assert any("not a vLLM server command line" in p for p in snap.problems)
+    assert snap.model is not None and snap.model.quant.scheme == "W4A4_NVFP4"
+
+
+@pytest.mark.parametrize("flag", ["--cmdline", "--model-dir"])
+def test_snapshot_show_cli(flag: str, tmp_path: Path) -> None:
+    value = f"vllm serve {UNCOVERED} -tp 4" if flag == "--cmdline" else str(UNCOVERED)
+    run = [sys.executable, "-m", "logwatch", "snapshot", "show", flag, value,
+           "--gpu-capability", "9.0"]
+    text = subprocess.run(run, capture_output=True, text=True, cwd=ROOT, check=True).stdout
+    assert "W4A4_NVFP4" in text and "Marlin on this GPU: yes" in text
+    assert "ignore list: NOT covered" in text and "BF16, not ignored: mtp.fc" in text
+    a, b = tmp_path / "a.json", tmp_path / "b.json"
+    a.write_text(subprocess.run([*run, "--json"], capture_output=True, text=True, cwd=ROOT,
+                                check=True).stdout)
+    b.write_text(a.read_text().replace('"capability": 90', '"capability": 100'))
+    diff = subprocess.run([sys.executable, "-m", "logwatch", "snapshot", "diff", str(a), str(b)],
+                          capture_output=True, text=True, cwd=ROOT, check=False)
+    assert diff.returncode == 1 and "gpu.capability: 90 -> 100" in diff.stdout
