@@ -39,6 +39,8 @@ def build_parser() -> argparse.ArgumentParser:
                       help="literal prefilter engine (default: hyperscan when installed)")
     scan.add_argument("--mode", choices=("auto", "prefilter", "full"), default="auto",
                       help="full: run the per-line pipeline on every line (slower)")
+    scan.add_argument("--db", type=Path, metavar="PATH",
+                      help="record the scan in this DuckDB history (re-scanning adds nothing)")
     _snapshot_arguments(scan)
 
     snap = sub.add_parser("snapshot", help="the configuration in force: show it, or diff two")
@@ -50,6 +52,17 @@ def build_parser() -> argparse.ArgumentParser:
                                             "written by `snapshot show --json`)")
     diff.add_argument("a", type=Path)
     diff.add_argument("b", type=Path)
+
+    sql = sub.add_parser("sql", help="run a read-only SQL query on the history")
+    sql.add_argument("query", help='e.g. "SELECT * FROM failures_by_config"')
+    sql.add_argument("--db", type=Path, metavar="PATH", help="database (default: %(default)s)",
+                     default=None)
+    fmt = sql.add_mutually_exclusive_group()
+    fmt.add_argument("--json", action="store_true", help="rows as a JSON array of objects")
+    fmt.add_argument("--csv", action="store_true", help="rows as CSV with a header")
+    hist = sub.add_parser("history", help="recent incidents with their diagnoses")
+    hist.add_argument("--db", type=Path, metavar="PATH", default=None)
+    hist.add_argument("--limit", type=int, default=20)
 
     sigs = sub.add_parser("signatures", help="inspect and test the signature library")
     sigs.add_argument("--signatures", action="append", type=Path, default=[], metavar="DIR")
@@ -110,12 +123,22 @@ def _cmd_scan(args: argparse.Namespace) -> int:
         print("logwatch: stdin (-) can be given once", file=sys.stderr)
         return EXIT_USAGE
     library = _load(args)
+    from logwatch.store.record import ScanRecorder
+
+    recorder = ScanRecorder() if args.db else None
     try:
         report = run_scan(inputs, library, engine=args.engine, mode=args.mode,
-                          snapshot_options=_snapshot_options(args))
+                          snapshot_options=_snapshot_options(args), recorder=recorder)
     except InputError as exc:
         print(f"logwatch: {exc}", file=sys.stderr)
         return EXIT_USAGE
+    if recorder is not None:
+        from logwatch.store.db import open_store
+
+        with open_store(args.db) as store:
+            added = recorder.write(store, report)
+        print(f"recorded in {args.db}: " + ", ".join(f"{n} new {t}" for t, n in added.items()),
+              file=sys.stderr)
     if args.json:
         json.dump(report, sys.stdout, indent=2, ensure_ascii=False)
         sys.stdout.write("\n")
@@ -146,14 +169,30 @@ def _cmd_snapshot(args: argparse.Namespace) -> int:
     return snapshot_cmds.show(_snapshot_options(args), as_json=args.json)
 
 
+def _cmd_history(args: argparse.Namespace) -> int:
+    from logwatch import history_cmds
+
+    if args.command == "sql":
+        fmt = "json" if args.json else "csv" if args.csv else "table"
+        return history_cmds.sql(args.db, args.query, fmt)
+    return history_cmds.history(args.db, args.limit)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
+    from logwatch.store.db import DatabaseError
+
     args = build_parser().parse_args(argv)
     try:
         if args.command == "scan":
             return _cmd_scan(args)
         if args.command == "snapshot":
             return _cmd_snapshot(args)
+        if args.command in ("sql", "history"):
+            return _cmd_history(args)
         return _cmd_signatures(args)
+    except DatabaseError as exc:
+        print(f"logwatch: {exc}", file=sys.stderr)
+        return EXIT_USAGE
     except LibraryError as exc:
         print("logwatch: the signature library did not load:", file=sys.stderr)
         for problem in exc.problems:

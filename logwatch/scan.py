@@ -21,6 +21,7 @@ from logwatch.core.library import Library
 from logwatch.core.matcher import Matcher
 from logwatch.core.report import report_dict
 from logwatch.progress import Progress
+from logwatch.store.record import ScanRecorder
 from logwatch.triage import SnapshotOptions, triage
 
 WRAP_SAMPLE_BYTES = 1 << 20
@@ -97,7 +98,8 @@ class _Peekable:
 def scan_inputs(inputs: Sequence[ScanInput], library: Library, engine: str = "auto",
                 mode: str = "auto", stdin: IO[bytes] | None = None,
                 on_progress: Callable[[int, int], None] | None = None,
-                snapshot_options: SnapshotOptions | None = None) -> dict[str, Any]:
+                snapshot_options: SnapshotOptions | None = None,
+                recorder: ScanRecorder | None = None) -> dict[str, Any]:
     """Scan every input and return the report (with snapshots and diagnoses) as a dict."""
     matcher = Matcher(library.signatures, engine=engine)
     book = IncidentBook()
@@ -107,6 +109,8 @@ def scan_inputs(inputs: Sequence[ScanInput], library: Library, engine: str = "au
         for finding in findings:
             book.add(finding)
             tracker.observe(finding)
+            if recorder is not None:
+                recorder.finding(finding)
 
     totals = ScanStats()
     started = time.perf_counter()
@@ -117,6 +121,9 @@ def scan_inputs(inputs: Sequence[ScanInput], library: Library, engine: str = "au
         try:
             with _open(item, stdin) as (raw, position):
                 stream = _Peekable(raw, WRAP_SAMPLE_BYTES)
+                if recorder is not None:
+                    recorder.source(item.label, stream.head,
+                                    item.path.stat().st_size if item.path else None)
                 wrap_width = hard_wrap_width(stream.head) if mode != "prefilter" else None
                 full = mode == "full" or wrap_width is not None
                 modes.append("full" if full else "prefilter")
@@ -130,6 +137,8 @@ def scan_inputs(inputs: Sequence[ScanInput], library: Library, engine: str = "au
                         consumed = position() if item.path else scanner.stats.bytes
                         on_progress(done_bytes + consumed, total_bytes)
                 record(scanner.finish())
+                if recorder is not None:
+                    recorder.scanned(item.label, scanner.stats.bytes)
         except (EOFError, OSError, zlib.error, gzip.BadGzipFile) as exc:
             raise InputError(f"{item.label}: cannot read: {exc}") from exc
         done_bytes += item.path.stat().st_size if item.path else 0
@@ -144,13 +153,17 @@ def scan_inputs(inputs: Sequence[ScanInput], library: Library, engine: str = "au
         engine=matcher.scanner.engine, mode=",".join(sorted(set(modes))),
         incidents=len(incidents), match_timeouts=dict(matcher.timeouts),
     )
-    diagnoses, snapshots, by_incident = triage(incidents, tracker,
-                                               snapshot_options or SnapshotOptions())
+    result = triage(incidents, tracker, snapshot_options or SnapshotOptions())
     report = report_dict(library.version, incidents, root, stats)
     for index, incident in enumerate(report["incidents"]):
-        incident["snapshot"] = by_incident.get(index)
-    report["diagnoses"] = [d.to_dict() for d in diagnoses]
-    report["snapshots"] = snapshots
+        incident["snapshot"] = result.by_incident.get(index)
+    report["diagnoses"] = [d.to_dict() for d in result.diagnoses]
+    if recorder is not None:
+        for finding_row in recorder.findings:  # every finding's snapshot is recorded too
+            result.snapshot_at(finding_row["source_label"], finding_row["line"])
+    report["snapshots"] = result.snapshots
+    if recorder is not None:
+        recorder.snapshot_at = result.snapshot_at
     return report
 
 

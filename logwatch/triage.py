@@ -3,7 +3,7 @@ its own lines), refined by what the operator passes (--cmdline, --model-dir, --p
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -47,36 +47,56 @@ def gpu_for(options: SnapshotOptions) -> GpuFacts:
     return GpuFacts(source="unknown (offline scan; pass --gpu-capability to state it)")
 
 
-def snapshot_resolver(tracker: LaunchTracker, options: SnapshotOptions
-                      ) -> Callable[[Incident], Snapshot]:
-    """Incident -> the snapshot of the launch it happened in (built once per launch)."""
-    gpu = gpu_for(options)
-    cache: dict[int, Snapshot] = {}
+class SnapshotResolver:
+    """The snapshot in force at any point of the scanned logs, built once per launch."""
 
-    def build(segment: LaunchSegment | None) -> Snapshot:
+    def __init__(self, tracker: LaunchTracker, options: SnapshotOptions) -> None:
+        self.tracker = tracker
+        self.options = options
+        self.gpu = gpu_for(options)
+        self._cache: dict[int, Snapshot] = {}
+
+    def _build(self, segment: LaunchSegment | None) -> Snapshot:
         key = id(segment)
-        if key not in cache:
+        if key not in self._cache:
+            options = self.options
             log_facts = launch_from_log(segment.captures) if segment else {}
-            cache[key] = take_snapshot(argv=options.cmdline, pid=options.pid, unit=options.unit,
-                                       user_unit=options.user_unit, model_dir=options.model_dir,
-                                       log_facts=log_facts, gpu=gpu)
-        return cache[key]
+            self._cache[key] = take_snapshot(
+                argv=options.cmdline, pid=options.pid, unit=options.unit,
+                user_unit=options.user_unit, model_dir=options.model_dir, log_facts=log_facts,
+                gpu=self.gpu)
+        return self._cache[key]
 
-    def of(incident: Incident) -> Snapshot:
-        return build(tracker.segment_for(incident.first.source, incident.first.lineno))
+    def at(self, source: str, line: int) -> Snapshot:
+        return self._build(self.tracker.segment_for(source, line))
 
-    return of
+    def for_incident(self, incident: Incident) -> Snapshot:
+        return self.at(incident.first.source, incident.first.lineno)
+
+
+@dataclass(frozen=True, slots=True)
+class Triage:
+    diagnoses: list[Diagnosis]
+    snapshots: dict[str, dict[str, Any]]  # by hash, every snapshot incidents refer to
+    by_incident: dict[int, str]  # incident index -> snapshot hash
+    resolver: SnapshotResolver
+
+    def snapshot_at(self, source: str, line: int) -> str:
+        """The hash of the snapshot in force at a line (recorded in `snapshots` too)."""
+        snap = self.resolver.at(source, line)
+        digest = snap.content_hash()
+        self.snapshots.setdefault(digest, snap.to_dict())
+        return digest
 
 
 def triage(incidents: Sequence[Incident], tracker: LaunchTracker, options: SnapshotOptions
-           ) -> tuple[list[Diagnosis], dict[str, dict[str, Any]], dict[int, str]]:
-    """Diagnoses, the snapshots they used (by hash), and each incident's snapshot hash."""
-    resolve = snapshot_resolver(tracker, options)
+           ) -> Triage:
+    resolver = SnapshotResolver(tracker, options)
     snapshots: dict[str, dict[str, Any]] = {}
     by_incident: dict[int, str] = {}
     for index, incident in enumerate(incidents):
-        snap = resolve(incident)
+        snap = resolver.for_incident(incident)
         digest = snap.content_hash()
         snapshots.setdefault(digest, snap.to_dict())
         by_incident[index] = digest
-    return diagnose(incidents, resolve), snapshots, by_incident
+    return Triage(diagnose(incidents, resolver.for_incident), snapshots, by_incident, resolver)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from logwatch.core.findings import Evidence
@@ -46,9 +46,11 @@ class Diagnosis:
     config: dict[str, Any] = field(default_factory=dict)  # the fields that prove it
     confidence: float = 0.5
     remedies: tuple[Remedy, ...] = ()
+    incident: int | None = None  # index of the explained incident in the report
 
     def to_dict(self) -> dict[str, Any]:
         return {"cause": self.cause, "title": self.title, "signature": self.signature,
+                "incident": self.incident,
                 "summary": self.summary, "details": list(self.details),
                 "evidence": [{"source": e.source, "line": e.lineno, "text": e.text}
                              for e in self.evidence],
@@ -341,14 +343,14 @@ def diagnose(incidents: Sequence[Incident],
     signature's explanation and get a plain diagnosis only when fatal."""
     out: list[Diagnosis] = []
     seen: dict[str, Snapshot] = {}
-    for incident in incidents:
+    for index, incident in enumerate(incidents):
         snapshot = snapshot_of(incident)
         seen.setdefault(snapshot.content_hash(), snapshot)
         ctx = Context(snapshot, incidents)
         for rule in RULES:
             found = rule(incident, ctx)
             if found is not None:
-                out.append(found)
+                out.append(replace(found, incident=index))
                 break
         else:
             if incident.signature.fatal and incident.signature.category not in (
@@ -356,7 +358,7 @@ def diagnose(incidents: Sequence[Incident],
                 out.append(Diagnosis(
                     incident.signature.id, incident.signature.title, incident.signature.id,
                     incident.signature.explain(incident.captures),
-                    evidence=tuple(incident.evidence[-2:]), confidence=0.5))
+                    evidence=tuple(incident.evidence[-2:]), confidence=0.5, incident=index))
     for snapshot in seen.values():
         out.extend(config_findings(snapshot))
     return out

@@ -36,6 +36,7 @@ def incident_dict(incident: Incident) -> dict[str, Any]:
         "captures": dict(incident.captures),
         "evidence": [{"source": e.source, "line": e.lineno, "text": e.text}
                      for e in incident.evidence],
+        "key": list(incident.key),
         "explanation": sig.explain(incident.captures),
     }
 

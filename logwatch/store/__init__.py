@@ -1,0 +1,1 @@
+"""DuckDB history: schema and migrations, bulk writes, read-only SQL."""

@@ -1,0 +1,141 @@
+"""Open, migrate and write the DuckDB history; run operator SQL read-only.
+
+DuckDB lets one process hold the file: the daemon owns it; the CLI opens it only when no
+daemon runs. Writes are bulk (`INSERT ... SELECT unnest(?)...`), never row by row.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import duckdb
+
+from logwatch.store.schema import MIGRATIONS, SCHEMA_VERSION, VIEWS
+
+DB_FILENAME = "logwatch.duckdb"
+READ_ONLY_STATEMENTS = ("SELECT", "EXPLAIN")
+
+
+class DatabaseError(Exception):
+    """The database cannot be used; the message says why and what to do."""
+
+
+def default_db_path(env: Mapping[str, str] | None = None) -> Path:
+    """$STATE_DIRECTORY under systemd (StateDirectory=logwatch), else XDG data home."""
+    env = os.environ if env is None else env
+    if env.get("STATE_DIRECTORY"):
+        return Path(env["STATE_DIRECTORY"].split(":")[0]) / DB_FILENAME
+    data_home = env.get("XDG_DATA_HOME") or str(Path(env.get("HOME", "~")).expanduser()
+                                                 / ".local" / "share")
+    return Path(data_home) / "logwatch" / DB_FILENAME
+
+
+class Store:
+    """A read-write connection with the schema at the current version."""
+
+    def __init__(self, con: duckdb.DuckDBPyConnection, path: Path) -> None:
+        self.con = con
+        self.path = path
+
+    def close(self) -> None:
+        self.con.close()
+
+    def __enter__(self) -> Store:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def insert(self, table: str, rows: Sequence[Mapping[str, Any]],
+               conflict: str = "IGNORE") -> int:
+        """Bulk insert (`OR IGNORE` keeps the first copy, `OR REPLACE` the newest)."""
+        if not rows:
+            return 0
+        columns = list(rows[0])
+        values = [[row[c] for row in rows] for c in columns]
+        selects = ", ".join(f"unnest(${i + 1}) AS {c}" for i, c in enumerate(columns))
+        self.con.execute(f"INSERT OR {conflict} INTO {table} ({', '.join(columns)}) "
+                         f"SELECT * FROM (SELECT {selects})", values)
+        return len(rows)
+
+    def query(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
+        return self.con.execute(sql, list(params)).fetchall()
+
+
+def _connect(path: Path, read_only: bool, config: dict[str, Any] | None = None
+             ) -> duckdb.DuckDBPyConnection:
+    try:
+        return duckdb.connect(str(path), read_only=read_only, config=config or {})
+    except duckdb.IOException as exc:
+        if "lock" in str(exc).lower():
+            raise DatabaseError(f"{path}: in use by another process (the logwatch daemon owns "
+                                "it while it runs; ask it through `logwatch sql`)") from exc
+        raise DatabaseError(f"{path}: {exc}") from exc
+    except duckdb.Error as exc:
+        raise DatabaseError(f"{path}: not a usable DuckDB database: {exc}") from exc
+
+
+def schema_version(con: duckdb.DuckDBPyConnection) -> int:
+    tables = {r[0] for r in con.execute("SELECT table_name FROM information_schema.tables "
+                                        "WHERE table_schema = 'main'").fetchall()}
+    if "meta" not in tables:
+        return 0
+    row = con.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
+    return int(row[0]) if row else 0
+
+
+def open_store(path: str | Path) -> Store:
+    """Open (creating it and its directory if needed) and migrate forward; refuse a newer
+    database rather than guess at its meaning."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    con = _connect(path, read_only=False)
+    try:
+        version = schema_version(con)
+        if version > SCHEMA_VERSION:
+            raise DatabaseError(
+                f"{path}: schema version {version} is newer than this logwatch understands "
+                f"({SCHEMA_VERSION}); upgrade logwatch, or point --db at another file")
+        for target in range(version + 1, SCHEMA_VERSION + 1):
+            con.execute("BEGIN TRANSACTION")
+            for statement in MIGRATIONS[target]:
+                con.execute(statement)
+            con.execute("INSERT OR REPLACE INTO meta VALUES ('schema_version', ?)",
+                        [str(target)])
+            con.execute("COMMIT")
+        for name, body in VIEWS.items():
+            con.execute(f"CREATE OR REPLACE VIEW {name} AS {body}")
+    except BaseException:
+        con.close()
+        raise
+    return Store(con, path)
+
+
+def read_only_query(path: str | Path, sql: str) -> tuple[list[str], list[tuple[Any, ...]]]:
+    """Run one SELECT-like statement read-only, with file access disabled; refuse the rest."""
+    path = Path(path)
+    if not path.exists():
+        raise DatabaseError(f"{path}: no database yet (record one with `logwatch scan --db`)")
+    con = _connect(path, read_only=True, config={"enable_external_access": False})
+    try:
+        try:
+            statements = con.extract_statements(sql)
+        except duckdb.Error as exc:
+            raise DatabaseError(f"cannot parse the query: {exc}") from exc
+        if len(statements) != 1:
+            raise DatabaseError(f"one statement at a time, got {len(statements)}")
+        kind = str(statements[0].type).rsplit(".", 1)[-1]
+        if kind not in READ_ONLY_STATEMENTS:
+            raise DatabaseError(f"only read-only queries (SELECT, WITH, FROM, DESCRIBE, SHOW, "
+                                f"EXPLAIN) are allowed here; this is {kind}")
+        try:
+            cursor = con.execute(sql)
+            columns = [d[0] for d in cursor.description or []]
+            return columns, cursor.fetchall()
+        except duckdb.Error as exc:
+            raise DatabaseError(f"query failed: {exc}") from exc
+    finally:
+        con.close()

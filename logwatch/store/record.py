@@ -1,0 +1,162 @@
+"""Record a scan in the history: sources, snapshots, incidents, findings, diagnoses.
+
+Ids are derived from content (a source is the hash of its first 64 KiB; a finding is its
+source, line and signature), so recording the same log twice adds nothing, and a log that
+grew since adds only its new lines' findings.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from logwatch.core.findings import Finding, evidence_text
+from logwatch.core.incidents import incident_key
+from logwatch.store.db import Store
+
+FINGERPRINT_BYTES = 64 << 10
+
+
+def _id(*parts: object) -> str:
+    return hashlib.sha256("\x1f".join(str(p) for p in parts).encode()).hexdigest()[:24]
+
+
+@dataclass(slots=True)
+class _Source:
+    id: str
+    kind: str
+    label: str
+    size: int | None
+    scanned: int = 0
+
+
+@dataclass(slots=True)
+class ScanRecorder:
+    """Collects what a scan saw; `write` stores it in one transaction."""
+
+    sources: dict[str, _Source] = field(default_factory=dict)  # by label
+    findings: list[dict[str, Any]] = field(default_factory=list)
+    snapshot_at: Callable[[str, int], str | None] = field(default=lambda source, line: None)
+
+    def source(self, label: str, head: bytes, size: int | None) -> None:
+        digest = hashlib.sha256(head[:FINGERPRINT_BYTES]).hexdigest()[:24]
+        kind = "stdin" if label == "<stdin>" else "file"
+        self.sources[label] = _Source(digest, kind, label, size)
+
+    def scanned(self, label: str, position: int) -> None:
+        self.sources[label].scanned = position
+
+    def finding(self, f: Finding) -> None:
+        source = self.sources[f.source]
+        self.findings.append({
+            "source_label": f.source, "source_id": source.id, "line": f.lineno,
+            "signature": f.signature.id, "signature_version": f.signature.version,
+            "time": f.time, "process": f.process, "pid": f.pid, "rank": f.rank,
+            "captures": json.dumps(f.captures, sort_keys=True),
+            "text": evidence_text(f.matched), "key": "|".join(incident_key(f)),
+        })
+
+    def write(self, store: Store, report: dict[str, Any]) -> dict[str, int]:
+        """Store everything; returns how many new rows each table gained."""
+        now = datetime.now()
+        library = report["library_version"]
+        scan_id = _id(now.isoformat(), *sorted(s.id for s in self.sources.values()))
+        incident_ids: dict[tuple[str, str], str] = {}
+        incident_rows = []
+        for index, inc in enumerate(report["incidents"]):
+            first = inc["first_seen"]
+            source = self.sources[first["source"]]
+            key = "|".join(inc["key"])
+            incident_id = _id(source.id, first["line"], inc["signature"], key)
+            incident_ids[(inc["signature"], key)] = incident_id
+            incident_rows.append({
+                "id": incident_id, "scan_id": scan_id, "snapshot_hash": inc.get("snapshot"),
+                "signature": inc["signature"], "signature_version": inc["signature_version"],
+                "library_version": library, "category": inc["category"],
+                "severity": inc["severity"], "fatal": inc["fatal"],
+                "root_cause": index == report["root_cause"], "count": inc["count"],
+                "first_source": source.id, "first_line": first["line"],
+                "first_time": _time(first["time"]), "last_line": inc["last_seen"]["line"],
+                "last_time": _time(inc["last_seen"]["time"]), "processes": inc["processes"],
+                "ranks": inc["ranks"], "captures": json.dumps(inc["captures"], sort_keys=True),
+                "title": inc["title"], "explanation": inc["explanation"]})
+        finding_rows = [{
+            "id": _id(f["source_id"], f["line"], f["signature"]),
+            "incident_id": incident_ids.get((f["signature"], f["key"])),
+            "source_id": f["source_id"], "line": f["line"], "signature": f["signature"],
+            "signature_version": f["signature_version"], "library_version": library,
+            "snapshot_hash": self.snapshot_at(f["source_label"], f["line"]), "time": f["time"],
+            "process": f["process"], "pid": f["pid"], "rank": f["rank"],
+            "captures": f["captures"], "text": f["text"]} for f in self.findings]
+        snapshot_rows = [_snapshot_row(digest, body, now)
+                         for digest, body in report.get("snapshots", {}).items()]
+        diagnosis_rows = []
+        for diag in report.get("diagnoses", []):
+            index = diag.get("incident")
+            incident = incident_rows[index] if index is not None else None
+            anchor = incident["id"] if incident else None
+            diagnosis_rows.append({
+                "id": _id(anchor or json.dumps(diag["config"], sort_keys=True), diag["cause"]),
+                "incident_id": anchor,
+                "snapshot_hash": incident["snapshot_hash"] if incident else None,
+                "cause": diag["cause"], "title": diag["title"], "summary": diag["summary"],
+                "confidence": diag["confidence"], "body": json.dumps(diag, sort_keys=True),
+                "recorded": now})
+        source_rows = [{"id": s.id, "kind": s.kind, "label": s.label, "size": s.size,
+                        "first_seen": now, "last_seen": now} for s in self.sources.values()]
+        checkpoint_rows = [{"source_id": s.id, "position": s.scanned, "cursor": None,
+                            "fingerprint": s.id, "updated": now} for s in self.sources.values()]
+        before = _counts(store)
+        store.con.execute("BEGIN TRANSACTION")
+        try:
+            store.insert("sources", source_rows)
+            store.con.execute("UPDATE sources SET last_seen = ? WHERE id IN (SELECT unnest(?))",
+                              [now, [s.id for s in self.sources.values()]])
+            store.insert("checkpoints", checkpoint_rows, conflict="REPLACE")
+            store.insert("scans", [{"id": scan_id, "started": now, "library_version": library,
+                                    "inputs": [s.label for s in self.sources.values()],
+                                    "stats": json.dumps(report["stats"], default=str)}])
+            store.insert("snapshots", snapshot_rows)
+            store.insert("incidents", incident_rows, conflict="REPLACE")
+            store.insert("findings", finding_rows)
+            store.insert("diagnoses", diagnosis_rows, conflict="REPLACE")
+            store.con.execute("COMMIT")
+        except BaseException:
+            store.con.execute("ROLLBACK")
+            raise
+        after = _counts(store)
+        return {table: after[table] - before[table] for table in after}
+
+
+def _time(text: str | None) -> datetime | None:
+    return datetime.fromisoformat(text) if text else None
+
+
+def _counts(store: Store) -> dict[str, int]:
+    tables = ("sources", "snapshots", "incidents", "findings", "diagnoses")
+    return {t: int(store.query(f"SELECT count(*) FROM {t}")[0][0]) for t in tables}
+
+
+def _snapshot_row(digest: str, body: dict[str, Any], now: datetime) -> dict[str, Any]:
+    model = body.get("model") or {}
+    quant = model.get("quant") or {}
+    mtp = model.get("mtp") or {}
+    launch = body.get("launch") or {}
+    spec = launch.get("speculative_config") or {}
+    method = str(spec.get("method", "")).lower() if isinstance(spec, dict) else ""
+    tp = launch.get("tensor_parallel_size")
+    return {"hash": digest, "first_recorded": now,
+            "model": model.get("path") or launch.get("model"),
+            "quant_method": quant.get("method") or launch.get("quantization"),
+            "quant_scheme": quant.get("scheme"),
+            "tensor_parallel_size": tp if isinstance(tp, int) else None,
+            "uses_mtp": method == "mtp" or method.endswith("_mtp"),
+            "mtp_covered": mtp.get("covered") if mtp else None,
+            "gpu_name": (body.get("gpu") or {}).get("name"),
+            "gpu_capability": (body.get("gpu") or {}).get("capability"),
+            "vllm_version": body.get("vllm_version"),
+            "body": json.dumps(body, sort_keys=True, default=str)}

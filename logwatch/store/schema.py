@@ -1,0 +1,78 @@
+"""The database schema: a version number, forward-only migrations, and documented views.
+
+Every finding and incident references the snapshot (configuration) active when it occurred;
+ids are content-derived, so recording the same log twice adds nothing.
+"""
+
+from __future__ import annotations
+
+SCHEMA_VERSION = 1
+
+MIGRATIONS: dict[int, tuple[str, ...]] = {
+    1: (
+        "CREATE TABLE meta (key VARCHAR PRIMARY KEY, value VARCHAR)",
+        # one row per log source (file content identity, stdin, journald, child process)
+        """CREATE TABLE sources (
+            id VARCHAR PRIMARY KEY, kind VARCHAR, label VARCHAR, size BIGINT,
+            first_seen TIMESTAMP, last_seen TIMESTAMP)""",
+        # where reading a source stopped (byte offset or journald cursor) and its fingerprint
+        """CREATE TABLE checkpoints (
+            source_id VARCHAR PRIMARY KEY, position BIGINT, cursor VARCHAR,
+            fingerprint VARCHAR, updated TIMESTAMP)""",
+        """CREATE TABLE scans (
+            id VARCHAR PRIMARY KEY, started TIMESTAMP, library_version VARCHAR,
+            inputs VARCHAR[], stats JSON)""",
+        """CREATE TABLE snapshots (
+            hash VARCHAR PRIMARY KEY, first_recorded TIMESTAMP, model VARCHAR,
+            quant_method VARCHAR, quant_scheme VARCHAR, tensor_parallel_size INTEGER,
+            uses_mtp BOOLEAN, mtp_covered BOOLEAN, gpu_name VARCHAR, gpu_capability INTEGER,
+            vllm_version VARCHAR, body JSON)""",
+        """CREATE TABLE incidents (
+            id VARCHAR PRIMARY KEY, scan_id VARCHAR, snapshot_hash VARCHAR, signature VARCHAR,
+            signature_version INTEGER, library_version VARCHAR, category VARCHAR,
+            severity VARCHAR, fatal BOOLEAN, root_cause BOOLEAN, count INTEGER,
+            first_source VARCHAR, first_line BIGINT, first_time TIMESTAMP,
+            last_line BIGINT, last_time TIMESTAMP, processes VARCHAR[], ranks VARCHAR[],
+            captures JSON, title VARCHAR, explanation VARCHAR)""",
+        """CREATE TABLE findings (
+            id VARCHAR PRIMARY KEY, incident_id VARCHAR, source_id VARCHAR, line BIGINT,
+            signature VARCHAR, signature_version INTEGER, library_version VARCHAR,
+            snapshot_hash VARCHAR, time TIMESTAMP, process VARCHAR, pid INTEGER, rank VARCHAR,
+            captures JSON, text VARCHAR)""",
+        """CREATE TABLE diagnoses (
+            id VARCHAR PRIMARY KEY, incident_id VARCHAR, snapshot_hash VARCHAR,
+            cause VARCHAR, title VARCHAR, summary VARCHAR, confidence DOUBLE, body JSON,
+            recorded TIMESTAMP)""",
+        # one execution of a relaunch plan (the relaunch work fills it)
+        """CREATE TABLE actions (
+            id VARCHAR PRIMARY KEY, diagnosis_id VARCHAR, snapshot_hash VARCHAR,
+            state VARCHAR, plan JSON, created TIMESTAMP, updated TIMESTAMP, log JSON)""",
+    ),
+}
+
+# Recreated on every open, so they always match the code that reads them.
+VIEWS: dict[str, str] = {
+    # Which configurations failed, and how: one row per snapshot that had fatal incidents.
+    "failures_by_config": """
+        SELECT s.hash AS snapshot, s.model, s.quant_scheme, s.tensor_parallel_size,
+               s.uses_mtp, s.mtp_covered, s.gpu_name, s.gpu_capability, s.vllm_version,
+               count(*) AS fatal_incidents, sum(i.count) AS occurrences,
+               list(DISTINCT i.signature ORDER BY i.signature) AS signatures,
+               min(i.first_time) AS first_seen, max(i.last_time) AS last_seen
+        FROM incidents i JOIN snapshots s ON s.hash = i.snapshot_hash
+        WHERE i.fatal
+        GROUP BY ALL""",
+    # Incidents in time order with their configuration and the diagnosis that explains them.
+    "incident_timeline": """
+        SELECT i.first_time, i.last_time, i.severity, i.fatal, i.root_cause, i.signature,
+               i.count, i.title, s.model, s.quant_scheme, s.tensor_parallel_size,
+               s.gpu_capability, d.cause AS diagnosis, d.confidence, i.id AS incident_id,
+               i.snapshot_hash
+        FROM incidents i
+        LEFT JOIN snapshots s ON s.hash = i.snapshot_hash
+        LEFT JOIN (SELECT * FROM diagnoses  -- the best-supported diagnosis of each incident
+                   QUALIFY row_number() OVER (PARTITION BY incident_id
+                                              ORDER BY confidence DESC, recorded DESC) = 1
+                  ) d ON d.incident_id = i.id
+        ORDER BY i.first_time NULLS LAST, i.first_line""",
+}
