@@ -1,6 +1,6 @@
 """Record a scan in the history: sources, snapshots, incidents, findings, diagnoses.
 
-Ids are derived from content (a source is the hash of its first 64 KiB; a finding is its
+Ids are derived from content (a source is the hash of its first 4 KiB; a finding is its
 source, line and signature), so recording the same log twice adds nothing, and a log that
 grew since adds only its new lines' findings.
 """
@@ -18,7 +18,7 @@ from logwatch.core.findings import Finding, evidence_text
 from logwatch.core.incidents import incident_key
 from logwatch.store.db import Store
 
-FINGERPRINT_BYTES = 64 << 10
+FINGERPRINT_BYTES = 4096  # the start of a log (pids, timestamps) names it; growth keeps it
 
 
 def _id(*parts: object) -> str:

@@ -1,0 +1,181 @@
+"""The DuckDB history on real database files: migrations, idempotent recording, read-only SQL."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import duckdb
+import pytest
+
+from logwatch.core.library import Library
+from logwatch.scan import resolve_inputs, scan_inputs
+from logwatch.store.db import DatabaseError, default_db_path, open_store, read_only_query
+from logwatch.store.record import ScanRecorder
+from logwatch.store.schema import SCHEMA_VERSION
+from logwatch.triage import SnapshotOptions
+from tests.conftest import ROOT, SAMPLES
+
+DEMO = SAMPLES / "demo_marlin_and_mtp.log"
+UNCOVERED = str(ROOT / "samples" / "models" / "qwen3.6-35b-a3b-nvfp4-mtp-uncovered")
+
+
+def record(db: Path, logs: list[Path], library: Library, **options: object) -> dict[str, int]:
+    recorder = ScanRecorder()
+    report = scan_inputs(resolve_inputs([str(p) for p in logs]), library,
+                         snapshot_options=SnapshotOptions(**options),  # type: ignore[arg-type]
+                         recorder=recorder)
+    with open_store(db) as store:
+        return recorder.write(store, report)
+
+
+def test_recording_twice_adds_nothing(tmp_path: Path, library: Library) -> None:
+    db = tmp_path / "h.duckdb"
+    first = record(db, [DEMO], library, model_dir=UNCOVERED, gpu_capability=90)
+    assert first["findings"] > 20 and first["incidents"] > 5 and first["diagnoses"] >= 2
+    again = record(db, [DEMO], library, model_dir=UNCOVERED, gpu_capability=90)
+    assert again == {"sources": 0, "snapshots": 0, "incidents": 0, "findings": 0,
+                     "diagnoses": 0}
+
+
+def test_a_grown_log_adds_only_its_new_findings(tmp_path: Path, library: Library) -> None:
+    db, log = tmp_path / "h.duckdb", tmp_path / "vllm.log"
+    lines = DEMO.read_text().splitlines(keepends=True)
+    log.write_text("".join(lines[:80]))
+    first = record(db, [log], library)
+    log.write_text("".join(lines))
+    grown = record(db, [log], library)
+    assert grown["sources"] == 0  # same first bytes: the same source
+    assert grown["findings"] > 0
+    total = read_only_query(db, "SELECT count(*) FROM findings")[1][0][0]
+    assert total == first["findings"] + grown["findings"]
+    assert read_only_query(db, "SELECT count(*) FROM (SELECT id FROM findings GROUP BY id "
+                               "HAVING count(*) > 1)")[1][0][0] == 0
+
+
+def test_every_finding_and_incident_references_its_snapshot(tmp_path: Path,
+                                                           library: Library) -> None:
+    db = tmp_path / "h.duckdb"
+    record(db, [DEMO], library, model_dir=UNCOVERED, gpu_capability=90)
+    orphans = read_only_query(db, """
+        SELECT count(*) FROM findings f LEFT JOIN snapshots s ON s.hash = f.snapshot_hash
+        WHERE s.hash IS NULL""")[1][0][0]
+    assert orphans == 0
+    _, rows = read_only_query(db, """
+        SELECT i.signature, s.tensor_parallel_size, s.quant_scheme, s.mtp_covered
+        FROM incidents i JOIN snapshots s ON s.hash = i.snapshot_hash
+        WHERE i.signature IN ('marlin.repack_tile_n', 'weights.tensor_size_mismatch')
+        ORDER BY i.signature""")
+    assert rows == [("marlin.repack_tile_n", 4, "W4A4_NVFP4", False),
+                    ("weights.tensor_size_mismatch", 2, "W4A4_NVFP4", False)]
+    _, rows = read_only_query(db, "SELECT diagnosis FROM incident_timeline "
+                                  "WHERE signature = 'weights.tensor_size_mismatch'")
+    assert rows == [("mtp_ignore_list_gap",)]
+
+
+def test_failures_by_config_answers_which_configs_failed(tmp_path: Path,
+                                                         library: Library) -> None:
+    db = tmp_path / "h.duckdb"
+    record(db, [DEMO], library, model_dir=UNCOVERED, gpu_capability=90)
+    _, rows = read_only_query(db, "SELECT tensor_parallel_size, signatures FROM "
+                                  "failures_by_config ORDER BY tensor_parallel_size")
+    by_tp = dict(rows)
+    assert "marlin.repack_tile_n" in by_tp[4]
+    assert "weights.tensor_size_mismatch" in by_tp[2]
+
+
+def test_secrets_never_reach_the_database(tmp_path: Path, library: Library) -> None:
+    db, log = tmp_path / "h.duckdb", tmp_path / "vllm.log"
+    log.write_text(
+        "(APIServer pid=1) INFO 11-29 22:38:00 [startup.py:75] non-default args: {'model_tag': "
+        "'/m', 'hf_token': 'hf_abcdefghijklmnopqrstuvwxyz0123456789'}\n"
+        "(EngineCore pid=2) ERROR 11-29 22:38:01 [core.py:1] RuntimeError: CUDA error: "
+        "an illegal memory access was encountered\n")
+    record(db, [log], library, cmdline="vllm serve /m --api-key sk-supersecretvalue12345",
+           gpu_capability=90)
+    con = duckdb.connect(str(db), read_only=True)
+    dump = json.dumps([con.execute(f"SELECT * FROM {t}").fetchall() for t in
+                       ("snapshots", "incidents", "findings", "diagnoses", "scans")], default=str)
+    con.close()
+    assert "hf_abcdefghij" not in dump and "supersecretvalue" not in dump
+
+
+def test_a_newer_database_is_refused(tmp_path: Path) -> None:
+    db = tmp_path / "h.duckdb"
+    open_store(db).close()
+    con = duckdb.connect(str(db))
+    con.execute("UPDATE meta SET value = ? WHERE key = 'schema_version'",
+                [str(SCHEMA_VERSION + 1)])
+    con.close()
+    with pytest.raises(DatabaseError, match="newer than this logwatch understands"):
+        open_store(db)
+
+
+def test_not_a_database(tmp_path: Path) -> None:
+    junk = tmp_path / "junk.duckdb"
+    junk.write_bytes(os.urandom(4096))
+    with pytest.raises(DatabaseError):
+        open_store(junk)
+
+
+@pytest.mark.parametrize(
+    ("query", "message"),
+    [
+        ("INSERT INTO meta VALUES ('x', 'y')", "this is INSERT"),
+        ("SELECT 1; DROP TABLE incidents", "one statement at a time, got 2"),
+        ("DELETE FROM findings", "this is DELETE"),
+        ("COPY incidents TO '/tmp/x.csv'", "this is COPY"),
+        ("ATTACH '/tmp/other.duckdb'", "this is ATTACH"),
+        ("SELECT * FROM read_csv('/etc/passwd')", "query failed"),
+        ("SELEC 1", "cannot parse the query"),
+    ],
+)
+def test_sql_is_read_only(tmp_path: Path, query: str, message: str) -> None:
+    db = tmp_path / "h.duckdb"
+    open_store(db).close()
+    with pytest.raises(DatabaseError, match=message):
+        read_only_query(db, query)
+
+
+def test_default_paths() -> None:
+    assert default_db_path({"STATE_DIRECTORY": "/var/lib/logwatch"}) == Path(
+        "/var/lib/logwatch/logwatch.duckdb")
+    assert default_db_path({"XDG_DATA_HOME": "/x", "HOME": "/h"}) == Path(
+        "/x/logwatch/logwatch.duckdb")
+    assert default_db_path({"HOME": "/h"}) == Path("/h/.local/share/logwatch/logwatch.duckdb")
+
+
+def test_cli_sql_history_and_a_locked_database(tmp_path: Path) -> None:
+    db = tmp_path / "h.duckdb"
+    env = {**os.environ, "NO_COLOR": "1"}
+    run = [sys.executable, "-m", "logwatch"]
+    scan = subprocess.run([*run, "scan", "--db", str(db), str(DEMO), "--model-dir", UNCOVERED,
+                           "--gpu-capability", "9.0"], capture_output=True, text=True, cwd=ROOT,
+                          env=env, check=False)
+    assert scan.returncode == 1 and "recorded in" in scan.stderr
+    out = subprocess.run([*run, "sql", "--db", str(db), "--json",
+                          "SELECT signature, count FROM incidents WHERE root_cause"],
+                         capture_output=True, text=True, cwd=ROOT, check=True).stdout
+    assert json.loads(out) == [{"signature": "marlin.repack_tile_n", "count": 4}]
+    csv_out = subprocess.run([*run, "sql", "--db", str(db), "--csv", "SELECT 1 AS one"],
+                             capture_output=True, text=True, cwd=ROOT, check=True).stdout
+    assert csv_out.splitlines() == ["one", "1"]
+    history = subprocess.run([*run, "history", "--db", str(db)], capture_output=True,
+                             text=True, cwd=ROOT, check=True).stdout
+    assert "marlin.repack_tile_n" in history and "mtp_ignore_list_gap" in history
+    refused = subprocess.run([*run, "sql", "--db", str(db), "DROP TABLE findings"],
+                             capture_output=True, text=True, cwd=ROOT, check=False)
+    assert refused.returncode == 2 and "only read-only queries" in refused.stderr
+    holder = duckdb.connect(str(db))  # another process holds the file read-write
+    try:
+        locked = subprocess.run([*run, "sql", "--db", str(db), "SELECT 1"],
+                                capture_output=True, text=True, cwd=ROOT, check=False)
+    finally:
+        holder.close()
+    assert locked.returncode == 2 and "in use by another process" in locked.stderr
+    missing = subprocess.run([*run, "history", "--db", str(tmp_path / "none.duckdb")],
+                             capture_output=True, text=True, cwd=ROOT, check=False)
+    assert missing.returncode == 2 and "no database yet" in missing.stderr
