@@ -48,10 +48,12 @@ def build_parser() -> argparse.ArgumentParser:
     show_snap = snap_sub.add_parser("show", help="capture and print a snapshot")
     _snapshot_arguments(show_snap)
     show_snap.add_argument("--json", action="store_true", help="print the snapshot as JSON")
-    diff = snap_sub.add_parser("diff", help="what changed between two snapshots (JSON files "
-                                            "written by `snapshot show --json`)")
-    diff.add_argument("a", type=Path)
-    diff.add_argument("b", type=Path)
+    diff = snap_sub.add_parser("diff", help="what changed between two snapshots: JSON files "
+                                            "from `snapshot show --json`, or hashes in the "
+                                            "history")
+    diff.add_argument("a")
+    diff.add_argument("b")
+    diff.add_argument("--db", type=Path, metavar="PATH", default=None)
 
     sql = sub.add_parser("sql", help="run a read-only SQL query on the history")
     sql.add_argument("query", help='e.g. "SELECT * FROM failures_by_config"')
@@ -165,7 +167,7 @@ def _cmd_snapshot(args: argparse.Namespace) -> int:
     from logwatch import snapshot_cmds
 
     if args.action == "diff":
-        return snapshot_cmds.diff(args.a, args.b)
+        return snapshot_cmds.diff(args.a, args.b, args.db)
     return snapshot_cmds.show(_snapshot_options(args), as_json=args.json)
 
 

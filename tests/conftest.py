@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -16,3 +17,27 @@ SAMPLES = ROOT / "samples" / "logs"
 @pytest.fixture(scope="session")
 def library() -> Library:
     return load_signature_dirs()
+
+
+HARNESS = ROOT.parent / "shared" / "tools" / "systemd-user-harness.sh"
+
+
+@pytest.fixture(scope="session")
+def systemd_user() -> Iterator[dict[str, str]]:
+    """A real `systemd --user` manager (the shared harness); skipped where it cannot run."""
+    import os
+    import subprocess
+
+    if os.geteuid() != 0 or not HARNESS.exists():
+        pytest.skip("systemd --user harness needs root and ../shared/tools")
+    env = {**os.environ, "XDG_RUNTIME_DIR": "/run/user/0"}
+    started = subprocess.run(["bash", str(HARNESS), "start"], capture_output=True, text=True,
+                             env=env, timeout=60, check=False)
+    try:
+        if started.stdout.strip().splitlines()[-1:] != ["running"]:
+            pytest.skip(f"systemd --user harness did not start: {started.stdout.strip()} "
+                        f"{started.stderr.strip()}")
+        yield env
+    finally:
+        subprocess.run(["bash", str(HARNESS), "stop"], capture_output=True, env=env,
+                       timeout=60, check=False)

@@ -180,3 +180,31 @@ def test_snapshot_show_cli(flag: str, tmp_path: Path) -> None:
     diff = subprocess.run([sys.executable, "-m", "logwatch", "snapshot", "diff", str(a), str(b)],
                           capture_output=True, text=True, cwd=ROOT, check=False)
     assert diff.returncode == 1 and "gpu.capability: 90 -> 100" in diff.stdout
+
+
+def test_vllm_version_from_the_installed_package(tmp_path: Path) -> None:
+    from logwatch.snapshot.capture import installed_vllm_version
+
+    venv = tmp_path / "venv"
+    info = venv / "lib" / "python3.12" / "site-packages" / "vllm-0.33.0.dist-info"
+    info.mkdir(parents=True)
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: vllm\nVersion: 0.33.0\n\nbody")
+    (venv / "bin").mkdir()
+    found = installed_vllm_version([str(venv / "bin" / "python3"), "-m", "vllm"])
+    assert found == ("0.33.0", str(info / "METADATA"))
+    snap = take_snapshot(argv=[str(venv / "bin" / "vllm"), "serve", str(UNCOVERED)], gpu=H200)
+    assert snap.vllm_version == "0.33.0" and snap.sources["vllm_version"].endswith("METADATA")
+    logged = take_snapshot(argv=[str(venv / "bin" / "vllm"), "serve", str(UNCOVERED)],
+                           log_facts={"vllm_version": "0.11.2"}, gpu=H200)
+    assert logged.vllm_version == "0.11.2"  # what the log says ran wins
+
+
+def test_snapshot_records_the_marlin_decision_and_every_mtp_module() -> None:
+    d = take_snapshot(model_dir=str(UNCOVERED), gpu=H200).to_dict()
+    assert d["model"]["quant"]["marlin_on_this_gpu"] is True
+    table = {row["module"]: row for row in d["model"]["mtp"]["module_list"]}
+    assert table["mtp.fc"] == {"module": "mtp.fc", "stored": "bf16", "ignored_by": None}
+    assert "mtp.layers.0.mlp.experts.*.up_proj" in table
+    blackwell = take_snapshot(model_dir=str(UNCOVERED),
+                              gpu=GpuFacts(capability=100, source="t")).to_dict()
+    assert blackwell["model"]["quant"]["marlin_on_this_gpu"] is False

@@ -179,3 +179,20 @@ def test_cli_sql_history_and_a_locked_database(tmp_path: Path) -> None:
     missing = subprocess.run([*run, "history", "--db", str(tmp_path / "none.duckdb")],
                              capture_output=True, text=True, cwd=ROOT, check=False)
     assert missing.returncode == 2 and "no database yet" in missing.stderr
+
+
+def test_snapshot_diff_by_hash_from_the_history(tmp_path: Path, library: Library) -> None:
+    db = tmp_path / "h.duckdb"
+    record(db, [DEMO], library, gpu_capability=90)
+    _, rows = read_only_query(db, "SELECT hash FROM snapshots WHERE tensor_parallel_size IN "
+                                  "(2, 4) ORDER BY tensor_parallel_size DESC")
+    (tp4,), (tp2,) = rows
+    out = subprocess.run([sys.executable, "-m", "logwatch", "snapshot", "diff", tp4[:8],
+                          tp2[:8], "--db", str(db)], capture_output=True, text=True, cwd=ROOT,
+                         check=False)
+    assert out.returncode == 1
+    assert "launch.tensor_parallel_size: 4 -> 2" in out.stdout
+    bad = subprocess.run([sys.executable, "-m", "logwatch", "snapshot", "diff", "zz';--",
+                          tp2, "--db", str(db)], capture_output=True, text=True, cwd=ROOT,
+                         check=False)
+    assert bad.returncode != 0 and "neither a snapshot file nor a snapshot hash" in bad.stderr

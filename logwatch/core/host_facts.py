@@ -70,6 +70,38 @@ def parse_systemctl_show(text: str) -> dict[str, Any]:
             "fragment": props.get("FragmentPath") or None}
 
 
+def exec_start_from_unit(text: str) -> list[str] | None:
+    """The effective ExecStart argv from `systemctl cat UNIT` (fragment, then drop-ins in
+    order; an empty `ExecStart=` resets). `systemctl show` prints argv unquoted, which loses
+    arguments with spaces such as --speculative-config JSON; the unit text does not."""
+    commands: list[str] = []
+    pending = ""
+    for raw in text.splitlines():
+        line = pending + raw
+        if line.endswith("\\"):
+            pending = line[:-1] + " "
+            continue
+        pending = ""
+        stripped = line.strip()
+        if stripped.startswith(("#", ";")) or "=" not in stripped:
+            continue
+        key, _, value = stripped.partition("=")
+        if key.strip() != "ExecStart":
+            continue
+        value = value.strip()
+        if not value:
+            commands = []
+        else:
+            commands.append(value)
+    if not commands:
+        return None
+    command = commands[-1].lstrip("-@:+!")  # systemd's prefixes: ignore failure, argv0, ...
+    try:
+        return shlex.split(command)
+    except ValueError:
+        return None
+
+
 def parse_env_file(text: str) -> dict[str, str]:
     """A systemd EnvironmentFile: KEY=VALUE lines, comments, optional quotes."""
     env: dict[str, str] = {}

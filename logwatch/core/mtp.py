@@ -78,7 +78,17 @@ class MtpLayout:
             "ignored_quantized": list(self.ignored_quantized),
             "stored": {s: sum(1 for m in self.modules if m.stored == s)
                        for s in ("quantized", "bf16")},
+            "module_list": self.module_table(),
         }
+
+    def module_table(self) -> list[dict[str, Any]]:
+        """Every MTP module (experts collapsed), how it is stored, what ignores it."""
+        rows: dict[str, dict[str, Any]] = {}
+        for module in self.modules:
+            name = collapse_experts([module.name])[0]
+            rows.setdefault(name, {"module": name, "stored": module.stored,
+                                   "ignored_by": module.ignored_by})
+        return list(rows.values())
 
 
 def collapse_experts(names: Iterable[str]) -> tuple[str, ...]:

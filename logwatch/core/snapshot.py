@@ -109,9 +109,17 @@ class Snapshot:
         value = self.launch.get("tensor_parallel_size")
         return value if isinstance(value, int) and value > 0 else 1
 
+    @property
+    def marlin_path(self) -> bool | None:
+        """Whether this checkpoint runs through weight-only Marlin on this GPU."""
+        return self.model.quant.marlin_path(self.gpu.capability) if self.model else None
+
     def to_dict(self) -> dict[str, Any]:
+        model = self.model.to_dict() if self.model else None
+        if model is not None:
+            model["quant"]["marlin_on_this_gpu"] = self.marlin_path
         return {"argv": list(self.argv), "launch": self.launch, "env": dict(self.env),
-                "model": self.model.to_dict() if self.model else None,
+                "model": model,
                 "vllm_version": self.vllm_version, "gpu": self.gpu.to_dict(),
                 "sources": dict(self.sources), "problems": list(self.problems)}
 

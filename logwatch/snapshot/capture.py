@@ -12,6 +12,7 @@ from typing import Any
 from logwatch.core.argv import ArgvError, LaunchSpec, parse_launch
 from logwatch.core.host_facts import (
     NVIDIA_SMI_QUERY,
+    exec_start_from_unit,
     parse_env_file,
     parse_environ,
     parse_nvidia_smi,
@@ -41,6 +42,32 @@ def capture_gpu() -> GpuFacts:
     return parse_nvidia_smi(out.stdout)
 
 
+def installed_vllm_version(argv: list[str]) -> tuple[str, str] | None:
+    """The vLLM version installed for the interpreter or entry point that argv runs, read
+    from its `vllm-*.dist-info/METADATA` (nothing is executed). (version, file) or None."""
+    roots: list[Path] = []
+    for token in argv[:3]:
+        path = Path(token)
+        if path.is_absolute() and path.parent.name == "bin":
+            roots.append(path.parent.parent)
+    roots += [Path("/usr/local"), Path("/usr")]
+    for root in roots:
+        for pattern in ("lib/python3*/site-packages/vllm-*.dist-info/METADATA",
+                        "lib/python3*/dist-packages/vllm-*.dist-info/METADATA",
+                        "lib/python3/dist-packages/vllm-*.dist-info/METADATA"):
+            for metadata in sorted(root.glob(pattern)):
+                try:
+                    with open(metadata, encoding="utf-8", errors="replace") as fh:
+                        for line in fh:
+                            if line.startswith("Version:"):
+                                return line.split(":", 1)[1].strip(), str(metadata)
+                            if not line.strip():
+                                break
+                except OSError:
+                    continue
+    return None
+
+
 def read_process(pid: int, proc: Path = Path("/proc")) -> tuple[list[str], dict[str, str]]:
     """argv and environment (as at exec time) of a running process."""
     base = proc / str(pid)
@@ -52,16 +79,29 @@ def read_process(pid: int, proc: Path = Path("/proc")) -> tuple[list[str], dict[
     return argv, env
 
 
-def read_unit(unit: str, user: bool = False) -> dict[str, Any]:
-    """ExecStart argv, Environment (with EnvironmentFiles read), MainPID of a systemd unit."""
-    cmd = ["systemctl", *(["--user"] if user else []), "show", unit, "-p", "ExecStart",
-           "-p", "Environment", "-p", "EnvironmentFiles", "-p", "MainPID", "-p", "DropInPaths",
-           "-p", "FragmentPath"]
+def _systemctl(args: list[str], user: bool) -> str:
+    cmd = ["systemctl", *(["--user"] if user else []), *args]
     out = subprocess.run(cmd, capture_output=True, text=True, timeout=COMMAND_TIMEOUT_S,
                          check=False)
     if out.returncode != 0:
-        raise OSError(f"systemctl show {unit}: {out.stderr.strip() or out.returncode}")
-    facts = parse_systemctl_show(out.stdout)
+        raise OSError(f"{' '.join(cmd)}: {out.stderr.strip() or f'exit {out.returncode}'}")
+    return out.stdout
+
+
+def read_unit(unit: str, user: bool = False) -> dict[str, Any]:
+    """ExecStart argv (exact, from the unit text with its drop-ins), Environment (with
+    EnvironmentFiles read), MainPID and drop-ins of a systemd unit."""
+    facts = parse_systemctl_show(_systemctl(
+        ["show", unit, "-p", "ExecStart", "-p", "Environment", "-p", "EnvironmentFiles",
+         "-p", "MainPID", "-p", "DropInPaths", "-p", "FragmentPath"], user))
+    try:
+        exact = exec_start_from_unit(_systemctl(["cat", unit], user))
+    except OSError as exc:
+        exact = None
+        facts.setdefault("problems", []).append(f"{exc} (argv from `systemctl show`, which "
+                                                "loses arguments with spaces)")
+    if exact:
+        facts["argv"] = exact
     for env_file in facts["env_files"]:
         try:
             facts["env"] = {**parse_env_file(Path(env_file).read_text()), **facts["env"]}
@@ -78,25 +118,29 @@ def take_snapshot(argv: list[str] | str | None = None, env: Mapping[str, str] | 
     problems: list[str] = []
     sources: dict[str, str] = {}
     environment = dict(env or {})
+    unit_argv: list[str] | None = None
     if unit is not None:
         try:
             facts = read_unit(unit, user_unit)
-            argv = argv or facts["argv"]
+            unit_argv = facts["argv"] or None
             environment = {**facts["env"], **environment}
             problems += facts.get("problems", [])
-            sources["argv"] = sources["env"] = f"systemd unit {unit}"
+            sources["env"] = f"systemd unit {unit}"
             pid = pid or facts["main_pid"]
         except (OSError, subprocess.TimeoutExpired) as exc:
             problems.append(str(exc))
-    if pid is not None:
+    if pid is not None:  # what is running now is exact: it wins over the unit's text
         try:
             proc_argv, proc_env = read_process(pid)
             argv = argv or proc_argv
-            environment = {**proc_env, **environment}
+            environment = {**environment, **proc_env}
             sources.setdefault("argv", f"/proc/{pid}/cmdline")
-            sources.setdefault("env", f"/proc/{pid}/environ")
+            sources["env"] = f"/proc/{pid}/environ" + (f" (unit {unit})" if unit else "")
         except OSError as exc:
             problems.append(f"/proc/{pid}: {exc.strerror or exc}")
+    if argv is None and unit_argv:
+        argv = unit_argv
+        sources["argv"] = f"systemd unit {unit} (ExecStart, drop-ins applied)"
     launch: LaunchSpec | None = None
     if argv:
         try:
@@ -115,8 +159,13 @@ def take_snapshot(argv: list[str] | str | None = None, env: Mapping[str, str] | 
         model, model_problems = read_model_dir(model_path, overrides)
         problems += model_problems
         sources["model"] = str(model_path)
-    snapshot = build_snapshot(launch, environment, model,
-                              vllm_version=log_facts.get("vllm_version"),
+    version = log_facts.get("vllm_version")
+    if version:
+        sources["vllm_version"] = "vLLM's own log lines"
+    elif launch is not None and (found := installed_vllm_version(launch.argv())) is not None:
+        version = found[0]
+        sources["vllm_version"] = found[1]
+    snapshot = build_snapshot(launch, environment, model, vllm_version=version,
                               gpu=gpu or capture_gpu(), sources=sources, problems=problems)
     if launch is None and log_facts:  # a log alone: the launch as vLLM reported it
         launch_summary = {k: v for k, v in log_facts.items() if k != "vllm_version"}

@@ -114,7 +114,8 @@ def open_store(path: str | Path) -> Store:
     return Store(con, path)
 
 
-def read_only_query(path: str | Path, sql: str) -> tuple[list[str], list[tuple[Any, ...]]]:
+def read_only_query(path: str | Path, sql: str, params: Sequence[Any] = ()
+                    ) -> tuple[list[str], list[tuple[Any, ...]]]:
     """Run one SELECT-like statement read-only, with file access disabled; refuse the rest."""
     path = Path(path)
     if not path.exists():
@@ -132,7 +133,7 @@ def read_only_query(path: str | Path, sql: str) -> tuple[list[str], list[tuple[A
             raise DatabaseError(f"only read-only queries (SELECT, WITH, FROM, DESCRIBE, SHOW, "
                                 f"EXPLAIN) are allowed here; this is {kind}")
         try:
-            cursor = con.execute(sql)
+            cursor = con.execute(sql, list(params))
             columns = [d[0] for d in cursor.description or []]
             return columns, cursor.fetchall()
         except duckdb.Error as exc:
