@@ -12,12 +12,24 @@ $(STAMP): pyproject.toml
 	$(BIN)/python -m pip install --quiet -e '.[test]'
 	@touch $(STAMP)
 
+DEMO_LOG := samples/logs/demo_marlin_and_mtp.log
+DEMO_MODEL := samples/models/qwen3.6-35b-a3b-nvfp4-mtp-uncovered
+
 demo: $(STAMP)
-	@echo "== logwatch scan on the annotated sample of a failed NVFP4 + MTP launch =="
-	-$(BIN)/logwatch scan samples/logs/demo_marlin_and_mtp.log
+	@echo "== a failed NVFP4 + MTP launch on Hopper, diagnosed with its model directory =="
+	@# exit status 1 means "a fatal incident was found", which is the point of the demo
+	$(BIN)/logwatch scan $(DEMO_LOG) --model-dir $(DEMO_MODEL) --gpu-capability 9.0 \
+		|| test $$? -eq 1
 	@echo
-	@echo "== the same scan as JSON (first lines) =="
-	-$(BIN)/logwatch scan --json samples/logs/demo_marlin_and_mtp.log | head -25
+	@echo "== the configuration snapshot it was judged against =="
+	$(BIN)/logwatch snapshot show --model-dir $(DEMO_MODEL) --gpu-capability 9.0
+	@echo
+	@echo "== recorded in a DuckDB history, then asked which configurations failed =="
+	@rm -f .demo.duckdb
+	@$(BIN)/logwatch scan --db .demo.duckdb $(DEMO_LOG) --model-dir $(DEMO_MODEL) \
+		--gpu-capability 9.0 > /dev/null || test $$? -eq 1
+	$(BIN)/logwatch sql --db .demo.duckdb "SELECT tensor_parallel_size AS tp, quant_scheme, \
+		mtp_covered, signatures FROM failures_by_config ORDER BY tp DESC"
 
 lint: $(STAMP)
 	$(BIN)/ruff check logwatch tests benchmarks
