@@ -170,3 +170,17 @@ def test_no_progress_bar_when_stderr_is_not_a_terminal() -> None:
                              env={**os.environ, "LOGWATCH_PROGRESS_AFTER": "0"},
                              capture_output=True, timeout=60, check=False)
     assert env_run.stderr == b""
+
+
+def test_a_wrong_model_dir_is_reported_and_the_scan_goes_on(tmp_path: Path) -> None:
+    result = run("scan", str(DEMO), "--model-dir", str(tmp_path / "nope"),
+                 "--gpu-capability", "9.0")
+    out = result.stdout.decode()
+    assert result.returncode == 1
+    assert "CONFIGURATION" in out and "model directory not found" in out
+    assert "ROOT CAUSE" in out  # everything else still works
+
+
+def test_bad_gpu_capability_is_a_usage_error() -> None:
+    result = run("scan", str(DEMO), "--gpu-capability", "hopper")
+    assert result.returncode != 0 and b"expected a number like 9.0" in result.stderr

@@ -94,6 +94,11 @@ def render_text(report: Mapping[str, Any], colour: bool = False, width: int = 10
             out += _incident_block(inc, colour, width, max_evidence=3)
             out.append("")
         out.pop()
+    snapshots = report.get("snapshots") or {}
+    if snapshots and (diagnoses or root is not None):
+        out += ["", _paint("CONFIGURATION", "1;4", colour)]
+        for digest, snap in snapshots.items():
+            out.extend(_snapshot_lines(digest, snap, width))
     if context:
         out += ["", _paint("CONTEXT", "1;4", colour)]
         for inc in context:
@@ -105,6 +110,30 @@ def render_text(report: Mapping[str, Any], colour: bool = False, width: int = 10
         out += ["", "warning: the pattern time bound was hit (signature: count): "
                 + ", ".join(f"{k}: {v}" for k, v in timeouts.items())]
     return "\n".join(out) + "\n"
+
+
+def _snapshot_lines(digest: str, snap: Mapping[str, Any], width: int) -> list[str]:
+    launch, model, gpu = snap.get("launch") or {}, snap.get("model") or {}, snap.get("gpu") or {}
+    quant = model.get("quant") or {}
+    mtp = model.get("mtp") or {}
+    parts = [f"model {model.get('path') or launch.get('model') or '?'}"]
+    if quant:
+        parts.append(f"{quant.get('scheme')}"
+                     + (" via Marlin" if quant.get("marlin_on_this_gpu") else ""))
+    if launch.get("tensor_parallel_size"):
+        parts.append(f"TP {launch['tensor_parallel_size']}")
+    spec = launch.get("speculative_config")
+    if spec:
+        parts.append("MTP " + ("covered" if mtp.get("covered") else "NOT covered" if mtp
+                               else "on (draft layout unknown)"))
+    cap = gpu.get("capability")
+    parts.append(f"GPU {gpu.get('name') or ''} cc {cap / 10:.1f}".replace("  ", " ")
+                 if cap else "GPU unknown")
+    if snap.get("vllm_version"):
+        parts.append(f"vLLM {snap['vllm_version']}")
+    out = [_clip(f"  {digest}: " + ", ".join(parts), width + 20)]
+    out.extend(_clip(f"    problem: {p}", width + 20) for p in snap.get("problems") or [])
+    return out
 
 
 _MARKS = {True: ("yes", "32"), False: ("no ", "31"), None: (" ? ", "33")}
