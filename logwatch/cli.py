@@ -99,8 +99,9 @@ def _snapshot_options(args: argparse.Namespace) -> Any:
         try:
             capability = parse_capability(args.gpu_capability)
         except ValueError as exc:
-            raise SystemExit(f"logwatch: --gpu-capability {args.gpu_capability!r}: expected "
-                             "a number like 9.0") from exc
+            print(f"logwatch: --gpu-capability {args.gpu_capability!r}: expected a number "
+                  "like 9.0", file=sys.stderr)
+            raise SystemExit(EXIT_USAGE) from exc
     return SnapshotOptions(cmdline=args.cmdline, model_dir=args.model_dir, pid=args.pid,
                            unit=args.unit, user_unit=args.user_unit,
                            gpu_capability=capability)

@@ -71,6 +71,11 @@ def render_snapshot(snapshot: Snapshot) -> str:
     return "\n".join(out) + "\n"
 
 
+def _fail(message: str) -> SystemExit:
+    print(f"logwatch: {message}", file=sys.stderr)
+    return SystemExit(2)
+
+
 def _load(ref: str, db: Path | None) -> dict[str, Any]:
     """A snapshot from a JSON file (`snapshot show --json`), or by hash (prefix) from the
     history."""
@@ -79,20 +84,20 @@ def _load(ref: str, db: Path | None) -> dict[str, Any]:
         try:
             data = json.loads(path.read_text(encoding="utf-8"))
         except (OSError, ValueError) as exc:
-            raise SystemExit(f"logwatch: {path}: {exc}") from exc
+            raise _fail(f"{path}: {exc}") from exc
         if not isinstance(data, dict):
-            raise SystemExit(f"logwatch: {path}: not a snapshot")
+            raise _fail(f"{path}: not a snapshot")
         return data
     from logwatch.store.db import default_db_path, read_only_query
 
     if not all(c in "0123456789abcdef" for c in ref) or len(ref) < 4:
-        raise SystemExit(f"logwatch: {ref}: neither a snapshot file nor a snapshot hash")
+        raise _fail(f"{ref}: neither a snapshot file nor a snapshot hash")
     _, rows = read_only_query(db or default_db_path(),
                               "SELECT hash, body FROM snapshots WHERE starts_with(hash, ?)",
                               [ref])
     if len(rows) != 1:
-        raise SystemExit(f"logwatch: {ref}: {'no' if not rows else 'more than one'} "
-                         "snapshot with that hash in the history")
+        raise _fail(f"{ref}: {'no' if not rows else 'more than one'} snapshot with that "
+                    "hash in the history")
     body: dict[str, Any] = json.loads(rows[0][1])
     return {"hash": rows[0][0], **body}
 

@@ -195,4 +195,4 @@ def test_snapshot_diff_by_hash_from_the_history(tmp_path: Path, library: Library
     bad = subprocess.run([sys.executable, "-m", "logwatch", "snapshot", "diff", "zz';--",
                           tp2, "--db", str(db)], capture_output=True, text=True, cwd=ROOT,
                          check=False)
-    assert bad.returncode != 0 and "neither a snapshot file nor a snapshot hash" in bad.stderr
+    assert bad.returncode == 2 and "neither a snapshot file nor a snapshot hash" in bad.stderr
