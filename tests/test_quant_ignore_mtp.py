@@ -107,3 +107,18 @@ def test_hf_overrides_replacing_the_ignore_list_is_noted() -> None:
     assert facts.effective_ignore == ("lm_head", "re:^mtp\\.")
     assert merge_overrides({"a": {"b": 1, "c": [1]}}, {"a": {"c": [2]}}) == {"a": {"b": 1,
                                                                                    "c": [2]}}
+
+
+def test_more_scheme_sources() -> None:
+    standalone = {"quant_method": "awq", "bits": 4, "group_size": 128}
+    facts = derive_quant({"architectures": ["X"]}, None, standalone)
+    assert (facts.method, facts.scheme, facts.source) == ("awq", "AWQ",
+                                                          "quantization_config.json")
+    explicit = derive_quant({"quantization_config": {"quant_method": "modelopt",
+                                                     "quant_algo": "W4A16_NVFP4",
+                                                     "exclude_modules": ["lm_head"]}})
+    assert (explicit.scheme, explicit.weight_only, explicit.ignore_key) == (
+        "W4A16_NVFP4", True, "exclude_modules")
+    unknown = derive_quant({"quantization_config": {"quant_method": "bitsandbytes"}})
+    assert unknown.scheme == "unknown" and "not one logwatch interprets" in unknown.notes[0]
+    assert derive_quant({}).quantized is False

@@ -208,3 +208,22 @@ def test_snapshot_records_the_marlin_decision_and_every_mtp_module() -> None:
     blackwell = take_snapshot(model_dir=str(UNCOVERED),
                               gpu=GpuFacts(capability=100, source="t")).to_dict()
     assert blackwell["model"]["quant"]["marlin_on_this_gpu"] is False
+
+
+def test_gpu_capture_through_nvidia_smi(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """No GPU here: a stand-in nvidia-smi prints what the real one prints on an H200 host
+    (the query and CSV format are the real tool's); without one the GPU is `unknown`."""
+    from logwatch.snapshot.capture import capture_gpu
+
+    monkeypatch.setenv("PATH", str(tmp_path))
+    assert capture_gpu().source.startswith("unknown (nvidia-smi not found)")
+    tool = tmp_path / "nvidia-smi"
+    tool.write_text('#!/bin/sh\n[ "$1" = "--query-gpu=name,driver_version,compute_cap" ] '
+                    '|| exit 9\nprintf "NVIDIA H200, 570.124.06, 9.0\\nNVIDIA H200, '
+                    '570.124.06, 9.0\\n"\n')
+    tool.chmod(0o755)
+    gpu = capture_gpu()
+    assert (gpu.name, gpu.count, gpu.capability, gpu.source) == ("NVIDIA H200", 2, 90,
+                                                                 "nvidia-smi")
+    tool.write_text("#!/bin/sh\necho 'NVIDIA-SMI has failed' >&2\nexit 9\n")
+    assert "exit 9" in capture_gpu().source
