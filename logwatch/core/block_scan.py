@@ -45,16 +45,19 @@ class BlockScanner:
     """Feed blocks in order; collect findings. One instance per source."""
 
     def __init__(self, matcher: Matcher, source: str, reference: datetime,
-                 full: bool = False, wrap_width: int | None = None) -> None:
+                 full: bool = False, wrap_width: int | None = None,
+                 start_line: int = 1) -> None:
+        """`start_line`: the number of the first line fed (resuming from a checkpoint)."""
         self.matcher = matcher
         self.source = source
         self.reference = reference
         self.full = full
         self.stats = ScanStats()
         self._assembler = Assembler(wrap_width)  # the full pipeline's
-        self._next_lineno = 1
+        self._next_lineno = start_line
+        self._fed_bytes = 0
         self._carry = b""  # bytes kept from the previous block (context or a waiting hit)
-        self._carry_lineno = 1  # line number of the first line in _carry
+        self._carry_lineno = start_line  # line number of the first line in _carry
         self._carry_newlines = 0
         self._carry_hits: list[tuple[int, int]] = []  # (line number, offset) of hits in _carry
         self._carry_literals: dict[int, set[int]] = {}
@@ -64,10 +67,26 @@ class BlockScanner:
 
     def feed(self, block: bytes) -> list[Finding]:
         self.stats.bytes += len(block)
+        self._fed_bytes += len(block)
         return self._process_full(block) if self.full else self._process(block, final=False)
 
     def finish(self) -> list[Finding]:
         return self._process_full(b"", final=True) if self.full else self._process(b"", True)
+
+    def flush(self) -> list[Finding]:
+        """Settle everything fed so far (a quiet live source) and keep going afterwards."""
+        if self.full:
+            return self._match(self._assembler.flush())
+        findings = self._process(b"", final=True)
+        self._carry_lineno = self.stats.lines + 1
+        return findings
+
+    def safe_point(self) -> tuple[int, int]:
+        """(bytes, line) before which every line is processed and its findings returned: a
+        checkpoint here loses nothing, and resuming from it repeats nothing unseen."""
+        if self.full:
+            return self._fed_bytes, self._next_lineno
+        return self._fed_bytes - len(self._carry), self._carry_lineno
 
     # -- the full per-line pipeline -------------------------------------------------------
     def _process_full(self, block: bytes, final: bool = False) -> list[Finding]:
@@ -167,19 +186,17 @@ class BlockScanner:
         before = after = INITIAL_CONTEXT
         while True:
             low = max(lines.first, hit[0] - before)
-            high = hit[0] + after
-            if high > lines.last:
-                if not final:
-                    return None
-                high = lines.last
+            high = min(hit[0] + after, lines.last)
             window = [lines.get(n, hit) for n in range(low, high + 1)]
             assembler = Assembler(ordered=False)
             records = [r for ln in window for r in assembler.feed(ln)] + assembler.flush()
             record = next(r for r in records if any(ln.lineno == hit[0] for ln in r.lines))
+            closed = _closed_in(record, window, lines)
+            if high == lines.last and not final and not closed:
+                return None  # it may go on in data not read yet
             widen_before = (low > lines.first and before < CONTEXT_BEFORE
                             and not _opens_cleanly(record, window, lines))
-            widen_after = (high < lines.last and after < CONTEXT_AFTER
-                           and not _closed_in(record, window, lines))
+            widen_after = high < lines.last and after < CONTEXT_AFTER and not closed
             if not widen_before and not widen_after:
                 return record
             if widen_before:

@@ -1,0 +1,1 @@
+"""Log sources: bytes in, newline-complete chunks with their positions out."""

@@ -1,0 +1,48 @@
+"""The one interface every source implements, and an in-memory source for tests."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Sequence
+from dataclasses import dataclass
+from typing import Protocol
+
+
+@dataclass(frozen=True, slots=True)
+class Chunk:
+    """Complete lines read from one generation of a source (a file until it rotates)."""
+
+    source: str  # the source's configured name, e.g. "file:/var/log/vllm/vllm.log"
+    generation: str  # identity of what was read: a file's fingerprint, "stdin", a unit
+    data: bytes  # complete lines (ends with a newline unless the source ended)
+    offset: int  # byte offset of data[0] within the generation
+    new_generation: bool = False  # first chunk of a generation: line numbers restart
+
+
+class Source(Protocol):
+    name: str
+
+    def chunks(self) -> AsyncIterator[Chunk]:
+        """Chunks until the source ends (stdin EOF) or the daemon stops it."""
+
+    async def close(self) -> None: ...
+
+
+class MemorySource:
+    """Yields given byte strings as chunks: a source for tests of everything downstream."""
+
+    def __init__(self, name: str, parts: Sequence[bytes], delay: float = 0.0) -> None:
+        self.name = name
+        self.parts = list(parts)
+        self.delay = delay
+
+    async def chunks(self) -> AsyncIterator[Chunk]:
+        offset = 0
+        for i, part in enumerate(self.parts):
+            if self.delay:
+                await asyncio.sleep(self.delay)
+            yield Chunk(self.name, "memory", part, offset, new_generation=i == 0)
+            offset += len(part)
+
+    async def close(self) -> None:
+        return None

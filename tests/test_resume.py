@@ -1,0 +1,60 @@
+"""Live ingestion invariants: chunked feeding and crash-restarts from the scanner's safe point
+find exactly what one offline scan finds, nothing lost, nothing twice."""
+
+from __future__ import annotations
+
+import random
+from datetime import datetime
+
+import pytest
+
+from logwatch.core.block_scan import BlockScanner
+from logwatch.core.library import Library
+from logwatch.core.matcher import Matcher
+from tests.conftest import SAMPLES
+
+REF = datetime(2026, 11, 30)
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_random_chunks_flushes_and_restarts(library: Library, seed: int) -> None:
+    matcher = Matcher(library.signatures)
+    for log in sorted(SAMPLES.glob("*.log")):
+        data = log.read_bytes()
+        whole = BlockScanner(matcher, "s", REF)
+        want = [(f.signature.id, f.lineno) for f in whole.feed(data) + whole.finish()]
+        rng = random.Random(f"{seed}:{log.name}")
+        got: list[tuple[str, int]] = []
+        committed = set()  # what a database with (line, signature) keys would hold
+        scanner, base, pos = BlockScanner(matcher, "s", REF), 0, 0
+        while pos < len(data):
+            end = data.find(b"\n", min(len(data) - 1, pos + rng.randint(1, 4000))) + 1 or \
+                len(data)
+            found = scanner.feed(data[pos:end])
+            pos = end
+            for f in found:
+                got.append((f.signature.id, f.lineno))
+                committed.add((f.signature.id, f.lineno))
+            if rng.random() < 0.2:  # kill -9, then resume from the last safe point
+                safe_bytes, safe_line = scanner.safe_point()
+                base += safe_bytes
+                pos = base
+                scanner = BlockScanner(matcher, "s", REF, start_line=safe_line)
+        got += [(f.signature.id, f.lineno) for f in scanner.flush()]
+        committed |= {g for g in got}
+        assert committed == set(want), log.name
+
+
+def test_a_flush_at_a_quiet_point_loses_nothing_and_the_scan_goes_on(library: Library) -> None:
+    """Two launches written with a pause between them: flushing in the pause (the daemon does
+    after a quiet period) settles the first launch; the second continues the line numbers."""
+    matcher = Matcher(library.signatures)
+    first = (SAMPLES / "mtp_bare_assert_qwen3next.log").read_bytes()
+    second = (SAMPLES / "docker_compose_oom.log").read_bytes()
+    whole = BlockScanner(matcher, "s", REF)
+    want = [(f.signature.id, f.lineno) for f in whole.feed(first + second) + whole.finish()]
+    live = BlockScanner(matcher, "s", REF)
+    got = live.feed(first) + live.flush()
+    assert live.safe_point() == (len(first), first.count(b"\n") + 1)
+    got += live.feed(second) + live.flush()
+    assert [(f.signature.id, f.lineno) for f in got] == want
