@@ -66,6 +66,20 @@ def build_parser() -> argparse.ArgumentParser:
     hist.add_argument("--db", type=Path, metavar="PATH", default=None)
     hist.add_argument("--limit", type=int, default=20)
 
+    daemon = sub.add_parser("daemon", help="follow logs live and record findings in the history")
+    daemon.add_argument("--file", action="append", default=[], metavar="PATH",
+                        help="a log file to follow across rotations (repeatable)")
+    daemon.add_argument("--stdin", action="store_true",
+                        help="read standard input until it ends (`vllm serve ... 2>&1 | "
+                             "logwatch daemon --stdin`)")
+    daemon.add_argument("--db", type=Path, metavar="PATH", default=None,
+                        help="the history database (default: $STATE_DIRECTORY or XDG data)")
+    daemon.add_argument("--poll-interval", type=float, default=1.0, metavar="S",
+                        help="polling period where inotify is not available")
+    daemon.add_argument("--no-inotify", action="store_true", help="poll only")
+    daemon.add_argument("--signatures", action="append", type=Path, default=[], metavar="DIR")
+    daemon.add_argument("--library", type=Path, metavar="DIR")
+
     sigs = sub.add_parser("signatures", help="inspect and test the signature library")
     sigs.add_argument("--signatures", action="append", type=Path, default=[], metavar="DIR")
     sigs.add_argument("--library", type=Path, metavar="DIR")
@@ -172,6 +186,38 @@ def _cmd_snapshot(args: argparse.Namespace) -> int:
     return snapshot_cmds.show(_snapshot_options(args), as_json=args.json)
 
 
+def _cmd_daemon(args: argparse.Namespace) -> int:
+    import asyncio
+
+    from logwatch.daemon import Daemon
+    from logwatch.sources.base import Source
+    from logwatch.sources.files import FilePosition, FileSource
+    from logwatch.sources.stdin import StdinSource
+    from logwatch.store.db import default_db_path, open_store
+
+    if not args.file and not args.stdin:
+        print("logwatch: daemon: give --file PATH (repeatable) or --stdin", file=sys.stderr)
+        return EXIT_USAGE
+    library = _load(args)
+    with open_store(args.db or default_db_path()) as store:
+        daemon_probe = Daemon([], library, store)
+        sources: list[Source] = []
+        for path in args.file:
+            name = f"file:{Path(path).resolve()}"
+            point = daemon_probe.resume.get(name)
+            resume = FilePosition(point.generation, point.offset, point.line) if point else None
+            sources.append(FileSource(path, name=name, resume=resume,
+                                      poll_interval=args.poll_interval,
+                                      use_inotify=not args.no_inotify))
+        if args.stdin:
+            sources.append(StdinSource())
+        daemon = Daemon(sources, library, store)
+        code = asyncio.run(daemon.run())
+        print(f"logwatch daemon: {daemon.lines:,} lines read, {daemon.committed:,} new "
+              "findings recorded", file=sys.stderr)
+        return code
+
+
 def _cmd_history(args: argparse.Namespace) -> int:
     from logwatch import history_cmds
 
@@ -192,6 +238,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return _cmd_snapshot(args)
         if args.command in ("sql", "history"):
             return _cmd_history(args)
+        if args.command == "daemon":
+            return _cmd_daemon(args)
         return _cmd_signatures(args)
     except DatabaseError as exc:
         print(f"logwatch: {exc}", file=sys.stderr)

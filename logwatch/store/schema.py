@@ -6,7 +6,7 @@ ids are content-derived, so recording the same log twice adds nothing.
 
 from __future__ import annotations
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 
 MIGRATIONS: dict[int, tuple[str, ...]] = {
     1: (
@@ -47,6 +47,11 @@ MIGRATIONS: dict[int, tuple[str, ...]] = {
         """CREATE TABLE actions (
             id VARCHAR PRIMARY KEY, diagnosis_id VARCHAR, snapshot_hash VARCHAR,
             state VARCHAR, plan JSON, created TIMESTAMP, updated TIMESTAMP, log JSON)""",
+    ),
+    # the daemon resumes a file generation at a byte offset *and* a line number
+    2: (
+        "ALTER TABLE checkpoints ADD COLUMN generation VARCHAR",
+        "ALTER TABLE checkpoints ADD COLUMN line BIGINT",
     ),
 }
 

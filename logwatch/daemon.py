@@ -1,0 +1,153 @@
+"""The live daemon: follow sources, scan as lines arrive, commit findings with checkpoints.
+
+asyncio wiring only; the decisions are the core's. Each source's chunks feed a BlockScanner
+per file generation; findings and the scanner's safe point are batched (100 ms or 500
+findings, whichever first) and committed together, so a crash at any moment neither loses nor
+doubles a finding. A source quiet for `quiet_flush` seconds is settled (a writer that died
+mid-traceback still gets its findings recorded).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import signal
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+
+from logwatch.core.block_scan import BlockScanner
+from logwatch.core.findings import Finding
+from logwatch.core.library import Library
+from logwatch.core.matcher import Matcher
+from logwatch.sources.base import Chunk, Source
+from logwatch.store.db import Store
+from logwatch.store.live import Checkpoint, LiveFinding, LiveWriter
+
+BATCH_SECONDS = 0.1
+BATCH_FINDINGS = 500
+
+
+@dataclass(slots=True)
+class _Stream:
+    """One source's current generation being scanned."""
+
+    generation: str
+    scanner: BlockScanner
+    base_offset: int  # byte offset (in the generation) of the scanner's first byte
+    last_data: float = field(default_factory=time.monotonic)
+    settled: bool = True  # nothing fed since the last flush
+
+
+class Daemon:
+    def __init__(self, sources: Sequence[Source], library: Library, store: Store,
+                 quiet_flush: float = 2.0) -> None:
+        self.sources = list(sources)
+        self.library = library
+        self.matcher = Matcher(library.signatures)
+        self.writer = LiveWriter(store, library)
+        self.quiet_flush = quiet_flush
+        self.resume = self.writer.checkpoints()
+        self.streams: dict[str, _Stream] = {}
+        self.pending: list[LiveFinding] = []
+        self.checkpoints: dict[str, Checkpoint] = {}
+        self.committed = 0
+        self.lines = 0
+        self._stop = asyncio.Event()
+        self._flush_now = asyncio.Event()
+
+    def stop(self) -> None:
+        self._stop.set()
+
+    # -- scanning ---------------------------------------------------------------------------
+    def _stream_for(self, chunk: Chunk) -> _Stream:
+        stream = self.streams.get(chunk.source)
+        if stream is not None and stream.generation == chunk.generation:
+            return stream
+        if stream is not None:  # the source moved to a new generation: settle the old one
+            self._collect(chunk.source, stream, stream.scanner.flush())
+        start_line = 1
+        point = self.resume.get(chunk.source)
+        if point is not None and point.generation == chunk.generation \
+                and point.offset == chunk.offset:
+            start_line = point.line
+        scanner = BlockScanner(self.matcher, chunk.source, datetime.now(),
+                               start_line=start_line)
+        stream = _Stream(chunk.generation, scanner, chunk.offset)
+        self.streams[chunk.source] = stream
+        return stream
+
+    def _collect(self, source: str, stream: _Stream, found: list[Finding]) -> None:
+        self.pending.extend(LiveFinding(f, stream.generation) for f in found)
+        safe_bytes, safe_line = stream.scanner.safe_point()
+        self.checkpoints[source] = Checkpoint(source, stream.generation,
+                                              stream.base_offset + safe_bytes, safe_line)
+        if len(self.pending) >= BATCH_FINDINGS:
+            self._flush_now.set()
+
+    def handle(self, chunk: Chunk) -> None:
+        stream = self._stream_for(chunk)
+        stream.scanner.reference = datetime.now()  # a line's year: the year it arrived in
+        self.lines += chunk.data.count(b"\n")
+        found = stream.scanner.feed(chunk.data)
+        stream.last_data, stream.settled = time.monotonic(), False
+        self._collect(chunk.source, stream, found)
+
+    def settle(self, everything: bool = False) -> None:
+        """Flush streams quiet for `quiet_flush` seconds (or all of them)."""
+        now = time.monotonic()
+        for source, stream in self.streams.items():
+            if not stream.settled and (everything or now - stream.last_data >= self.quiet_flush):
+                self._collect(source, stream, stream.scanner.flush())
+                stream.settled = True
+
+    def commit(self) -> None:
+        if not self.pending and not self.checkpoints:
+            return
+        batch, points = self.pending, list(self.checkpoints.values())
+        self.pending, self.checkpoints = [], {}
+        self.committed += self.writer.commit(batch, points)
+
+    # -- the loop ---------------------------------------------------------------------------
+    async def _read(self, source: Source) -> None:
+        async for chunk in source.chunks():
+            self.handle(chunk)
+            if self._stop.is_set():
+                break
+
+    @staticmethod
+    async def _read_all(readers: list[asyncio.Task[None]]) -> None:
+        await asyncio.gather(*readers)
+
+    async def _batcher(self) -> None:
+        while True:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._flush_now.wait(), BATCH_SECONDS)
+            self._flush_now.clear()
+            self.settle()
+            await asyncio.to_thread(self.commit)
+
+    async def run(self) -> int:
+        """Until stopped (SIGTERM/SIGINT) or every source has ended; then settle and commit."""
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            # outside the main thread (tests) there are no signal handlers: stop() is called
+            with contextlib.suppress(NotImplementedError, RuntimeError):
+                loop.add_signal_handler(sig, self.stop)
+        readers = [asyncio.create_task(self._read(s)) for s in self.sources]
+        all_read = asyncio.create_task(self._read_all(readers))
+        batcher = asyncio.create_task(self._batcher())
+        stopper = asyncio.create_task(self._stop.wait())
+        try:
+            await asyncio.wait([stopper, all_read], return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            for task in (*readers, stopper):
+                task.cancel()
+            batcher.cancel()
+            await asyncio.gather(all_read, batcher, stopper, return_exceptions=True)
+            for source in self.sources:
+                await source.close()
+            self.settle(everything=True)
+            self.commit()
+        return 0
