@@ -77,6 +77,8 @@ def build_parser() -> argparse.ArgumentParser:
     daemon.add_argument("--poll-interval", type=float, default=1.0, metavar="S",
                         help="polling period where inotify is not available")
     daemon.add_argument("--no-inotify", action="store_true", help="poll only")
+    daemon.add_argument("--until-idle", type=float, metavar="S", default=None,
+                        help="catch up, then exit once no source has written for S seconds")
     daemon.add_argument("--signatures", action="append", type=Path, default=[], metavar="DIR")
     daemon.add_argument("--library", type=Path, metavar="DIR")
 
@@ -211,7 +213,7 @@ def _cmd_daemon(args: argparse.Namespace) -> int:
                                       use_inotify=not args.no_inotify))
         if args.stdin:
             sources.append(StdinSource())
-        daemon = Daemon(sources, library, store)
+        daemon = Daemon(sources, library, store, until_idle=args.until_idle)
         code = asyncio.run(daemon.run())
         print(f"logwatch daemon: {daemon.lines:,} lines read, {daemon.committed:,} new "
               "findings recorded", file=sys.stderr)

@@ -42,7 +42,10 @@ class _Stream:
 
 class Daemon:
     def __init__(self, sources: Sequence[Source], library: Library, store: Store,
-                 quiet_flush: float = 2.0) -> None:
+                 quiet_flush: float = 2.0, until_idle: float | None = None) -> None:
+        """`until_idle`: stop once no source has produced data for that many seconds."""
+        self.until_idle = until_idle
+        self.started = time.monotonic()
         self.sources = list(sources)
         self.library = library
         self.matcher = Matcher(library.signatures)
@@ -127,6 +130,10 @@ class Daemon:
             self._flush_now.clear()
             self.settle()
             await asyncio.to_thread(self.commit)
+            if self.until_idle is not None:
+                last = max((st.last_data for st in self.streams.values()), default=self.started)
+                if time.monotonic() - last >= self.until_idle:
+                    self.stop()
 
     async def run(self) -> int:
         """Until stopped (SIGTERM/SIGINT) or every source has ended; then settle and commit."""
