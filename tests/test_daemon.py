@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import os
 import random
 import shutil
 import signal
@@ -199,3 +200,17 @@ def test_kill_9_at_random_points_loses_nothing_and_doubles_nothing(tmp_path: Pat
     rows = recorded(db)
     assert len(rows) == len(set(rows))  # no finding twice
     assert {(s, line) for s, line, _ in rows} == expected(library, log.read_bytes())
+
+
+def test_bad_input_on_stdin_loses_nothing(tmp_path: Path, library: Library) -> None:
+    """Binary junk, invalid UTF-8 and a 10 MB line among real failures."""
+    db = tmp_path / "h.duckdb"
+    demo = (SAMPLES / "demo_marlin_and_mtp.log").read_bytes()
+    data = (os.urandom(100_000).replace(b"\n", b"") + b"\n" + b"\xff\xfe\xc3\x28 half\n"
+            + b"A" * (10 << 20) + b" size_n = 1 is not divisible by tile_n_size = 64\n"
+            + demo)
+    result = daemon("--stdin", "--db", str(db), stdin=data)
+    assert result.returncode == 0, result.stderr
+    found = {(s, line) for s, line, _ in recorded(db)}
+    offset = 3  # the demo starts on line 4
+    assert {(s, line - offset) for s, line in found} >= expected(library, demo)

@@ -27,6 +27,8 @@ MAX_SAME_HEADER_LINES = 64
 _JOINING_STARTS = (b" ", b"\t", b"Traceback", b"The above exception", b"During handling", b"\r",
                    b"\n")
 MAX_CARRY_BYTES = 32 << 20
+MAX_PARSED_LINE = 1 << 20  # a longer line is parsed cut, with a marker
+LINE_CUT_MARKER = b" \xe2\x80\xa6[line cut by logwatch: over 1 MiB]"
 
 
 @dataclass(slots=True)
@@ -95,6 +97,8 @@ class BlockScanner:
             raws = self._decode(block).split("\n")
             if raws[-1] == "":
                 raws.pop()
+            raws = [r if len(r) <= MAX_PARSED_LINE else
+                    r[:MAX_PARSED_LINE] + LINE_CUT_MARKER.decode() for r in raws]
             for raw in raws:
                 line = parse_line(self.source, self._next_lineno, raw, self.reference)
                 self._next_lineno += 1
@@ -281,8 +285,10 @@ class _Lines:
             end = len(self.buf) if end < 0 else end
             self._starts[lineno + 1] = end + 1
             scanner = self.scanner
-            line = parse_line(scanner.source, lineno, scanner._decode(self.buf[start:end]),
-                              scanner.reference)
+            raw = self.buf[start:min(end, start + MAX_PARSED_LINE)]
+            if end - start > MAX_PARSED_LINE:  # parse a cut copy; byte accounting is unchanged
+                raw += LINE_CUT_MARKER
+            line = parse_line(scanner.source, lineno, scanner._decode(raw), scanner.reference)
             self._cache[lineno] = line
         return line
 

@@ -23,7 +23,7 @@ from logwatch.sources.base import Chunk
 
 FINGERPRINT_BYTES = 1024
 READ_BYTES = 8 << 20
-MAX_LINE_BYTES = 1 << 20
+RUNAWAY_BYTES = 64 << 20  # an unterminated line this long is handed on as it is
 
 
 @dataclass(frozen=True, slots=True)
@@ -128,7 +128,8 @@ class FileSource:
         data = partial + fh.read(READ_BYTES)
         cut = data.rfind(b"\n")
         if cut < 0:
-            if len(data) > MAX_LINE_BYTES:  # a runaway line: hand it on, the scanner cuts it
+            if len(data) > RUNAWAY_BYTES:  # binary junk with no newline: do not hoard it
+                self.events.append(f"{len(data)} bytes without a newline handed on as a line")
                 return data + b"\n", b""
             return b"", data
         return data[: cut + 1], data[cut + 1:]
