@@ -213,8 +213,12 @@ def _cmd_daemon(args: argparse.Namespace) -> int:
                                       use_inotify=not args.no_inotify))
         if args.stdin:
             sources.append(StdinSource())
-        daemon = Daemon(sources, library, store, until_idle=args.until_idle)
+        daemon = Daemon(sources, library, store, until_idle=args.until_idle,
+                        reload_library=lambda: _load(args))
         code = asyncio.run(daemon.run())
+        for event in daemon.events + [e for s in sources if isinstance(s, FileSource)
+                                      for e in s.events]:
+            print(f"logwatch daemon: {event}", file=sys.stderr)
         print(f"logwatch daemon: {daemon.lines:,} lines read, {daemon.committed:,} new "
               "findings recorded", file=sys.stderr)
         return code

@@ -13,14 +13,15 @@ import asyncio
 import contextlib
 import signal
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 
 from logwatch.core.block_scan import BlockScanner
 from logwatch.core.findings import Finding
-from logwatch.core.library import Library
+from logwatch.core.library import Library, LibraryError
 from logwatch.core.matcher import Matcher
+from logwatch.notify import Notifier
 from logwatch.sources.base import Chunk, Source
 from logwatch.store.db import Store
 from logwatch.store.live import Checkpoint, LiveFinding, LiveWriter
@@ -42,9 +43,15 @@ class _Stream:
 
 class Daemon:
     def __init__(self, sources: Sequence[Source], library: Library, store: Store,
-                 quiet_flush: float = 2.0, until_idle: float | None = None) -> None:
-        """`until_idle`: stop once no source has produced data for that many seconds."""
+                 quiet_flush: float = 2.0, until_idle: float | None = None,
+                 reload_library: Callable[[], Library] | None = None,
+                 notifier: Notifier | None = None) -> None:
+        """`until_idle`: stop once no source has produced data for that many seconds.
+        `reload_library`: loads and checks the library again (SIGHUP)."""
         self.until_idle = until_idle
+        self.reload_library = reload_library
+        self.notifier = notifier or Notifier()
+        self.events: list[str] = []  # what the operator should know (reload results, ...)
         self.started = time.monotonic()
         self.sources = list(sources)
         self.library = library
@@ -59,9 +66,32 @@ class Daemon:
         self.lines = 0
         self._stop = asyncio.Event()
         self._flush_now = asyncio.Event()
+        self._last_beat = 0.0
+        self._last_lines = 0
 
     def stop(self) -> None:
         self._stop.set()
+
+    def reload(self) -> None:
+        """Load, validate (every example) and swap the library; keep the running one on any
+        problem. Scanners built from now on use the new library."""
+        if self.reload_library is None:
+            return
+        try:
+            library = self.reload_library()
+        except (LibraryError, OSError) as exc:
+            self.events.append(f"reload refused, keeping library {self.library.version}: {exc}")
+            self.notifier.status(f"reload refused: {str(exc).splitlines()[0][:120]}")
+            return
+        self.library, self.matcher = library, Matcher(library.signatures)
+        self.writer.library = library
+        for source, stream in list(self.streams.items()):  # settle, then new scanners
+            self._collect(source, stream, stream.scanner.flush())
+            safe_bytes, safe_line = stream.scanner.safe_point()
+            stream.scanner = BlockScanner(self.matcher, source, datetime.now(),
+                                          start_line=safe_line)
+            stream.base_offset += safe_bytes
+        self.events.append(f"library {library.version} loaded")
 
     # -- scanning ---------------------------------------------------------------------------
     def _stream_for(self, chunk: Chunk) -> _Stream:
@@ -119,6 +149,17 @@ class Daemon:
             if self._stop.is_set():
                 break
 
+    def _beat(self) -> None:
+        """WATCHDOG=1 from the ingestion loop, STATUS= with rate and findings."""
+        now = time.monotonic()
+        if now - self._last_beat < 1.0:
+            return
+        rate = (self.lines - self._last_lines) / (now - self._last_beat)
+        self._last_beat, self._last_lines = now, self.lines
+        self.notifier.watchdog()
+        self.notifier.status(f"{rate:,.0f} lines/s, {self.committed:,} findings recorded, "
+                             f"library {self.library.version}")
+
     @staticmethod
     async def _read_all(readers: list[asyncio.Task[None]]) -> None:
         await asyncio.gather(*readers)
@@ -130,6 +171,7 @@ class Daemon:
             self._flush_now.clear()
             self.settle()
             await asyncio.to_thread(self.commit)
+            self._beat()
             if self.until_idle is not None:
                 last = max((st.last_data for st in self.streams.values()), default=self.started)
                 if time.monotonic() - last >= self.until_idle:
@@ -142,6 +184,10 @@ class Daemon:
             # outside the main thread (tests) there are no signal handlers: stop() is called
             with contextlib.suppress(NotImplementedError, RuntimeError):
                 loop.add_signal_handler(sig, self.stop)
+        with contextlib.suppress(NotImplementedError, RuntimeError):
+            loop.add_signal_handler(signal.SIGHUP, self.reload)
+        self.notifier.ready(f"following {len(self.sources)} source(s), library "
+                            f"{self.library.version}")
         readers = [asyncio.create_task(self._read(s)) for s in self.sources]
         all_read = asyncio.create_task(self._read_all(readers))
         batcher = asyncio.create_task(self._batcher())
@@ -149,6 +195,7 @@ class Daemon:
         try:
             await asyncio.wait([stopper, all_read], return_when=asyncio.FIRST_COMPLETED)
         finally:
+            self.notifier.stopping()
             for task in (*readers, stopper):
                 task.cancel()
             batcher.cancel()

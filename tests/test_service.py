@@ -1,0 +1,99 @@
+"""The daemon as a service: shipped units verify, sd_notify speaks the protocol, and a real
+`systemd --user` manager runs it as Type=notify through start, watchdog, reload and stop."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import duckdb
+import pytest
+
+from logwatch.notify import Notifier
+from tests.conftest import ROOT, SAMPLES
+
+UNITS = ROOT / "systemd"
+ANALYZE = shutil.which("systemd-analyze")
+
+
+@pytest.mark.skipif(ANALYZE is None, reason="systemd-analyze is not installed")
+@pytest.mark.parametrize("unit", ["logwatch.service", "vllm.service"])
+def test_shipped_units_verify_clean(unit: str, tmp_path: Path) -> None:
+    """Only the executables are swapped for ones that exist here; everything else as shipped."""
+    text = (UNITS / unit).read_text()
+    text = text.replace("/usr/local/bin/logwatch", shutil.which("true") or "/bin/true")
+    text = text.replace("/opt/vllm/bin/vllm", shutil.which("true") or "/bin/true")
+    (tmp_path / unit).write_text(text)
+    result = subprocess.run([ANALYZE, "verify", str(tmp_path / unit)], capture_output=True,
+                            text=True, timeout=60, check=False)
+    assert result.returncode == 0 and result.stderr == "", result.stderr
+
+
+def test_notify_protocol_on_a_real_socket(tmp_path: Path) -> None:
+    path = tmp_path / "notify.sock"
+    with socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM) as server:
+        server.bind(str(path))
+        server.settimeout(5)
+        notifier = Notifier({"NOTIFY_SOCKET": str(path), "WATCHDOG_USEC": "4000000"})
+        assert notifier.watchdog_interval == 2.0
+        notifier.ready("following 1 source(s)")
+        notifier.watchdog()
+        notifier.stopping()
+        got = [server.recv(4096).decode() for _ in range(3)]
+    assert got == ["READY=1\nSTATUS=following 1 source(s)", "WATCHDOG=1", "STOPPING=1"]
+    Notifier({}).ready()  # not under systemd: silent, no error
+
+
+def _user(env: dict[str, str], *args: str, check: bool = True) -> str:
+    return subprocess.run(["systemctl", "--user", *args], capture_output=True, text=True,
+                          env=env, timeout=60, check=check).stdout.strip()
+
+
+def _wait(predicate, timeout: float = 30) -> None:  # type: ignore[no-untyped-def]
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        assert time.monotonic() < deadline, "timed out"
+        time.sleep(0.1)
+
+
+def test_type_notify_unit_under_systemd_user(systemd_user: dict[str, str],
+                                             tmp_path: Path) -> None:
+    env = systemd_user
+    unit_dir = Path("/run/user/0/systemd/user")
+    unit_dir.mkdir(parents=True, exist_ok=True)
+    name = f"logwatch-test-{os.getpid()}.service"
+    log, db = tmp_path / "vllm.log", tmp_path / "h.duckdb"
+    log.write_bytes((SAMPLES / "mtp_tensor_mismatch_glm_033.log").read_bytes())
+    (unit_dir / name).write_text(
+        "[Service]\nType=notify\nNotifyAccess=main\n"
+        f"ExecStart={sys.executable} -m logwatch daemon --file {log} --db {db}\n"
+        "ExecReload=/bin/kill -HUP $MAINPID\nWatchdogSec=2\nRestart=on-failure\n"
+        f"WorkingDirectory={ROOT}\n")
+    _user(env, "daemon-reload")
+    try:
+        _user(env, "start", name)  # returns once READY=1 arrived (Type=notify)
+        assert _user(env, "is-active", name) == "active"
+        pid = _user(env, "show", "-p", "MainPID", "--value", name)
+        _wait(lambda: "lines/s" in _user(env, "show", "-p", "StatusText", "--value", name))
+        time.sleep(5)  # more than twice WatchdogSec: the watchdog must have been fed
+        assert _user(env, "is-active", name) == "active"
+        assert _user(env, "show", "-p", "NRestarts", "--value", name) == "0"
+        _user(env, "reload", name)
+        time.sleep(0.5)
+        assert _user(env, "is-active", name) == "active"
+        assert _user(env, "show", "-p", "MainPID", "--value", name) == pid  # same process
+        _user(env, "stop", name)
+        assert _user(env, "is-active", name, check=False) == "inactive"  # not "failed"
+    finally:
+        _user(env, "stop", name, check=False)
+        (unit_dir / name).unlink(missing_ok=True)
+        _user(env, "daemon-reload", check=False)
+    con = duckdb.connect(str(db), read_only=True)
+    signatures = {r[0] for r in con.execute("SELECT signature FROM findings").fetchall()}
+    con.close()
+    assert "weights.tensor_size_mismatch" in signatures
