@@ -6,9 +6,9 @@ STAMP := $(VENV)/.installed
 
 .PHONY: demo test lint typecheck unit bench clean system-deps
 
-# Tools the tests drive for real (logrotate). Installed with apt when running as root;
-# elsewhere the tests that need them skip and say why.
-SYSTEM_TOOLS := logrotate
+# Tools the tests drive for real (logrotate, journal files). Installed with apt when running
+# as root; elsewhere the tests that need them skip and say why.
+SYSTEM_TOOLS := logrotate systemd-journal-remote
 
 $(STAMP): pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -43,7 +43,7 @@ typecheck: $(STAMP)
 
 system-deps:
 	@missing=""; for t in $(SYSTEM_TOOLS); do command -v $$t >/dev/null || \
-		[ -x /usr/sbin/$$t ] || missing="$$missing $$t"; done; \
+		[ -x /usr/sbin/$$t ] || [ -x /lib/systemd/$$t ] || missing="$$missing $$t"; done; \
 	if [ -n "$$missing" ] && [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
 		echo "installing:$$missing"; \
 		apt-get update -qq >/dev/null && \

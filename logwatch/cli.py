@@ -72,6 +72,14 @@ def build_parser() -> argparse.ArgumentParser:
     daemon.add_argument("--stdin", action="store_true",
                         help="read standard input until it ends (`vllm serve ... 2>&1 | "
                              "logwatch daemon --stdin`)")
+    daemon.add_argument("--journal-unit", action="append", default=[], metavar="UNIT",
+                        help="follow journald for a unit (journalctl -u UNIT)")
+    daemon.add_argument("--journal-user-unit", action="append", default=[], metavar="UNIT",
+                        help="follow a systemd --user unit's journal")
+    daemon.add_argument("--journal-file", action="append", default=[], metavar="PATH",
+                        help="follow a journal file (journalctl --file)")
+    daemon.add_argument("--journal-dir", action="append", default=[], metavar="DIR",
+                        help="follow a journal directory (journalctl -D)")
     daemon.add_argument("--db", type=Path, metavar="PATH", default=None,
                         help="the history database (default: $STATE_DIRECTORY or XDG data)")
     daemon.add_argument("--poll-interval", type=float, default=1.0, metavar="S",
@@ -194,11 +202,17 @@ def _cmd_daemon(args: argparse.Namespace) -> int:
     from logwatch.daemon import Daemon
     from logwatch.sources.base import Source
     from logwatch.sources.files import FilePosition, FileSource
+    from logwatch.sources.journald import JournalSource
     from logwatch.sources.stdin import StdinSource
     from logwatch.store.db import default_db_path, open_store
 
-    if not args.file and not args.stdin:
-        print("logwatch: daemon: give --file PATH (repeatable) or --stdin", file=sys.stderr)
+    selectors = ([["-u", u] for u in args.journal_unit]
+                 + [["--user-unit", u] for u in args.journal_user_unit]
+                 + [["--file", str(Path(p).resolve())] for p in args.journal_file]
+                 + [["-D", str(Path(d).resolve())] for d in args.journal_dir])
+    if not args.file and not args.stdin and not selectors:
+        print("logwatch: daemon: give --file PATH, a --journal-* selector, or --stdin",
+              file=sys.stderr)
         return EXIT_USAGE
     library = _load(args)
     with open_store(args.db or default_db_path()) as store:
@@ -211,12 +225,20 @@ def _cmd_daemon(args: argparse.Namespace) -> int:
             sources.append(FileSource(path, name=name, resume=resume,
                                       poll_interval=args.poll_interval,
                                       use_inotify=not args.no_inotify))
+        for selector in selectors:
+            journal = JournalSource(selector)
+            point = daemon_probe.resume.get(journal.name)
+            if point is not None:
+                journal = JournalSource(selector, after_cursor=point.cursor,
+                                        offset=point.offset)
+            sources.append(journal)
         if args.stdin:
             sources.append(StdinSource())
         daemon = Daemon(sources, library, store, until_idle=args.until_idle,
                         reload_library=lambda: _load(args))
         code = asyncio.run(daemon.run())
-        for event in daemon.events + [e for s in sources if isinstance(s, FileSource)
+        for event in daemon.events + [e for s in sources
+                                      if isinstance(s, FileSource | JournalSource)
                                       for e in s.events]:
             print(f"logwatch daemon: {event}", file=sys.stderr)
         print(f"logwatch daemon: {daemon.lines:,} lines read, {daemon.committed:,} new "

@@ -28,6 +28,7 @@ from logwatch.store.live import Checkpoint, LiveFinding, LiveWriter
 
 BATCH_SECONDS = 0.1
 BATCH_FINDINGS = 500
+MARKS_KEPT = 10_000  # journald entries remembered before the checkpoint
 
 
 @dataclass(slots=True)
@@ -37,8 +38,11 @@ class _Stream:
     generation: str
     scanner: BlockScanner
     base_offset: int  # byte offset (in the generation) of the scanner's first byte
+    next_line: int = 1  # number of the next line fed
     last_data: float = field(default_factory=time.monotonic)
     settled: bool = True  # nothing fed since the last flush
+    # journald entries: (offset after, first line, line after, cursor)
+    marks: list[tuple[int, int, int, str]] = field(default_factory=list)
 
 
 class Daemon:
@@ -107,22 +111,50 @@ class Daemon:
             start_line = point.line
         scanner = BlockScanner(self.matcher, chunk.source, datetime.now(),
                                start_line=start_line)
-        stream = _Stream(chunk.generation, scanner, chunk.offset)
+        stream = _Stream(chunk.generation, scanner, chunk.offset, next_line=start_line)
         self.streams[chunk.source] = stream
         return stream
 
+    @staticmethod
+    def _identity(stream: _Stream, line: int) -> str | None:
+        """journald: the entry holding a line (by cursor) and the line's place in it."""
+        for _, first_line, end_line, cursor in stream.marks:
+            if first_line <= line < end_line:
+                return f"{cursor}#{line - first_line}"
+        return None
+
     def _collect(self, source: str, stream: _Stream, found: list[Finding]) -> None:
-        self.pending.extend(LiveFinding(f, stream.generation) for f in found)
+        self.pending.extend(LiveFinding(f, stream.generation,
+                                        self._identity(stream, f.lineno) if stream.marks
+                                        else None) for f in found)
         safe_bytes, safe_line = stream.scanner.safe_point()
-        self.checkpoints[source] = Checkpoint(source, stream.generation,
-                                              stream.base_offset + safe_bytes, safe_line)
+        safe = stream.base_offset + safe_bytes
+        if stream.marks:  # journald: resume after the last whole entry before the safe point
+            done = [m for m in stream.marks if m[0] <= safe]
+            if not done:
+                return
+            offset, _, line, cursor = done[-1]
+            keep = next(i for i, m in enumerate(stream.marks) if m is done[-1])
+            stream.marks = stream.marks[max(0, keep - MARKS_KEPT):]  # later findings may
+            # still name recent entries; older ones are settled
+            self.checkpoints[source] = Checkpoint(source, stream.generation, offset, line,
+                                                  cursor)
+        else:
+            self.checkpoints[source] = Checkpoint(source, stream.generation, safe, safe_line)
         if len(self.pending) >= BATCH_FINDINGS:
             self._flush_now.set()
 
     def handle(self, chunk: Chunk) -> None:
         stream = self._stream_for(chunk)
         stream.scanner.reference = datetime.now()  # a line's year: the year it arrived in
-        self.lines += chunk.data.count(b"\n")
+        entry_first = stream.next_line
+        for end, cursor in chunk.marks:
+            line = stream.next_line + chunk.data.count(b"\n", 0, end - chunk.offset)
+            stream.marks.append((end, entry_first, line, cursor))
+            entry_first = line
+        lines = chunk.data.count(b"\n")
+        self.lines += lines
+        stream.next_line += lines
         found = stream.scanner.feed(chunk.data)
         stream.last_data, stream.settled = time.monotonic(), False
         self._collect(chunk.source, stream, found)

@@ -17,6 +17,9 @@ class Chunk:
     data: bytes  # complete lines (ends with a newline unless the source ended)
     offset: int  # byte offset of data[0] within the generation
     new_generation: bool = False  # first chunk of a generation: line numbers restart
+    # journald: (offset just after an entry, that entry's cursor), so a checkpoint can name
+    # the last whole entry before the scanner's safe point
+    marks: tuple[tuple[int, str], ...] = ()
 
 
 class Source(Protocol):

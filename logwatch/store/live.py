@@ -30,12 +30,14 @@ class Checkpoint:
     generation: str
     offset: int
     line: int
+    cursor: str | None = None  # journald: the last whole entry before `offset`
 
 
 @dataclass(frozen=True, slots=True)
 class LiveFinding:
     finding: Finding
     generation: str
+    identity: str | None = None  # journald: "cursor#line-in-entry", stable across re-reads
 
 
 class LiveWriter:
@@ -44,9 +46,9 @@ class LiveWriter:
         self.library = library
 
     def checkpoints(self) -> dict[str, Checkpoint]:
-        rows = self.store.query("SELECT source_id, generation, position, line FROM checkpoints "
-                                "WHERE generation IS NOT NULL")
-        return {r[0]: Checkpoint(r[0], r[1], int(r[2]), int(r[3])) for r in rows}
+        rows = self.store.query("SELECT source_id, generation, position, line, cursor "
+                                "FROM checkpoints WHERE generation IS NOT NULL")
+        return {r[0]: Checkpoint(r[0], r[1], int(r[2]), int(r[3]), r[4]) for r in rows}
 
     def commit(self, found: Sequence[LiveFinding], checkpoints: Sequence[Checkpoint]) -> int:
         """Write a batch atomically; returns how many findings were new."""
@@ -58,14 +60,14 @@ class LiveWriter:
             incident_id = _id(item.generation, f.signature.id, "|".join(incident_key(f)))
             incidents.setdefault(incident_id, f)
             rows.append({
-                "id": _id(item.generation, f.lineno, f.signature.id),
+                "id": _id(item.generation, item.identity or f.lineno, f.signature.id),
                 "incident_id": incident_id, "source_id": item.generation, "line": f.lineno,
                 "signature": f.signature.id, "signature_version": f.signature.version,
                 "library_version": self.library.version, "snapshot_hash": None,
                 "time": f.time, "process": f.process, "pid": f.pid, "rank": f.rank,
                 "captures": json.dumps(f.captures, sort_keys=True),
                 "text": evidence_text(f.matched)})
-        points = [{"source_id": c.source, "position": c.offset, "cursor": None,
+        points = [{"source_id": c.source, "position": c.offset, "cursor": c.cursor,
                    "fingerprint": c.generation, "updated": now, "generation": c.generation,
                    "line": c.line} for c in checkpoints]
         con = self.store.con

@@ -1,0 +1,153 @@
+"""Follow journald through `journalctl <selector> -f -o json --all --no-pager`.
+
+MESSAGE arrives as text, as an array of byte values (ESC, invalid UTF-8, or binary), or null
+(over the field size limit); each entry's __CURSOR is kept so the daemon checkpoints whole
+entries. A cursor journalctl rejects falls back to the time inside the cursor (t=...) and is
+reported; a journalctl that dies is restarted with backoff, after the last cursor seen.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import re
+from collections.abc import AsyncIterator, Sequence
+from typing import Any
+
+from logwatch.sources.base import Chunk
+
+MAX_ENTRIES_PER_CHUNK = 2000
+BACKOFF_S = (1.0, 2.0, 5.0, 15.0, 30.0)
+_CURSOR_TIME = re.compile(r"(?:^|;)t=([0-9a-f]+)(?:;|$)")
+
+
+def message_bytes(entry: dict[str, Any]) -> bytes | None:
+    """MESSAGE as bytes: a string, a list of byte values, or None when journald omitted it."""
+    message = entry.get("MESSAGE")
+    if isinstance(message, str):
+        return message.encode("utf-8", errors="surrogateescape")
+    if isinstance(message, list) and all(isinstance(b, int) and 0 <= b < 256 for b in message):
+        return bytes(message)
+    return None
+
+
+def cursor_time_usec(cursor: str) -> int | None:
+    m = _CURSOR_TIME.search(cursor)
+    return int(m.group(1), 16) if m else None
+
+
+class JournalSource:
+    def __init__(self, selector: Sequence[str], name: str | None = None,
+                 after_cursor: str | None = None, offset: int = 0,
+                 journalctl: str = "journalctl") -> None:
+        """`selector`: journalctl arguments, e.g. ["-u", "vllm.service"] or ["--file", p]."""
+        self.selector = list(selector)
+        self.name = name or "journal:" + " ".join(self.selector)
+        self.cursor = after_cursor
+        self.offset = offset  # bytes handed on so far in this generation
+        self.journalctl = journalctl
+        self.events: list[str] = []
+        self._process: asyncio.subprocess.Process | None = None
+        self._since_usec: int | None = None
+
+    @property
+    def generation(self) -> str:
+        return self.name
+
+    def command(self) -> list[str]:
+        # --boot=all: -f alone keeps to this boot, refusing journals copied from another host
+        # and hiding a failure logged before a reboot
+        cmd = [self.journalctl, *self.selector, "-f", "-o", "json", "--all", "--no-pager",
+               "--boot=all"]
+        if self.cursor:
+            cmd.append(f"--after-cursor={self.cursor}")
+        elif self._since_usec is not None:
+            cmd.append(f"--since=@{self._since_usec // 1_000_000}")
+        else:
+            cmd.append("--no-tail")  # the first run reads what the journal already holds
+        return cmd
+
+    async def close(self) -> None:
+        """Stop journalctl; the reading generator reaps it (one waiter per child)."""
+        if self._process is not None and self._process.returncode is None:
+            with contextlib.suppress(ProcessLookupError):
+                self._process.terminate()
+
+    async def chunks(self) -> AsyncIterator[Chunk]:
+        attempt = 0
+        first = self.offset == 0
+        while True:
+            self._process = process = await asyncio.create_subprocess_exec(
+                *self.command(), stdout=asyncio.subprocess.PIPE,
+                stderr=asyncio.subprocess.PIPE, limit=16 << 20)
+            assert process.stdout is not None
+            got_any = False
+            try:
+                while True:
+                    batch = await self._read_batch(process.stdout)
+                    if batch is None:
+                        break
+                    data, marks = batch
+                    got_any = True
+                    yield Chunk(self.name, self.generation, data, self.offset, first,
+                                tuple((self.offset + end, cursor) for end, cursor in marks))
+                    self.offset += len(data)
+                    first = False
+            except BaseException:  # stopped or cancelled: end journalctl, reap it once
+                if process.returncode is None:
+                    with contextlib.suppress(ProcessLookupError):
+                        process.terminate()
+                with contextlib.suppress(Exception):
+                    await asyncio.wait_for(process.wait(), 5)
+                raise
+            stderr = (await process.stderr.read()).decode(errors="replace") \
+                if process.stderr else ""
+            await process.wait()  # journalctl ended by itself (end of output, or an error)
+            if "cursor" in stderr.lower() and self.cursor:
+                usec = cursor_time_usec(self.cursor)
+                self.events.append(f"journalctl rejected the saved cursor ({stderr.strip()}); "
+                                   "restarting from the time it names" if usec else
+                                   f"journalctl rejected the saved cursor ({stderr.strip()}); "
+                                   "restarting from the start of the journal")
+                self.cursor, self._since_usec = None, usec
+                continue
+            attempt = 0 if got_any else attempt + 1
+            delay = BACKOFF_S[min(attempt, len(BACKOFF_S) - 1)]
+            self.events.append(f"journalctl exited {process.returncode}: "
+                               f"{stderr.strip()[:200]}; restarting in {delay:.0f} s")
+            await asyncio.sleep(delay)
+
+    async def _read_batch(self, stream: asyncio.StreamReader
+                          ) -> tuple[bytes, list[tuple[int, str]]] | None:
+        """Entries available now (at least one, waiting for it); None at end of output."""
+        parts: list[bytes] = []
+        marks: list[tuple[int, str]] = []
+        size = 0
+        while len(marks) < MAX_ENTRIES_PER_CHUNK:
+            if marks and not stream._buffer:  # type: ignore[attr-defined]
+                break  # nothing more is waiting: hand on what we have
+            try:
+                raw = await stream.readline()
+            except ValueError:  # an entry over the reader's limit: skip it, say so
+                self.events.append("a journal entry over 16 MiB was skipped")
+                continue
+            if not raw:
+                return (b"".join(parts), marks) if marks else None
+            try:
+                entry = json.loads(raw)
+            except ValueError:
+                continue
+            if not isinstance(entry, dict):
+                continue
+            cursor = entry.get("__CURSOR")
+            message = message_bytes(entry)
+            if message is None:
+                message = b"[logwatch: journald omitted this MESSAGE]"
+            text = message.rstrip(b"\n") + b"\n"
+            parts.append(text)
+            size += len(text)
+            if isinstance(cursor, str):
+                marks.append((size, cursor))
+                self.cursor = cursor
+        return b"".join(parts), marks

@@ -1,0 +1,100 @@
+"""The journald source on real journal files written by systemd-journal-remote, followed with
+`journalctl --file ... -f`: multi-line and byte-array messages, a saved cursor across daemon
+restarts, and a cursor journalctl rejects."""
+
+from __future__ import annotations
+
+import shutil
+import struct
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import duckdb
+import pytest
+
+from tests.conftest import ROOT
+
+REMOTE = next((p for p in ("/lib/systemd/systemd-journal-remote",
+                           "/usr/lib/systemd/systemd-journal-remote") if Path(p).exists()), None)
+pytestmark = pytest.mark.skipif(REMOTE is None or shutil.which("journalctl") is None,
+                                reason="systemd-journal-remote / journalctl not installed")
+
+TRACEBACK = (
+    "EngineCore failed to start.\n"
+    "Traceback (most recent call last):\n"
+    '  File "/opt/vllm/vllm/model_executor/layers/fused_moe/routed_experts.py", line 877\n'
+    "    expert_data.copy_(loaded_weight)\n"
+    "RuntimeError: The size of tensor a (256) must match the size of tensor b (512) at "
+    "non-singleton dimension 1")
+
+
+BOOT_ID = Path("/proc/sys/kernel/random/boot_id").read_text().strip().replace("-", "")
+
+
+def export_entry(message: bytes | str, usec: int, pid: int = 4242) -> bytes:
+    """One entry in journald's export format (binary-safe form for MESSAGE)."""
+    data = message.encode() if isinstance(message, str) else message
+    fields = (f"__REALTIME_TIMESTAMP={usec}\n_BOOT_ID={BOOT_ID}\n_PID={pid}\n"
+              "SYSLOG_IDENTIFIER=vllm\n"
+              "_SYSTEMD_UNIT=vllm.service\nPRIORITY=6\n").encode()
+    return fields + b"MESSAGE\n" + struct.pack("<Q", len(data)) + data + b"\n\n"
+
+
+def append(journal: Path, entries: list[bytes]) -> None:
+    assert REMOTE is not None
+    subprocess.run([REMOTE, f"--output={journal}", "-"], input=b"".join(entries), check=True,
+                   capture_output=True, timeout=60)
+
+
+def daemon(journal: Path, db: Path, idle: str = "2") -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "logwatch", "daemon", "--journal-file",
+                           str(journal), "--db", str(db), "--until-idle", idle],
+                          capture_output=True, text=True, cwd=ROOT, timeout=120, check=False)
+
+
+def findings(db: Path) -> list[tuple[str, int]]:
+    con = duckdb.connect(str(db), read_only=True)
+    try:
+        return con.execute("SELECT signature, line FROM findings ORDER BY line").fetchall()
+    finally:
+        con.close()
+
+
+def test_journal_follow_restart_and_bad_cursor(tmp_path: Path) -> None:
+    journal, db = tmp_path / "j" / "vllm.journal", tmp_path / "h.duckdb"
+    journal.parent.mkdir()
+    t0 = int(time.time() * 1e6)
+    append(journal, [
+        export_entry("(APIServer pid=1) INFO 11-29 10:00:00 [api_server.py:1] vLLM API server "
+                     "version 0.11.2", t0),
+        export_entry(TRACEBACK, t0 + 1000),  # one entry, six lines
+        export_entry(b"\x1b[31mRuntimeError: CUDA error: an illegal memory access was "
+                     b"encountered\x1b[0m \xff\xfe", t0 + 2000),  # a byte-array MESSAGE
+    ])
+    first = daemon(journal, db)
+    assert first.returncode == 0, first.stderr
+    got = findings(db)
+    assert ("weights.tensor_size_mismatch", 6) in got  # line 6: the traceback's last line
+    assert ("engine.core_failed_to_start", 2) in got
+    assert ("distributed.cuda_error", 7) in got
+    count = len(got)
+
+    append(journal, [export_entry("RuntimeError: NCCL error: unhandled system error",
+                                  t0 + 3000)])
+    second = daemon(journal, db)  # resumes after the saved cursor: only the new entry
+    assert second.returncode == 0, second.stderr
+    got = findings(db)
+    assert len(got) == count + 1 and ("distributed.nccl_error", 8) in got
+    assert "1 lines read" in second.stderr
+
+    con = duckdb.connect(str(db))
+    con.execute("UPDATE checkpoints SET cursor = 'garbage-cursor'")
+    con.close()
+    third = daemon(journal, db)
+    assert third.returncode == 0, third.stderr
+    assert "rejected the saved cursor" in third.stderr
+    assert "8 lines read" in third.stderr  # it read the whole journal again ...
+    assert len(findings(db)) == count + 1  # ... and recorded nothing twice (entry cursors)
+    assert "Unknown child process" not in first.stderr + second.stderr + third.stderr
