@@ -90,6 +90,17 @@ def build_parser() -> argparse.ArgumentParser:
     daemon.add_argument("--signatures", action="append", type=Path, default=[], metavar="DIR")
     daemon.add_argument("--library", type=Path, metavar="DIR")
 
+    run = sub.add_parser("run", help="run vLLM as a child and watch it: "
+                                     "logwatch run -- vllm serve MODEL ...")
+    run.add_argument("--db", type=Path, metavar="PATH", default=None)
+    run.add_argument("--target", default="vllm", help="a name for this vLLM (default: vllm)")
+    run.add_argument("--quiet", action="store_true", help="do not pass vLLM's output through")
+    run.add_argument("--gpu-capability", metavar="X.Y", default=None,
+                     help="state the GPU's compute capability instead of asking nvidia-smi")
+    run.add_argument("--signatures", action="append", type=Path, default=[], metavar="DIR")
+    run.add_argument("--library", type=Path, metavar="DIR")
+    run.add_argument("argv", nargs=argparse.REMAINDER, help="-- then the command to run")
+
     sigs = sub.add_parser("signatures", help="inspect and test the signature library")
     sigs.add_argument("--signatures", action="append", type=Path, default=[], metavar="DIR")
     sigs.add_argument("--library", type=Path, metavar="DIR")
@@ -246,6 +257,42 @@ def _cmd_daemon(args: argparse.Namespace) -> int:
         return code
 
 
+def _cmd_run(args: argparse.Namespace) -> int:
+    """`logwatch run -- cmd ...`: exits with the child's status (128+N if a signal ended it)."""
+    import asyncio
+    import os
+
+    from logwatch.core.snapshot import GpuFacts
+    from logwatch.daemon import Daemon
+    from logwatch.snapshot.capture import capture_gpu, take_snapshot
+    from logwatch.sources.process import ProcessSource
+    from logwatch.store.db import default_db_path, open_store
+    from logwatch.triage import parse_capability
+
+    argv = args.argv[1:] if args.argv[:1] == ["--"] else args.argv
+    if not argv:
+        print("logwatch: run: give the command after --, e.g. logwatch run -- vllm serve "
+              "MODEL", file=sys.stderr)
+        return EXIT_USAGE
+    library = _load(args)
+    gpu = (GpuFacts(capability=parse_capability(args.gpu_capability), source="--gpu-capability")
+           if args.gpu_capability else capture_gpu())
+    snapshot = take_snapshot(argv=argv, env=dict(os.environ), gpu=gpu)  # what is started
+    source = ProcessSource(argv, name=f"run:{args.target}", passthrough=not args.quiet)
+    with open_store(args.db or default_db_path()) as store:
+        digest = snapshot.content_hash()
+        daemon = Daemon([source], library, store, on_signal=source.forward,
+                        snapshots={source.name: digest})
+        daemon.writer.record_snapshot(digest, snapshot.to_dict())
+        asyncio.run(daemon.run())
+    for event in source.events + daemon.events:
+        print(f"logwatch run: {event}", file=sys.stderr)
+    print(f"logwatch run: {daemon.lines:,} lines read, {daemon.committed:,} new findings "
+          f"recorded (snapshot {digest})", file=sys.stderr)
+    code = source.returncode if source.returncode is not None else 1
+    return 128 - code if code < 0 else code
+
+
 def _cmd_history(args: argparse.Namespace) -> int:
     from logwatch import history_cmds
 
@@ -268,6 +315,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return _cmd_history(args)
         if args.command == "daemon":
             return _cmd_daemon(args)
+        if args.command == "run":
+            return _cmd_run(args)
         return _cmd_signatures(args)
     except DatabaseError as exc:
         print(f"logwatch: {exc}", file=sys.stderr)

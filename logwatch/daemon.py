@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import signal
+import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -49,11 +50,15 @@ class Daemon:
     def __init__(self, sources: Sequence[Source], library: Library, store: Store,
                  quiet_flush: float = 2.0, until_idle: float | None = None,
                  reload_library: Callable[[], Library] | None = None,
-                 notifier: Notifier | None = None) -> None:
+                 notifier: Notifier | None = None,
+                 on_signal: Callable[[int], None] | None = None,
+                 snapshots: dict[str, str] | None = None) -> None:
         """`until_idle`: stop once no source has produced data for that many seconds.
         `reload_library`: loads and checks the library again (SIGHUP)."""
         self.until_idle = until_idle
         self.reload_library = reload_library
+        self.on_signal = on_signal  # `logwatch run`: SIGTERM/SIGINT go to the child instead
+        self.snapshots = snapshots or {}  # source name -> hash of its recorded snapshot
         self.notifier = notifier or Notifier()
         self.events: list[str] = []  # what the operator should know (reload results, ...)
         self.started = time.monotonic()
@@ -70,6 +75,8 @@ class Daemon:
         self.lines = 0
         self._stop = asyncio.Event()
         self._flush_now = asyncio.Event()
+        self._commit_lock = threading.Lock()
+        self._inflight: asyncio.Future[None] | None = None
         self._last_beat = 0.0
         self._last_lines = 0
 
@@ -126,7 +133,8 @@ class Daemon:
     def _collect(self, source: str, stream: _Stream, found: list[Finding]) -> None:
         self.pending.extend(LiveFinding(f, stream.generation,
                                         self._identity(stream, f.lineno) if stream.marks
-                                        else None) for f in found)
+                                        else None, self.snapshots.get(source))
+                            for f in found)
         safe_bytes, safe_line = stream.scanner.safe_point()
         safe = stream.base_offset + safe_bytes
         if stream.marks:  # journald: resume after the last whole entry before the safe point
@@ -167,12 +175,20 @@ class Daemon:
                 self._collect(source, stream, stream.scanner.flush())
                 stream.settled = True
 
-    def commit(self) -> None:
-        if not self.pending and not self.checkpoints:
-            return
+    def _take(self) -> tuple[list[LiveFinding], list[Checkpoint]]:
+        """The pending batch, taken on the event-loop thread (where findings are added)."""
         batch, points = self.pending, list(self.checkpoints.values())
         self.pending, self.checkpoints = [], {}
-        self.committed += self.writer.commit(batch, points)
+        return batch, points
+
+    def _write(self, batch: list[LiveFinding], points: list[Checkpoint]) -> None:
+        with self._commit_lock:  # one DuckDB call at a time, whichever thread runs it
+            if batch or points:
+                self.committed += self.writer.commit(batch, points)
+
+    def commit(self) -> None:
+        """Write what is pending now (on the calling thread)."""
+        self._write(*self._take())
 
     # -- the loop ---------------------------------------------------------------------------
     async def _read(self, source: Source) -> None:
@@ -202,7 +218,11 @@ class Daemon:
                 await asyncio.wait_for(self._flush_now.wait(), BATCH_SECONDS)
             self._flush_now.clear()
             self.settle()
-            await asyncio.to_thread(self.commit)
+            batch, points = self._take()
+            if batch or points:  # the write runs in a thread; shielded, so a stop waits for it
+                self._inflight = asyncio.get_running_loop().run_in_executor(
+                    None, self._write, batch, points)
+                await asyncio.shield(self._inflight)
             self._beat()
             if self.until_idle is not None:
                 last = max((st.last_data for st in self.streams.values()), default=self.started)
@@ -214,8 +234,9 @@ class Daemon:
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGTERM, signal.SIGINT):
             # outside the main thread (tests) there are no signal handlers: stop() is called
+            handler = (lambda s=sig: self.on_signal(s)) if self.on_signal else self.stop  # type: ignore[misc]
             with contextlib.suppress(NotImplementedError, RuntimeError):
-                loop.add_signal_handler(sig, self.stop)
+                loop.add_signal_handler(sig, handler)
         with contextlib.suppress(NotImplementedError, RuntimeError):
             loop.add_signal_handler(signal.SIGHUP, self.reload)
         self.notifier.ready(f"following {len(self.sources)} source(s), library "
@@ -234,6 +255,9 @@ class Daemon:
             await asyncio.gather(all_read, batcher, stopper, return_exceptions=True)
             for source in self.sources:
                 await source.close()
+            if self._inflight is not None:  # let a batch being written land first
+                with contextlib.suppress(Exception):
+                    await self._inflight
             self.settle(everything=True)
             self.commit()
         return 0

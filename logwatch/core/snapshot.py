@@ -135,10 +135,11 @@ class Snapshot:
 def build_snapshot(launch: LaunchSpec | None = None, env: Mapping[str, str] | None = None,
                    model: ModelFacts | None = None, vllm_version: str | None = None,
                    gpu: GpuFacts | None = None, sources: Mapping[str, str] | None = None,
-                   problems: Sequence[str] = ()) -> Snapshot:
-    """A snapshot with secrets redacted from argv and environment."""
+                   problems: Sequence[str] = (), raw_argv: Sequence[str] = ()) -> Snapshot:
+    """A snapshot with secrets redacted from argv and environment. `raw_argv`: a command
+    that is not a vLLM launch, recorded as it was (redacted) all the same."""
     return Snapshot(
-        argv=tuple(redact_argv(launch.argv())) if launch else (),
+        argv=tuple(redact_argv(launch.argv() if launch else raw_argv)),
         launch=_redacted_launch(launch) if launch else {},
         env=redact_env(env or {}), model=model, vllm_version=vllm_version,
         gpu=gpu or GpuFacts(), sources=dict(sources or {}),

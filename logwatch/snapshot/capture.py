@@ -3,6 +3,7 @@ directory the launch names; the GPUs. A missing tool or file is recorded, never 
 
 from __future__ import annotations
 
+import shlex
 import shutil
 import subprocess
 from collections.abc import Mapping
@@ -165,7 +166,14 @@ def take_snapshot(argv: list[str] | str | None = None, env: Mapping[str, str] | 
     elif launch is not None and (found := installed_vllm_version(launch.argv())) is not None:
         version = found[0]
         sources["vllm_version"] = found[1]
+    raw_argv: list[str] = []
+    if argv and launch is None:  # not a vLLM launch: still record what it was
+        try:
+            raw_argv = shlex.split(argv) if isinstance(argv, str) else list(argv)
+        except ValueError:
+            raw_argv = [str(argv)]
     snapshot = build_snapshot(launch, environment, model, vllm_version=version,
+                              raw_argv=raw_argv,
                               gpu=gpu or capture_gpu(), sources=sources, problems=problems)
     if launch is None and log_facts:  # a log alone: the launch as vLLM reported it
         launch_summary = {k: v for k, v in log_facts.items() if k != "vllm_version"}

@@ -38,6 +38,7 @@ class LiveFinding:
     finding: Finding
     generation: str
     identity: str | None = None  # journald: "cursor#line-in-entry", stable across re-reads
+    snapshot_hash: str | None = None  # the configuration in force (known for `logwatch run`)
 
 
 class LiveWriter:
@@ -50,20 +51,25 @@ class LiveWriter:
                                 "FROM checkpoints WHERE generation IS NOT NULL")
         return {r[0]: Checkpoint(r[0], r[1], int(r[2]), int(r[3]), r[4]) for r in rows}
 
+    def record_snapshot(self, digest: str, body: dict[str, Any]) -> None:
+        from logwatch.store.record import snapshot_row
+
+        self.store.insert("snapshots", [snapshot_row(digest, body, datetime.now())])
+
     def commit(self, found: Sequence[LiveFinding], checkpoints: Sequence[Checkpoint]) -> int:
         """Write a batch atomically; returns how many findings were new."""
         now = datetime.now()
         rows: list[dict[str, Any]] = []
-        incidents: dict[str, Finding] = {}
+        incidents: dict[str, LiveFinding] = {}
         for item in found:
             f = item.finding
             incident_id = _id(item.generation, f.signature.id, "|".join(incident_key(f)))
-            incidents.setdefault(incident_id, f)
+            incidents.setdefault(incident_id, item)
             rows.append({
                 "id": _id(item.generation, item.identity or f.lineno, f.signature.id),
                 "incident_id": incident_id, "source_id": item.generation, "line": f.lineno,
                 "signature": f.signature.id, "signature_version": f.signature.version,
-                "library_version": self.library.version, "snapshot_hash": None,
+                "library_version": self.library.version, "snapshot_hash": item.snapshot_hash,
                 "time": f.time, "process": f.process, "pid": f.pid, "rank": f.rank,
                 "captures": json.dumps(f.captures, sort_keys=True),
                 "text": evidence_text(f.matched)})
@@ -84,7 +90,7 @@ class LiveWriter:
             raise
         return int(self.store.query("SELECT count(*) FROM findings")[0][0]) - before
 
-    def _aggregate(self, incidents: dict[str, Finding]) -> None:
+    def _aggregate(self, incidents: dict[str, LiveFinding]) -> None:
         stats = self.store.query(
             "SELECT incident_id, count(*), min(line), max(line), min(time), max(time), "
             "list(DISTINCT process) FILTER (WHERE process IS NOT NULL), "
@@ -93,10 +99,11 @@ class LiveWriter:
             [list(incidents)])
         rows = []
         for incident_id, count, first, last, first_t, last_t, procs, ranks, source in stats:
-            f = incidents[incident_id]
-            sig = f.signature
+            item = incidents[incident_id]
+            f, sig = item.finding, item.finding.signature
             rows.append({
-                "id": incident_id, "scan_id": None, "snapshot_hash": None, "signature": sig.id,
+                "id": incident_id, "scan_id": None, "snapshot_hash": item.snapshot_hash,
+                "signature": sig.id,
                 "signature_version": sig.version, "library_version": self.library.version,
                 "category": sig.category, "severity": sig.severity, "fatal": sig.fatal,
                 "root_cause": False, "count": int(count), "first_source": source,

@@ -92,7 +92,7 @@ class ScanRecorder:
             "snapshot_hash": self.snapshot_at(f["source_label"], f["line"]), "time": f["time"],
             "process": f["process"], "pid": f["pid"], "rank": f["rank"],
             "captures": f["captures"], "text": f["text"]} for f in self.findings]
-        snapshot_rows = [_snapshot_row(digest, body, now)
+        snapshot_rows = [snapshot_row(digest, body, now)
                          for digest, body in report.get("snapshots", {}).items()]
         diagnosis_rows = []
         for diag in report.get("diagnoses", []):
@@ -141,7 +141,7 @@ def _counts(store: Store) -> dict[str, int]:
     return {t: int(store.query(f"SELECT count(*) FROM {t}")[0][0]) for t in tables}
 
 
-def _snapshot_row(digest: str, body: dict[str, Any], now: datetime) -> dict[str, Any]:
+def snapshot_row(digest: str, body: dict[str, Any], now: datetime) -> dict[str, Any]:
     model = body.get("model") or {}
     quant = model.get("quant") or {}
     mtp = model.get("mtp") or {}

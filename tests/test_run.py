@@ -1,0 +1,75 @@
+"""`logwatch run -- CMD`: a real child process, its output, its signals and its exit code."""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import duckdb
+
+from tests.conftest import ROOT, SAMPLES
+
+
+def run(*args: str, **kwargs: object) -> subprocess.CompletedProcess[bytes]:
+    return subprocess.run([sys.executable, "-m", "logwatch", "run", *args],
+                          capture_output=True, cwd=ROOT, timeout=120, check=False,
+                          **kwargs)  # type: ignore[call-overload]
+
+
+def test_exit_code_output_and_snapshot(tmp_path: Path) -> None:
+    db = tmp_path / "h.duckdb"
+    log = SAMPLES / "mtp_tensor_mismatch_glm_033.log"
+    script = (f"import sys; sys.stdout.write(open({str(log)!r}).read()); "
+              "sys.stderr.write('RuntimeError: CUDA error: an illegal memory access was "
+              "encountered\\n'); sys.exit(3)")
+    result = run("--db", str(db), "--gpu-capability", "9.0", "--", sys.executable, "-c", script)
+    assert result.returncode == 3
+    assert b"pid" in result.stderr and b"ended: exit code 3" in result.stderr
+    assert b"Engine core initialization failed" in result.stdout  # passed through
+    con = duckdb.connect(str(db), read_only=True)
+    rows = con.execute("SELECT f.signature, s.gpu_capability, s.body->>'$.argv[0]' FROM "
+                       "findings f JOIN snapshots s ON s.hash = f.snapshot_hash").fetchall()
+    con.close()
+    signatures = {r[0] for r in rows}
+    assert {"weights.tensor_size_mismatch", "distributed.cuda_error"} <= signatures
+    assert {r[1] for r in rows} == {90} and {r[2] for r in rows} == {sys.executable}
+
+
+def test_signals_reach_the_child_and_its_status_comes_back(tmp_path: Path) -> None:
+    script = ("import signal, sys, time\n"
+              "def stop(*_):\n"
+              "    print('child got SIGTERM', flush=True); sys.exit(0)\n"
+              "signal.signal(signal.SIGTERM, stop)\n"
+              "print('ready', flush=True)\n"
+              "time.sleep(60)\n")
+    proc = subprocess.Popen([sys.executable, "-m", "logwatch", "run", "--db",
+                             str(tmp_path / "h.duckdb"), "--gpu-capability", "9.0", "--",
+                             sys.executable, "-c", script], cwd=ROOT, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE)
+    assert proc.stdout is not None
+    assert proc.stdout.readline() == b"ready\n"
+    time.sleep(0.2)
+    proc.send_signal(signal.SIGTERM)
+    code = proc.wait(timeout=30)
+    err = proc.stderr.read() if proc.stderr else b""
+    assert code == 0, err
+    assert proc.stdout.read() == b"child got SIGTERM\n"
+
+
+def test_a_10_mb_line_and_a_missing_command(tmp_path: Path) -> None:
+    db = tmp_path / "h.duckdb"
+    script = ("import sys; sys.stdout.write('x' * (10 << 20) + '\\n'); "
+              "print('RuntimeError: NCCL error: unhandled system error')")
+    result = run("--db", str(db), "--quiet", "--gpu-capability", "9.0", "--", sys.executable,
+                 "-c", script)
+    assert result.returncode == 0, result.stderr
+    con = duckdb.connect(str(db), read_only=True)
+    assert con.execute("SELECT signature, line FROM findings").fetchall() == [
+        ("distributed.nccl_error", 2)]
+    con.close()
+    missing = run("--db", str(db), "--gpu-capability", "9.0", "--", "/nonexistent/vllm")
+    assert missing.returncode == 127 and b"cannot start /nonexistent/vllm" in missing.stderr
+    assert run("--db", str(db)).returncode == 2  # nothing to run
