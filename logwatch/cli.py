@@ -210,6 +210,9 @@ def _cmd_snapshot(args: argparse.Namespace) -> int:
 def _cmd_daemon(args: argparse.Namespace) -> int:
     import asyncio
 
+    from logwatch import logs
+
+    logs.configure()
     from logwatch.daemon import Daemon
     from logwatch.sources.base import Source
     from logwatch.sources.files import FilePosition, FileSource
@@ -262,6 +265,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
     import asyncio
     import os
 
+    from logwatch import logs
     from logwatch.core.snapshot import GpuFacts
     from logwatch.daemon import Daemon
     from logwatch.snapshot.capture import capture_gpu, take_snapshot
@@ -269,6 +273,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
     from logwatch.store.db import default_db_path, open_store
     from logwatch.triage import parse_capability
 
+    logs.configure()
     argv = args.argv[1:] if args.argv[:1] == ["--"] else args.argv
     if not argv:
         print("logwatch: run: give the command after --, e.g. logwatch run -- vllm serve "

@@ -22,6 +22,7 @@ from logwatch.core.block_scan import BlockScanner
 from logwatch.core.findings import Finding
 from logwatch.core.library import Library, LibraryError
 from logwatch.core.matcher import Matcher
+from logwatch.logs import get as get_logger
 from logwatch.notify import Notifier
 from logwatch.sources.base import Chunk, Source
 from logwatch.store.db import Store
@@ -61,6 +62,7 @@ class Daemon:
         self.snapshots = snapshots or {}  # source name -> hash of its recorded snapshot
         self.notifier = notifier or Notifier()
         self.events: list[str] = []  # what the operator should know (reload results, ...)
+        self.log = get_logger("logwatch.daemon")
         self.started = time.monotonic()
         self.sources = list(sources)
         self.library = library
@@ -92,6 +94,8 @@ class Daemon:
             library = self.reload_library()
         except (LibraryError, OSError) as exc:
             self.events.append(f"reload refused, keeping library {self.library.version}: {exc}")
+            self.log.error("reload_refused", library=self.library.version,
+                           problems=str(exc).splitlines()[:20])
             self.notifier.status(f"reload refused: {str(exc).splitlines()[0][:120]}")
             return
         self.library, self.matcher = library, Matcher(library.signatures)
@@ -103,6 +107,8 @@ class Daemon:
                                           start_line=safe_line)
             stream.base_offset += safe_bytes
         self.events.append(f"library {library.version} loaded")
+        self.log.info("library_loaded", library=library.version,
+                      signatures=len(library.signatures))
 
     # -- scanning ---------------------------------------------------------------------------
     def _stream_for(self, chunk: Chunk) -> _Stream:
@@ -192,8 +198,16 @@ class Daemon:
 
     # -- the loop ---------------------------------------------------------------------------
     async def _read(self, source: Source) -> None:
+        log = self.log.bind(source=source.name)
+        seen = 0
         async for chunk in source.chunks():
+            if chunk.new_generation:
+                log.info("reading", generation=chunk.generation, offset=chunk.offset)
             self.handle(chunk)
+            events = getattr(source, "events", [])
+            for event in events[seen:]:
+                log.info("source_event", detail=event)
+            seen = len(events)
             if self._stop.is_set():
                 break
 
@@ -241,6 +255,8 @@ class Daemon:
             loop.add_signal_handler(signal.SIGHUP, self.reload)
         self.notifier.ready(f"following {len(self.sources)} source(s), library "
                             f"{self.library.version}")
+        self.log.info("started", sources=[s.name for s in self.sources],
+                      library=self.library.version, resume=len(self.resume))
         readers = [asyncio.create_task(self._read(s)) for s in self.sources]
         all_read = asyncio.create_task(self._read_all(readers))
         batcher = asyncio.create_task(self._batcher())
@@ -260,4 +276,5 @@ class Daemon:
                     await self._inflight
             self.settle(everything=True)
             self.commit()
+            self.log.info("stopped", lines=self.lines, findings=self.committed)
         return 0

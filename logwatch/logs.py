@@ -1,0 +1,53 @@
+"""Configure structlog once, at the entry point: JSON to journald under systemd (detected by
+JOURNAL_STREAM naming our stderr), readable console lines on a terminal, JSON otherwise."""
+
+from __future__ import annotations
+
+import logging
+import os
+import sys
+from typing import Any, TextIO
+
+import structlog
+
+
+def under_journald(stream: TextIO, env: dict[str, str] | None = None) -> bool:
+    """systemd sets JOURNAL_STREAM=dev:inode of the journal stream it connected us to."""
+    value = (env if env is not None else os.environ).get("JOURNAL_STREAM", "")
+    dev, _, ino = value.partition(":")
+    if not (dev.isdigit() and ino.isdigit()):
+        return False
+    try:
+        st = os.fstat(stream.fileno())
+    except (OSError, ValueError):
+        return False
+    return st.st_dev == int(dev) and st.st_ino == int(ino)
+
+
+def configure(stream: TextIO | None = None, level: int = logging.INFO) -> str:
+    """Set up structlog for this process; returns the renderer chosen ("journal", "console",
+    "json")."""
+    stream = stream or sys.stderr
+    if under_journald(stream):
+        renderer: Any = structlog.processors.JSONRenderer()
+        kind = "journal"
+    elif stream.isatty():
+        renderer = structlog.dev.ConsoleRenderer(colors=not os.environ.get("NO_COLOR"))
+        kind = "console"
+    else:
+        renderer = structlog.processors.JSONRenderer()
+        kind = "json"
+    structlog.configure(
+        processors=[structlog.contextvars.merge_contextvars,
+                    structlog.processors.add_log_level,
+                    structlog.processors.TimeStamper(fmt="iso", utc=True),
+                    renderer],
+        wrapper_class=structlog.make_filtering_bound_logger(level),
+        logger_factory=structlog.PrintLoggerFactory(stream),
+        cache_logger_on_first_use=True)
+    return kind
+
+
+def get(name: str = "logwatch", **context: Any) -> Any:
+    """A logger bound to context (target, source, ...)."""
+    return structlog.get_logger(name).bind(**context)

@@ -1,0 +1,58 @@
+"""Logging is configured once per entry point: JSON for journald, console on a terminal."""
+
+from __future__ import annotations
+
+import json
+import os
+import pty
+import subprocess
+import sys
+from pathlib import Path
+
+from logwatch.logs import under_journald
+from tests.conftest import ROOT, SAMPLES
+
+
+def test_journal_stream_detection_uses_the_real_stream(tmp_path: Path) -> None:
+    with open(tmp_path / "stream", "w") as stream:
+        st = os.fstat(stream.fileno())
+        assert under_journald(stream, {"JOURNAL_STREAM": f"{st.st_dev}:{st.st_ino}"})
+        assert not under_journald(stream, {"JOURNAL_STREAM": f"{st.st_dev}:{st.st_ino + 1}"})
+        assert not under_journald(stream, {"JOURNAL_STREAM": "garbage"})
+        assert not under_journald(stream, {})
+
+
+def test_json_events_under_journald_carry_target_and_source(tmp_path: Path) -> None:
+    err = tmp_path / "stderr"
+    with open(err, "w") as stream:
+        st = os.fstat(stream.fileno())
+        env = {**os.environ, "JOURNAL_STREAM": f"{st.st_dev}:{st.st_ino}"}
+        subprocess.run([sys.executable, "-m", "logwatch", "run", "--target", "qwen", "--db",
+                        str(tmp_path / "h.duckdb"), "--quiet", "--gpu-capability", "9.0", "--",
+                        "cat", str(SAMPLES / "healthy_033_startup.log")], cwd=ROOT, env=env,
+                       stderr=stream, stdout=subprocess.DEVNULL, timeout=60, check=True)
+    events = [json.loads(line) for line in err.read_text().splitlines()
+              if line.startswith("{")]
+    reading = next(e for e in events if e["event"] == "reading")
+    assert reading["target"] == "qwen" and reading["source"] == "run:qwen"
+    assert {e["event"] for e in events} >= {"started", "reading", "stopped"}
+
+
+def test_console_lines_on_a_terminal(tmp_path: Path) -> None:
+    master, slave = pty.openpty()
+    env = {**os.environ, "NO_COLOR": "1"}
+    subprocess.run([sys.executable, "-m", "logwatch", "daemon", "--stdin", "--db",
+                    str(tmp_path / "h.duckdb")], input=b"hello\n", cwd=ROOT, env=env,
+                   stderr=slave, stdout=subprocess.DEVNULL, timeout=60, check=True)
+    os.close(slave)
+    text = b""
+    while True:
+        try:
+            chunk = os.read(master, 65536)
+        except OSError:
+            break
+        if not chunk:
+            break
+        text += chunk
+    os.close(master)
+    assert b"started" in text and not text.lstrip().startswith(b"{")
