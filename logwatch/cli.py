@@ -274,6 +274,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
     from logwatch.triage import parse_capability
 
     logs.configure()
+    logs.bind(target=args.target)  # every event of this run names its target
     argv = args.argv[1:] if args.argv[:1] == ["--"] else args.argv
     if not argv:
         print("logwatch: run: give the command after --, e.g. logwatch run -- vllm serve "

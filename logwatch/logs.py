@@ -51,3 +51,8 @@ def configure(stream: TextIO | None = None, level: int = logging.INFO) -> str:
 def get(name: str = "logwatch", **context: Any) -> Any:
     """A logger bound to context (target, source, ...)."""
     return structlog.get_logger(name).bind(**context)
+
+
+def bind(**context: Any) -> None:
+    """Context every later event of this process carries (target, ...)."""
+    structlog.contextvars.bind_contextvars(**context)
