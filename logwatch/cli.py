@@ -82,6 +82,9 @@ def build_parser() -> argparse.ArgumentParser:
                         help="follow a journal directory (journalctl -D)")
     daemon.add_argument("--db", type=Path, metavar="PATH", default=None,
                         help="the history database (default: $STATE_DIRECTORY or XDG data)")
+    daemon.add_argument("--config", type=Path, metavar="PATH", default=None,
+                        help="configuration file with targets (default: "
+                             "/etc/logwatch/logwatch.toml when it exists)")
     daemon.add_argument("--poll-interval", type=float, default=1.0, metavar="S",
                         help="polling period where inotify is not available")
     daemon.add_argument("--no-inotify", action="store_true", help="poll only")
@@ -89,6 +92,13 @@ def build_parser() -> argparse.ArgumentParser:
                         help="catch up, then exit once no source has written for S seconds")
     daemon.add_argument("--signatures", action="append", type=Path, default=[], metavar="DIR")
     daemon.add_argument("--library", type=Path, metavar="DIR")
+
+    check = sub.add_parser("check-config", help="list every problem in the configuration")
+    check.add_argument("--config", type=Path, metavar="PATH", default=None)
+    show_cfg = sub.add_parser("show-config", help="the merged configuration and where each "
+                                                  "value came from")
+    show_cfg.add_argument("--config", type=Path, metavar="PATH", default=None)
+    show_cfg.add_argument("--db", type=Path, metavar="PATH", default=None)
 
     run = sub.add_parser("run", help="run vLLM as a child and watch it: "
                                      "logwatch run -- vllm serve MODEL ...")
@@ -224,12 +234,23 @@ def _cmd_daemon(args: argparse.Namespace) -> int:
                  + [["--user-unit", u] for u in args.journal_user_unit]
                  + [["--file", str(Path(p).resolve())] for p in args.journal_file]
                  + [["-D", str(Path(d).resolve())] for d in args.journal_dir])
-    if not args.file and not args.stdin and not selectors:
-        print("logwatch: daemon: give --file PATH, a --journal-* selector, or --stdin",
+    from logwatch.config import load_config, source_for
+
+    config = load_config(args.config)
+    if config.problems:  # refuse to start on a configuration with problems, and say why
+        print("logwatch: daemon: the configuration has problems; not starting:",
               file=sys.stderr)
+        for problem in config.problems:
+            print(f"  {problem}", file=sys.stderr)
+        return EXIT_USAGE
+    if not args.file and not args.stdin and not selectors and not config.targets:
+        print("logwatch: daemon: give --file PATH, a --journal-* selector, --stdin, or "
+              "targets in the configuration", file=sys.stderr)
         return EXIT_USAGE
     library = _load(args)
-    with open_store(args.db or default_db_path()) as store:
+    db = args.db or (Path(config.get("database.path")) if config.get("database.path")
+                     else default_db_path())
+    with open_store(db) as store:
         daemon_probe = Daemon([], library, store)
         sources: list[Source] = []
         for path in args.file:
@@ -248,6 +269,14 @@ def _cmd_daemon(args: argparse.Namespace) -> int:
             sources.append(journal)
         if args.stdin:
             sources.append(StdinSource())
+        for target in config.targets:
+            source = source_for(target)
+            point = daemon_probe.resume.get(source.name)
+            if point is not None and isinstance(source, FileSource):
+                source.resume = FilePosition(point.generation, point.offset, point.line)
+            elif point is not None and isinstance(source, JournalSource):
+                source.cursor, source.offset = point.cursor, point.offset
+            sources.append(source)
         daemon = Daemon(sources, library, store, until_idle=args.until_idle,
                         reload_library=lambda: _load(args))
         code = asyncio.run(daemon.run())
@@ -258,6 +287,24 @@ def _cmd_daemon(args: argparse.Namespace) -> int:
         print(f"logwatch daemon: {daemon.lines:,} lines read, {daemon.committed:,} new "
               "findings recorded", file=sys.stderr)
         return code
+
+
+def _cmd_config(args: argparse.Namespace) -> int:
+    from logwatch.config import load_config, render
+
+    overrides = {"database.path": str(args.db)} if getattr(args, "db", None) else None
+    config = load_config(args.config, overrides)
+    if args.command == "show-config":
+        sys.stdout.write(render(config))
+    for problem in config.problems:
+        print(f"  {problem}", file=sys.stderr)
+    if args.command == "check-config":
+        if config.problems:
+            print(f"logwatch: {len(config.problems)} problem(s) in the configuration",
+                  file=sys.stderr)
+            return 1
+        print(f"configuration OK: {len(config.targets)} target(s)")
+    return 1 if config.problems else 0
 
 
 def _cmd_run(args: argparse.Namespace) -> int:
@@ -323,6 +370,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return _cmd_daemon(args)
         if args.command == "run":
             return _cmd_run(args)
+        if args.command in ("check-config", "show-config"):
+            return _cmd_config(args)
         return _cmd_signatures(args)
     except DatabaseError as exc:
         print(f"logwatch: {exc}", file=sys.stderr)

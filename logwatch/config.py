@@ -1,0 +1,74 @@
+"""Find and read the configuration file; turn targets into sources."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from logwatch.core.config import Config, TargetConfig, parse_config
+from logwatch.core.library import Problem
+from logwatch.sources.base import Source
+
+DEFAULT_CONFIG = Path("/etc/logwatch/logwatch.toml")
+
+
+def load_config(path: Path | None, overrides: dict[str, Any] | None = None) -> Config:
+    """The given file (which must exist), else the default one if present, else defaults."""
+    chosen = path or DEFAULT_CONFIG
+    if not chosen.exists():
+        config = parse_config(str(chosen), "", overrides)
+        if path is not None:
+            config.problems.append(Problem(str(chosen), None, "config file not found"))
+        else:
+            config.origins["file"] = f"none ({chosen} does not exist): defaults"
+        return config
+    try:
+        text = chosen.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        config = parse_config(str(chosen), "", overrides)
+        config.problems.append(Problem(str(chosen), None, f"cannot read: {exc}"))
+        return config
+    config = parse_config(str(chosen), text, overrides)
+    config.origins["file"] = str(chosen)
+    return config
+
+
+def source_for(target: TargetConfig) -> Source:
+    from logwatch.sources.files import FileSource
+    from logwatch.sources.journald import JournalSource
+    from logwatch.sources.process import ProcessSource
+    from logwatch.sources.stdin import StdinSource
+
+    src = target.source
+    kind = src.get("kind")
+    if kind == "file":
+        return FileSource(src["path"], name=f"{target.name}:file:{src['path']}")
+    if kind == "journald":
+        selector: list[str] = []
+        for key, flag in (("unit", "-u"), ("user_unit", "--user-unit"), ("file", "--file"),
+                          ("directory", "-D"), ("namespace", "--namespace")):
+            if key in src:
+                selector += [flag, str(src[key])]
+        return JournalSource(selector, name=f"{target.name}:journal:{' '.join(selector)}")
+    if kind == "process":
+        return ProcessSource([str(a) for a in src["argv"]], name=f"{target.name}:run")
+    return StdinSource(name=f"{target.name}:stdin")
+
+
+def render(config: Config) -> str:
+    """`show-config`: every value with where it came from, then the targets."""
+    out = [f"# config file: {config.origins.get('file', '?')}"]
+    width = max(len(k) for k in config.values)
+    for key, value in config.values.items():
+        out.append(f"{key:<{width}} = {value!r:<40} # {config.origins[key]}")
+    for target in config.targets:
+        out.append(f"\n[[targets]] {target.name}")
+        out.append(f"  source   {target.source}")
+        if target.launch:
+            out.append(f"  launch   {target.launch}")
+        if target.variants:
+            out.append(f"  variants {target.variants}")
+        out.append(f"  relaunch {target.relaunch}")
+        if target.model_dir:
+            out.append(f"  model    {target.model_dir}")
+    return "\n".join(out) + "\n"

@@ -1,0 +1,198 @@
+"""The daemon's configuration: parsed and checked strictly, every problem at once.
+
+Values come from built-in defaults, then the config file, then command-line flags; each
+resolved value remembers which, for `logwatch show-config`.
+"""
+
+from __future__ import annotations
+
+import re
+import tomllib
+from dataclasses import dataclass, field
+from typing import Any
+
+from logwatch.core.library import Problem, did_you_mean
+
+SOURCE_KINDS = ("file", "journald", "stdin", "process")
+RELAUNCH_POLICIES = ("off", "ask", "auto")
+_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
+
+# section -> key -> (type, default). None default: required when the section is present.
+SCHEMA: dict[str, dict[str, tuple[type | tuple[type, ...], Any]]] = {
+    "database": {"path": (str, "")},
+    "socket": {"path": (str, "/run/logwatch/logwatch.sock"), "group": (str, "")},
+    "signatures": {"dirs": (list, [])},
+}
+TARGET_KEYS = ("name", "source", "launch", "variants", "relaunch", "model_dir")
+SOURCE_KEYS: dict[str, type] = {
+    "kind": str, "path": str, "unit": str, "user_unit": str, "file": str,
+               "directory": str, "namespace": str, "argv": list}
+LAUNCH_KEYS: dict[str, type] = {"unit": str, "user": bool, "argv": list}
+RELAUNCH_KEYS: dict[str, type] = {"policy": str, "max_per_hour": int, "variant": str}
+
+
+@dataclass(frozen=True, slots=True)
+class TargetConfig:
+    name: str
+    source: dict[str, Any]
+    launch: dict[str, Any] = field(default_factory=dict)
+    variants: dict[str, str] = field(default_factory=dict)
+    relaunch: dict[str, Any] = field(default_factory=lambda: {"policy": "off"})
+    model_dir: str | None = None
+
+
+@dataclass(slots=True)
+class Config:
+    values: dict[str, Any] = field(default_factory=dict)  # "database.path" -> value
+    origins: dict[str, str] = field(default_factory=dict)  # "database.path" -> where from
+    targets: list[TargetConfig] = field(default_factory=list)
+    problems: list[Problem] = field(default_factory=list)
+
+    def get(self, key: str) -> Any:
+        return self.values[key]
+
+
+def _line(text: str, key: str, table: str | None = None, index: int = 0) -> int | None:
+    lines = text.splitlines()
+    start = 0
+    if table is not None:
+        headers = [i for i, ln in enumerate(lines)
+                   if ln.strip() in (f"[[{table}]]", f"[{table}]")]
+        if index >= len(headers):
+            return None
+        start = headers[index]
+        if not key:
+            return start + 1
+    pattern = re.compile(rf"^\s*{re.escape(key)}\s*=")
+    for i in range(start, len(lines)):
+        if pattern.match(lines[i]):
+            return i + 1
+    return start + 1 if table else None
+
+
+def parse_config(path: str, text: str, overrides: dict[str, Any] | None = None) -> Config:
+    """Defaults, then the file, then `overrides` ("database.path": value) from flags."""
+    config = Config()
+    for section, keys in SCHEMA.items():
+        for key, (_, default) in keys.items():
+            config.values[f"{section}.{key}"] = default
+            config.origins[f"{section}.{key}"] = "default"
+
+    def problem(message: str, key: str = "", table: str | None = None, index: int = 0,
+                hint: str = "") -> None:
+        config.problems.append(Problem(path, _line(text, key, table, index), message, hint))
+
+    try:
+        data = tomllib.loads(text) if text else {}
+    except tomllib.TOMLDecodeError as exc:
+        line = re.search(r"line (\d+)", str(exc))
+        config.problems.append(Problem(path, int(line.group(1)) if line else None,
+                                       f"invalid TOML: {exc}"))
+        data = {}
+    for section, body in data.items():
+        if section == "targets":
+            continue
+        if section not in SCHEMA:
+            problem(f"unknown section [{section}]", "", section, 0,
+                    did_you_mean(section, [*SCHEMA, "targets"]))
+            continue
+        if not isinstance(body, dict):
+            problem(f"[{section}] must be a table", section)
+            continue
+        for key, value in body.items():
+            if key not in SCHEMA[section]:
+                problem(f"unknown key {key!r} in [{section}]", key, section, 0,
+                        did_you_mean(key, SCHEMA[section]))
+                continue
+            kind = SCHEMA[section][key][0]
+            if not isinstance(value, kind):
+                problem(f"{section}.{key} must be a {getattr(kind, '__name__', kind)}",
+                        key, section)
+                continue
+            config.values[f"{section}.{key}"] = value
+            config.origins[f"{section}.{key}"] = path
+    for i, target in enumerate(data.get("targets", []) or []):
+        _target(config, target, i, problem)
+    names = [t.name for t in config.targets]
+    for name in {n for n in names if names.count(n) > 1}:
+        problem(f"target name {name!r} is used twice", "name", "targets",
+                names.index(name) + 1)
+    for key, value in (overrides or {}).items():
+        if value is not None:
+            config.values[key] = value
+            config.origins[key] = "command line"
+    return config
+
+
+def _target(config: Config, raw: Any, index: int, problem: Any) -> None:
+    if not isinstance(raw, dict):
+        problem("each [[targets]] entry must be a table", "targets")
+        return
+    for key in raw:
+        if key not in TARGET_KEYS:
+            problem(f"unknown key {key!r} in target {index + 1}", key, "targets", index,
+                    did_you_mean(key, TARGET_KEYS))
+    name = raw.get("name")
+    if not isinstance(name, str) or not _NAME.fullmatch(name):
+        problem(f"target {index + 1} needs a name (letters, digits, . _ -)", "name",
+                "targets", index)
+        name = f"target{index + 1}"
+    source = raw.get("source")
+    if not isinstance(source, dict):
+        problem(f"target {name!r} needs a [targets.source] table with a kind", "source",
+                "targets", index, "kind = \"file\" and path = \"/var/log/vllm/vllm.log\"")
+        source = {}
+    for key, value in source.items():
+        expected = SOURCE_KEYS.get(key)
+        if expected is None:
+            problem(f"unknown key {key!r} in the source of target {name!r}", key,
+                    "targets.source", index, did_you_mean(key, SOURCE_KEYS))
+        elif not isinstance(value, expected):
+            problem(f"source.{key} of target {name!r} must be a {expected.__name__}", key,
+                    "targets.source", index)
+    kind = source.get("kind")
+    if source and kind not in SOURCE_KINDS:
+        problem(f"source kind {kind!r} of target {name!r} is not one of "
+                f"{', '.join(SOURCE_KINDS)}", "kind", "targets.source", index,
+                did_you_mean(str(kind), SOURCE_KINDS))
+    needs = {"file": ("path",), "process": ("argv",)}.get(str(kind), ())
+    for key in needs:
+        if key not in source:
+            problem(f"a {kind} source needs {key}", "kind", "targets.source", index)
+    if kind == "journald" and not any(k in source for k in ("unit", "user_unit", "file",
+                                                            "directory", "namespace")):
+        problem(f"the journald source of target {name!r} needs unit, user_unit, file, "
+                "directory or namespace", "kind", "targets.source", index)
+    launch = raw.get("launch", {})
+    for key, value in (launch.items() if isinstance(launch, dict) else ()):
+        expected = LAUNCH_KEYS.get(key)
+        if expected is None:
+            problem(f"unknown key {key!r} in the launch of target {name!r}", key,
+                    "targets.launch", index, did_you_mean(key, LAUNCH_KEYS))
+        elif not isinstance(value, expected):
+            problem(f"launch.{key} of target {name!r} must be a {expected.__name__}", key,
+                    "targets.launch", index)
+    relaunch = raw.get("relaunch", {"policy": "off"})
+    for key, value in (relaunch.items() if isinstance(relaunch, dict) else ()):
+        expected = RELAUNCH_KEYS.get(key)
+        if expected is None:
+            problem(f"unknown key {key!r} in the relaunch policy of target {name!r}", key,
+                    "targets.relaunch", index, did_you_mean(key, RELAUNCH_KEYS))
+        elif not isinstance(value, expected):
+            problem(f"relaunch.{key} of target {name!r} must be a {expected.__name__}", key,
+                    "targets.relaunch", index)
+    policy = relaunch.get("policy", "off") if isinstance(relaunch, dict) else "off"
+    if policy not in RELAUNCH_POLICIES:
+        problem(f"relaunch policy {policy!r} of target {name!r} is not one of "
+                f"{', '.join(RELAUNCH_POLICIES)}", "policy", "targets.relaunch", index,
+                did_you_mean(str(policy), RELAUNCH_POLICIES))
+    variants = raw.get("variants", {})
+    if not isinstance(variants, dict) or not all(isinstance(v, str) for v in variants.values()):
+        problem(f"variants of target {name!r} must map names to model directories",
+                "variants", "targets", index)
+        variants = {}
+    model_dir = raw.get("model_dir")
+    config.targets.append(TargetConfig(
+        name, dict(source), dict(launch) if isinstance(launch, dict) else {},
+        dict(variants), dict(relaunch) if isinstance(relaunch, dict) else {"policy": "off"},
+        model_dir if isinstance(model_dir, str) else None))

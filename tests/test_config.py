@@ -1,0 +1,118 @@
+"""The configuration file: strict checks with file, line and hints; origins; the daemon."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import duckdb
+
+from logwatch.config import load_config
+from logwatch.core.config import parse_config
+from tests.conftest import ROOT, SAMPLES
+
+GOOD = """\
+[database]
+path = "/var/lib/logwatch/logwatch.duckdb"
+
+[socket]
+group = "logwatch"
+
+[[targets]]
+name = "qwen"
+model_dir = "/models/Qwen3.6-NVFP4"
+[targets.source]
+kind = "journald"
+unit = "vllm.service"
+[targets.launch]
+unit = "vllm.service"
+[targets.variants]
+w4a4 = "/models/Qwen3.6-NVFP4-W4A4"
+[targets.relaunch]
+policy = "ask"
+max_per_hour = 2
+"""
+
+
+def messages(text: str) -> list[str]:
+    return [str(p) for p in parse_config("lw.toml", text).problems]
+
+
+def test_a_good_config() -> None:
+    config = parse_config("lw.toml", GOOD, {"database.path": None})
+    assert config.problems == []
+    assert config.get("database.path") == "/var/lib/logwatch/logwatch.duckdb"
+    assert config.origins["database.path"] == "lw.toml"
+    assert config.origins["socket.path"] == "default"
+    (target,) = config.targets
+    assert (target.name, target.source["unit"], target.relaunch["policy"]) == (
+        "qwen", "vllm.service", "ask")
+
+
+def test_every_problem_at_once_with_lines_and_hints() -> None:
+    bad = GOOD.replace('group = "logwatch"', 'grup = "logwatch"') \
+              .replace('kind = "journald"', 'kind = "journal"') \
+              .replace('policy = "ask"', 'policy = "always"') \
+              .replace("[database]", "[databse]")
+    msgs = messages(bad)
+    assert "lw.toml:1: unknown section [databse] (did you mean 'database'?)" in msgs
+    assert "lw.toml:5: unknown key 'grup' in [socket] (did you mean 'group'?)" in msgs
+    assert any("lw.toml:11: source kind 'journal'" in m and "did you mean 'journald'?" in m
+               for m in msgs)
+    assert any("relaunch policy 'always'" in m for m in msgs)
+    assert len(msgs) == 4
+
+
+def test_types_duplicates_missing_pieces_and_bad_toml() -> None:
+    text = ('[signatures]\ndirs = "x"\n[[targets]]\nname = "a"\n[[targets]]\nname = "a"\n'
+            '[targets.source]\nkind = "file"\n')
+    msgs = messages(text)
+    assert any("signatures.dirs must be a list" in m for m in msgs)
+    assert any("needs a [targets.source] table" in m for m in msgs)
+    assert any("a file source needs path" in m for m in msgs)
+    assert any("target name 'a' is used twice" in m for m in msgs)
+    assert messages("[database\npath=1")[0].startswith("lw.toml:1: invalid TOML")
+
+
+def test_missing_files(tmp_path: Path) -> None:
+    given = load_config(tmp_path / "nope.toml")
+    assert [p.message for p in given.problems] == ["config file not found"]
+    assert load_config(None).problems == [] or Path("/etc/logwatch/logwatch.toml").exists()
+
+
+def test_check_and_show_config_cli(tmp_path: Path) -> None:
+    conf = tmp_path / "lw.toml"
+    conf.write_text(GOOD)
+    run = [sys.executable, "-m", "logwatch"]
+    ok = subprocess.run([*run, "check-config", "--config", str(conf)], capture_output=True,
+                        text=True, cwd=ROOT, check=False)
+    assert ok.returncode == 0 and "1 target(s)" in ok.stdout
+    shown = subprocess.run([*run, "show-config", "--config", str(conf), "--db", "/x.duckdb"],
+                           capture_output=True, text=True, cwd=ROOT, check=False).stdout
+    assert "database.path" in shown and "# command line" in shown
+    assert "socket.path" in shown and "# default" in shown
+    conf.write_text(GOOD.replace("[socket]", "[sockets]"))
+    bad = subprocess.run([*run, "check-config", "--config", str(conf)], capture_output=True,
+                         text=True, cwd=ROOT, check=False)
+    assert bad.returncode == 1 and "unknown section [sockets]" in bad.stderr
+
+
+def test_the_daemon_runs_targets_and_refuses_a_bad_config(tmp_path: Path) -> None:
+    log, db, conf = tmp_path / "vllm.log", tmp_path / "h.duckdb", tmp_path / "lw.toml"
+    log.write_bytes((SAMPLES / "journald_kv_cache.log").read_bytes())
+    conf.write_text(f'[database]\npath = "{db}"\n[[targets]]\nname = "q"\n'
+                    f'[targets.source]\nkind = "file"\npath = "{log}"\n')
+    run = [sys.executable, "-m", "logwatch", "daemon", "--config", str(conf)]
+    done = subprocess.run([*run, "--until-idle", "1"], capture_output=True, text=True,
+                          cwd=ROOT, timeout=60, check=False)
+    assert done.returncode == 0, done.stderr
+    con = duckdb.connect(str(db), read_only=True)
+    assert ("memory.kv_cache_too_small",) in con.execute(
+        "SELECT signature FROM findings").fetchall()
+    con.close()
+    conf.write_text(conf.read_text() + "colour = true\n")
+    refused = subprocess.run(run, capture_output=True, text=True, cwd=ROOT, timeout=60,
+                             check=False)
+    assert refused.returncode == 2
+    assert "not starting" in refused.stderr and "unknown key 'colour'" in refused.stderr
