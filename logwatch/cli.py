@@ -55,7 +55,14 @@ def build_parser() -> argparse.ArgumentParser:
     diff.add_argument("b")
     diff.add_argument("--db", type=Path, metavar="PATH", default=None)
 
+    status = sub.add_parser("status", help="what the daemon is doing (or, with none running, "
+                                           "what the history holds)")
+    status.add_argument("--socket", type=Path, metavar="PATH", default=None)
+    status.add_argument("--db", type=Path, metavar="PATH", default=None)
+    status.add_argument("--json", action="store_true")
+
     sql = sub.add_parser("sql", help="run a read-only SQL query on the history")
+    sql.add_argument("--socket", type=Path, metavar="PATH", default=None)
     sql.add_argument("query", help='e.g. "SELECT * FROM failures_by_config"')
     sql.add_argument("--db", type=Path, metavar="PATH", help="database (default: %(default)s)",
                      default=None)
@@ -82,6 +89,9 @@ def build_parser() -> argparse.ArgumentParser:
                         help="follow a journal directory (journalctl -D)")
     daemon.add_argument("--db", type=Path, metavar="PATH", default=None,
                         help="the history database (default: $STATE_DIRECTORY or XDG data)")
+    daemon.add_argument("--socket", type=Path, metavar="PATH", default=None,
+                        help="control socket (default: the config's socket.path)")
+    daemon.add_argument("--no-socket", action="store_true", help="no control socket")
     daemon.add_argument("--config", type=Path, metavar="PATH", default=None,
                         help="configuration file with targets (default: "
                              "/etc/logwatch/logwatch.toml when it exists)")
@@ -250,7 +260,7 @@ def _cmd_daemon(args: argparse.Namespace) -> int:
     library = _load(args)
     db = args.db or (Path(config.get("database.path")) if config.get("database.path")
                      else default_db_path())
-    with open_store(db) as store:
+    with open_store(db, external_access=False) as store:
         daemon_probe = Daemon([], library, store)
         sources: list[Source] = []
         for path in args.file:
@@ -279,6 +289,13 @@ def _cmd_daemon(args: argparse.Namespace) -> int:
             sources.append(source)
         daemon = Daemon(sources, library, store, until_idle=args.until_idle,
                         reload_library=lambda: _load(args))
+        if not args.no_socket:
+            from logwatch.config import default_socket_path
+            from logwatch.control import ControlServer
+
+            socket_path = args.socket or default_socket_path(config.get("socket.path"))
+            daemon.control = ControlServer(daemon, socket_path,
+                                           config.get("socket.group") or None)
         code = asyncio.run(daemon.run())
         for event in daemon.events + [e for s in sources
                                       if isinstance(s, FileSource | JournalSource)
@@ -332,7 +349,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
            if args.gpu_capability else capture_gpu())
     snapshot = take_snapshot(argv=argv, env=dict(os.environ), gpu=gpu)  # what is started
     source = ProcessSource(argv, name=f"run:{args.target}", passthrough=not args.quiet)
-    with open_store(args.db or default_db_path()) as store:
+    with open_store(args.db or default_db_path(), external_access=False) as store:
         digest = snapshot.content_hash()
         daemon = Daemon([source], library, store, on_signal=source.forward,
                         snapshots={source.name: digest})
@@ -351,7 +368,9 @@ def _cmd_history(args: argparse.Namespace) -> int:
 
     if args.command == "sql":
         fmt = "json" if args.json else "csv" if args.csv else "table"
-        return history_cmds.sql(args.db, args.query, fmt)
+        return history_cmds.sql(args.db, args.query, fmt, args.socket)
+    if args.command == "status":
+        return history_cmds.status(args.db, args.socket, args.json)
     return history_cmds.history(args.db, args.limit)
 
 
@@ -364,7 +383,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             return _cmd_scan(args)
         if args.command == "snapshot":
             return _cmd_snapshot(args)
-        if args.command in ("sql", "history"):
+        if args.command in ("sql", "history", "status"):
             return _cmd_history(args)
         if args.command == "daemon":
             return _cmd_daemon(args)

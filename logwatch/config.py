@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Any
 
@@ -10,6 +11,16 @@ from logwatch.core.library import Problem
 from logwatch.sources.base import Source
 
 DEFAULT_CONFIG = Path("/etc/logwatch/logwatch.toml")
+
+
+def default_socket_path(configured: str = "") -> Path:
+    """The configured path, else /run/logwatch for root, else the user's runtime dir."""
+    if configured:
+        return Path(configured)
+    if os.geteuid() == 0:
+        return Path("/run/logwatch/logwatch.sock")
+    runtime = os.environ.get("XDG_RUNTIME_DIR") or f"/tmp/logwatch-{os.getuid()}"
+    return Path(runtime) / "logwatch" / "logwatch.sock"
 
 
 def load_config(path: Path | None, overrides: dict[str, Any] | None = None) -> Config:

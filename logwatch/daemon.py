@@ -17,11 +17,13 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
+from typing import Any
 
 from logwatch.core.block_scan import BlockScanner
 from logwatch.core.findings import Finding
 from logwatch.core.library import Library, LibraryError
 from logwatch.core.matcher import Matcher
+from logwatch.core.redact import redact
 from logwatch.logs import get as get_logger
 from logwatch.notify import Notifier
 from logwatch.sources.base import Chunk, Source
@@ -62,6 +64,7 @@ class Daemon:
         self.snapshots = snapshots or {}  # source name -> hash of its recorded snapshot
         self.notifier = notifier or Notifier()
         self.events: list[str] = []  # what the operator should know (reload results, ...)
+        self.control: Any = None  # a ControlServer, when a socket is configured
         self.log = get_logger("logwatch.daemon")
         self.started = time.monotonic()
         self.sources = list(sources)
@@ -136,7 +139,24 @@ class Daemon:
                 return f"{cursor}#{line - first_line}"
         return None
 
+    def status(self) -> dict[str, Any]:
+        return {
+            "library": self.library.version, "lines": self.lines,
+            "findings_recorded": self.committed, "pending": len(self.pending),
+            "uptime_s": round(time.monotonic() - self.started, 1),
+            "sources": [{"name": name, "generation": st.generation,
+                         "next_line": st.next_line,
+                         "idle_s": round(time.monotonic() - st.last_data, 1)}
+                        for name, st in self.streams.items()],
+            "events": self.events[-10:],
+        }
+
     def _collect(self, source: str, stream: _Stream, found: list[Finding]) -> None:
+        if self.control is not None:
+            for f in found:
+                self.control.publish("finding", source=source, line=f.lineno,
+                                     signature=f.signature.id, severity=f.signature.severity,
+                                     fatal=f.signature.fatal, captures=f.captures)
         self.pending.extend(LiveFinding(f, stream.generation,
                                         self._identity(stream, f.lineno) if stream.marks
                                         else None, self.snapshots.get(source))
@@ -168,6 +188,10 @@ class Daemon:
             entry_first = line
         lines = chunk.data.count(b"\n")
         self.lines += lines
+        if self.control is not None and self.control.subscribers:
+            text = redact(chunk.data[:1 << 16].decode("utf-8", errors="replace"))
+            self.control.publish("lines", source=chunk.source, first_line=stream.next_line,
+                                 text=text)
         stream.next_line += lines
         found = stream.scanner.feed(chunk.data)
         stream.last_data, stream.settled = time.monotonic(), False
@@ -253,6 +277,14 @@ class Daemon:
                 loop.add_signal_handler(sig, handler)
         with contextlib.suppress(NotImplementedError, RuntimeError):
             loop.add_signal_handler(signal.SIGHUP, self.reload)
+        if self.control is not None:
+            try:
+                await self.control.start()
+            except OSError as exc:  # ingestion matters more than the socket: go on without
+                self.events.append(f"control socket {self.control.path}: {exc}")
+                self.log.error("control_socket_failed", path=str(self.control.path),
+                               error=str(exc))
+                self.control = None
         self.notifier.ready(f"following {len(self.sources)} source(s), library "
                             f"{self.library.version}")
         self.log.info("started", sources=[s.name for s in self.sources],
@@ -276,5 +308,7 @@ class Daemon:
                     await self._inflight
             self.settle(everything=True)
             self.commit()
+            if self.control is not None:
+                await self.control.close()
             self.log.info("stopped", lines=self.lines, findings=self.committed)
         return 0

@@ -32,8 +32,32 @@ def render_table(columns: list[str], rows: list[tuple[Any, ...]], max_width: int
     return "\n".join(out) + "\n"
 
 
-def sql(db: Path | None, query: str, fmt: str) -> int:
-    columns, rows = read_only_query(db or default_db_path(), query)
+def _ask_daemon(socket: Path | None, message: dict[str, Any]) -> dict[str, Any] | None:
+    """The daemon's answer, or None when no daemon listens (then the file is free)."""
+    import asyncio
+
+    from logwatch.config import default_socket_path
+    from logwatch.control import request
+
+    path = socket or default_socket_path()
+    if not path.exists():
+        return None
+    try:
+        return asyncio.run(request(path, message))
+    except (OSError, TimeoutError, ValueError):
+        return None
+
+
+def sql(db: Path | None, query: str, fmt: str, socket: Path | None = None) -> int:
+    answer = _ask_daemon(socket, {"op": "sql", "query": query})
+    if answer is not None:
+        if not answer.get("ok"):
+            from logwatch.store.db import DatabaseError
+
+            raise DatabaseError(str(answer.get("error")))
+        columns, rows = answer["columns"], [tuple(r) for r in answer["rows"]]
+    else:
+        columns, rows = read_only_query(db or default_db_path(), query)
     if fmt == "json":
         json.dump([{c: _cell(v) for c, v in zip(columns, row, strict=True)} for row in rows],
                   sys.stdout, indent=2, default=str)
@@ -64,4 +88,36 @@ def history(db: Path | None, limit: int) -> int:
     columns, rows = read_only_query(db or default_db_path(),
                                     HISTORY_QUERY.format(limit=max(1, int(limit))))
     sys.stdout.write(render_table(columns, rows))
+    return 0
+
+
+def status(db: Path | None, socket: Path | None, as_json: bool) -> int:
+    answer = _ask_daemon(socket, {"op": "status"})
+    if answer is not None and answer.get("ok"):
+        state = answer["status"]
+        if as_json:
+            json.dump(state, sys.stdout, indent=2)
+            sys.stdout.write("\n")
+            return 0
+        print(f"daemon running {state['uptime_s']:.0f} s: {state['lines']:,} lines read, "
+              f"{state['findings_recorded']:,} findings recorded, library {state['library']}")
+        for source in state["sources"]:
+            print(f"  {source['name']}: line {source['next_line']:,}, idle "
+                  f"{source['idle_s']:.0f} s ({source['generation']})")
+        for event in state["events"]:
+            print(f"  event: {event}")
+        return 0
+    _, rows = read_only_query(
+        db or default_db_path(),
+        "SELECT (SELECT count(*) FROM findings), (SELECT count(*) FROM incidents WHERE fatal), "
+        "(SELECT max(updated) FROM checkpoints)")
+    findings, fatal, updated = rows[0]
+    summary = {"daemon": None, "findings": findings, "fatal_incidents": fatal,
+               "last_checkpoint": _cell(updated)}
+    if as_json:
+        json.dump(summary, sys.stdout, indent=2)
+        sys.stdout.write("\n")
+    else:
+        print(f"no daemon running; the history holds {findings:,} findings, {fatal:,} fatal "
+              f"incidents; last checkpoint {_cell(updated) or 'never'}")
     return 0

@@ -47,6 +47,34 @@ def test_findings_do_not_depend_on_block_size(library: Library, engine: str,
     assert findings(data, library, block, engine) == reference
 
 
+@pytest.mark.parametrize("block", [4096, 1 << 20])
+def test_a_burst_of_same_header_lines_matches_the_full_pipeline(library: Library,
+                                                                block: int) -> None:
+    """One call site logging thousands of lines in one second (same header on every line),
+    with an indented continuation and a traceback under that header in the middle: the
+    burst path must still see the lines that join."""
+    head = b"(APIServer pid=1) INFO 10-14 10:00:00 [metrics.py:101] "
+    hit = head + (b"SpecDecoding metrics: Mean acceptance length: 1.10, Accepted: 1 tokens, "
+                  b"Drafted: 9 tokens, Avg Draft acceptance rate: 5.5%\n")
+    error = b"(APIServer pid=1) ERROR 10-14 10:00:00 [metrics.py:101] "
+    middle = (head + b"  (a continuation line: joins the burst line above)\n"
+              + error + b"Traceback (most recent call last):\n" + error + b'  File "x.py"\n'
+              + error + b"RuntimeError: CUDA error: an illegal memory access was encountered\n")
+    data = hit * 1500 + middle + hit * 1500
+
+    def spans(full: bool, block: int) -> list[tuple[str, int, int, int]]:
+        scanner = BlockScanner(Matcher(library.signatures, engine=ENGINES[-1]), "t", REF,
+                               full=full)
+        out = [f for chunk in read_blocks(io.BytesIO(data), block_bytes=block)
+               for f in scanner.feed(chunk)] + scanner.finish()
+        return [(f.signature.id, f.lineno, f.record_lineno, f.record_last_lineno) for f in out]
+
+    reference = spans(True, 8 << 20)
+    assert sum(1 for f in reference if f[0] == "spec_decode.low_acceptance") == 3000
+    assert ("spec_decode.low_acceptance", 1500, 1500, 1501) in reference  # joined
+    assert spans(False, block) == reference
+
+
 def test_long_lines_are_cut_with_a_marker_and_counted_once(library: Library) -> None:
     data = (b"a\n" + b"x" * (3 << 20) + b" size_n = 40 is not divisible by tile_n_size = 64\n"
             + b"RuntimeError: size_n = 8 is not divisible by tile_n_size = 64\n")

@@ -228,6 +228,8 @@ class BlockScanner:
             return None  # the neighbourhood reaches into a block not at hand
         low, high = max(low, 0), min(high, len(buf))
         own = hit[1] + skip
+        if lines.in_burst(header):
+            return Record([line]) if lines.no_joining_line(header, low, high) else None
         found = buf.find(header, low, high)
         for _ in range(MAX_SAME_HEADER_LINES):
             if found < 0:
@@ -235,7 +237,9 @@ class BlockScanner:
             if found != own and buf.startswith(_JOINING_STARTS, found + len(header)):
                 return None
             found = buf.find(header, found + 1, high)
-        return None
+        # A burst of lines with one header (one call site, one second): ask directly whether
+        # any of them could join, remembering the stretch already known to hold none.
+        return Record([line]) if lines.no_joining_line(header, low, high) else None
 
     def _decode(self, data: bytes) -> str:
         text = data.decode("utf-8", errors="replace")
@@ -265,6 +269,25 @@ class _Lines:
         self.final = final  # nothing comes after this buffer
         self._cache: dict[int, ParsedLine] = {}
         self._starts: dict[int, int] = {}
+        self._clean: dict[bytes, tuple[int, int]] = {}  # header -> stretch with no joiner
+
+    def in_burst(self, header: bytes) -> bool:
+        return header in self._clean
+
+    def no_joining_line(self, header: bytes, low: int, high: int) -> bool:
+        """No line in buf[low:high] repeats `header` followed by a message that would join
+        a neighbour (indented, or a traceback). Linear over a burst of same-header lines:
+        each stretch of the buffer is searched once per header."""
+        known_low, known_high = self._clean.get(header, (high, high))
+        if known_high < low or known_low > high:  # no overlap: start afresh
+            known_low, known_high = high, high
+        for start, end in ((low, known_low), (known_high, high)):
+            if start < end and any(
+                    self.buf.find(header + joining, start, end + len(header) + len(joining)) >= 0
+                    for joining in _JOINING_STARTS):
+                return False
+        self._clean[header] = (min(low, known_low), max(high, known_high))
+        return True
 
     def start_of(self, lineno: int) -> int | None:
         """Byte offset of a line already read through `get`."""

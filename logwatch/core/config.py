@@ -20,7 +20,7 @@ _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
 # section -> key -> (type, default). None default: required when the section is present.
 SCHEMA: dict[str, dict[str, tuple[type | tuple[type, ...], Any]]] = {
     "database": {"path": (str, "")},
-    "socket": {"path": (str, "/run/logwatch/logwatch.sock"), "group": (str, "")},
+    "socket": {"path": (str, ""), "group": (str, "")},  # path "": chosen per user
     "signatures": {"dirs": (list, [])},
 }
 TARGET_KEYS = ("name", "source", "launch", "variants", "relaunch", "model_dir")

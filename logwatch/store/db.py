@@ -87,12 +87,14 @@ def schema_version(con: duckdb.DuckDBPyConnection) -> int:
     return int(row[0]) if row else 0
 
 
-def open_store(path: str | Path) -> Store:
+def open_store(path: str | Path, external_access: bool = True) -> Store:
     """Open (creating it and its directory if needed) and migrate forward; refuse a newer
-    database rather than guess at its meaning."""
+    database rather than guess at its meaning. `external_access=False` (the daemon, which
+    answers SQL from socket clients) keeps queries from reading or writing other files."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    con = _connect(path, read_only=False)
+    con = _connect(path, read_only=False,
+                   config=None if external_access else {"enable_external_access": False})
     try:
         version = schema_version(con)
         if version > SCHEMA_VERSION:
@@ -114,6 +116,32 @@ def open_store(path: str | Path) -> Store:
     return Store(con, path)
 
 
+def check_read_only(con: duckdb.DuckDBPyConnection, sql: str) -> None:
+    """Refuse anything but one SELECT-like statement."""
+    try:
+        statements = con.extract_statements(sql)
+    except duckdb.Error as exc:
+        raise DatabaseError(f"cannot parse the query: {exc}") from exc
+    if len(statements) != 1:
+        raise DatabaseError(f"one statement at a time, got {len(statements)}")
+    kind = str(statements[0].type).rsplit(".", 1)[-1]
+    if kind not in READ_ONLY_STATEMENTS:
+        raise DatabaseError(f"only read-only queries (SELECT, WITH, FROM, DESCRIBE, SHOW, "
+                            f"EXPLAIN) are allowed here; this is {kind}")
+
+
+def run_read_only(con: duckdb.DuckDBPyConnection, sql: str, params: Sequence[Any] = ()
+                  ) -> tuple[list[str], list[tuple[Any, ...]]]:
+    """One checked statement on a connection whose file access is off."""
+    check_read_only(con, sql)
+    try:
+        cursor = con.execute(sql, list(params))
+        columns = [d[0] for d in cursor.description or []]
+        return columns, cursor.fetchall()
+    except duckdb.Error as exc:
+        raise DatabaseError(f"query failed: {exc}") from exc
+
+
 def read_only_query(path: str | Path, sql: str, params: Sequence[Any] = ()
                     ) -> tuple[list[str], list[tuple[Any, ...]]]:
     """Run one SELECT-like statement read-only, with file access disabled; refuse the rest."""
@@ -122,21 +150,6 @@ def read_only_query(path: str | Path, sql: str, params: Sequence[Any] = ()
         raise DatabaseError(f"{path}: no database yet (record one with `logwatch scan --db`)")
     con = _connect(path, read_only=True, config={"enable_external_access": False})
     try:
-        try:
-            statements = con.extract_statements(sql)
-        except duckdb.Error as exc:
-            raise DatabaseError(f"cannot parse the query: {exc}") from exc
-        if len(statements) != 1:
-            raise DatabaseError(f"one statement at a time, got {len(statements)}")
-        kind = str(statements[0].type).rsplit(".", 1)[-1]
-        if kind not in READ_ONLY_STATEMENTS:
-            raise DatabaseError(f"only read-only queries (SELECT, WITH, FROM, DESCRIBE, SHOW, "
-                                f"EXPLAIN) are allowed here; this is {kind}")
-        try:
-            cursor = con.execute(sql, list(params))
-            columns = [d[0] for d in cursor.description or []]
-            return columns, cursor.fetchall()
-        except duckdb.Error as exc:
-            raise DatabaseError(f"query failed: {exc}") from exc
+        return run_read_only(con, sql, params)
     finally:
         con.close()

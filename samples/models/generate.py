@@ -147,7 +147,8 @@ def main() -> None:
                "ignore": ["lm_head"],
                "config_groups": {"group_0": {"targets": ["Linear"], "weights": NVFP4,
                                              "input_activations": None}}}},
-          ["model.layers.0.self_attn.q_proj.weight", "model.layers.0.self_attn.q_proj.weight_scale"],
+          ["model.layers.0.self_attn.q_proj.weight",
+           "model.layers.0.self_attn.q_proj.weight_scale"],
           readme="ModelOpt NVFP4 whose groups have no input activations: vLLM serves it as "
                  "W4A16_NVFP4 (auto-downgrade).")
     write("glm-5.2-quark-mxfp4",

@@ -1,0 +1,187 @@
+"""The daemon's control socket: a Unix socket (mode 0660, optional group; no network
+listener) speaking JSON lines. One request per line, one response per line; `subscribe`
+turns the connection into a stream of events.
+
+Requests: {"op": "status"} | {"op": "sql", "query": "..."} | {"op": "incidents", "limit": N}
+| {"op": "subscribe"} | {"op": "reload"}. Responses: {"ok": true, ...} or {"ok": false,
+"error": "..."}. A slow subscriber never stalls ingestion: its queue is bounded and events
+that do not fit are dropped and counted in the next event it gets.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import grp
+import json
+import os
+from datetime import date, datetime
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from logwatch.store.db import DatabaseError, run_read_only
+
+if TYPE_CHECKING:
+    from logwatch.daemon import Daemon
+
+SUBSCRIBER_QUEUE = 256  # events; a "lines" event holds at most 64 KiB of text
+MAX_REQUEST_BYTES = 1 << 20
+SQL_ROW_LIMIT = 10_000
+
+
+def _json(value: Any) -> Any:
+    if isinstance(value, datetime | date):
+        return value.isoformat()
+    return str(value)
+
+
+class Subscriber:
+    def __init__(self) -> None:
+        self.queue: asyncio.Queue[dict[str, Any]] = asyncio.Queue(SUBSCRIBER_QUEUE)
+        self.dropped = 0
+
+    def offer(self, event: dict[str, Any]) -> None:
+        if self.dropped and not self.queue.full():
+            event = {**event, "dropped_before": self.dropped}
+            self.dropped = 0
+        try:
+            self.queue.put_nowait(event)
+        except asyncio.QueueFull:
+            self.dropped += 1
+
+
+class ControlServer:
+    def __init__(self, daemon: Daemon, path: Path, group: str | None = None) -> None:
+        self.daemon = daemon
+        self.path = path
+        self.group = group
+        self.subscribers: set[Subscriber] = set()
+        self._server: asyncio.base_events.Server | None = None
+        self._clients: set[asyncio.Task[None]] = set()
+
+    def publish(self, kind: str, **fields: Any) -> None:
+        """Called from the ingestion loop: never blocks."""
+        if not self.subscribers:
+            return
+        event = {"event": kind, **fields}
+        for subscriber in list(self.subscribers):
+            subscriber.offer(event)
+
+    async def start(self) -> None:
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        if self.path.is_socket():
+            try:
+                _, probe = await asyncio.wait_for(asyncio.open_unix_connection(str(self.path)),
+                                                  2)
+            except (OSError, TimeoutError):
+                self.path.unlink()  # nobody answers: a stale socket from a crashed daemon
+            else:
+                probe.close()
+                raise OSError(f"another logwatch daemon is listening on {self.path}")
+        self._server = await asyncio.start_unix_server(self._client, path=str(self.path),
+                                                       limit=MAX_REQUEST_BYTES)
+        os.chmod(self.path, 0o660)
+        if self.group:
+            os.chown(self.path, -1, grp.getgrnam(self.group).gr_gid)
+
+    async def close(self) -> None:
+        """Stop listening and drop every client, however stalled its socket is."""
+        if self._server is not None:
+            self._server.close()
+        for task in list(self._clients):
+            task.cancel()
+        if self._clients:
+            await asyncio.wait(list(self._clients), timeout=2)
+        if self._server is not None:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._server.wait_closed(), 2)
+        with contextlib.suppress(FileNotFoundError):
+            self.path.unlink()
+
+    async def _client(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        task = asyncio.current_task()
+        if task is not None:
+            self._clients.add(task)
+        try:
+            while True:
+                try:
+                    line = await reader.readline()
+                except ValueError:
+                    await self._send(writer, {"ok": False, "error": "request over 1 MiB"})
+                    return
+                if not line:
+                    return
+                try:
+                    request = json.loads(line)
+                    if not isinstance(request, dict):
+                        raise ValueError("not an object")
+                except ValueError as exc:
+                    await self._send(writer, {"ok": False, "error": f"bad request: {exc}"})
+                    continue
+                if request.get("op") == "subscribe":
+                    await self._stream(writer)
+                    return
+                await self._send(writer, await self.answer(request))
+        except (ConnectionError, asyncio.CancelledError):
+            return
+        finally:
+            if task is not None:
+                self._clients.discard(task)
+            writer.transport.abort()  # never wait for a peer that stopped reading
+
+    async def _send(self, writer: asyncio.StreamWriter, message: dict[str, Any]) -> None:
+        writer.write(json.dumps(message, default=_json).encode() + b"\n")
+        await writer.drain()
+
+    async def _stream(self, writer: asyncio.StreamWriter) -> None:
+        subscriber = Subscriber()
+        self.subscribers.add(subscriber)
+        try:
+            await self._send(writer, {"ok": True, "subscribed": True})
+            while True:
+                await self._send(writer, await subscriber.queue.get())
+        finally:
+            self.subscribers.discard(subscriber)
+
+    async def answer(self, request: dict[str, Any]) -> dict[str, Any]:
+        op = request.get("op")
+        daemon = self.daemon
+        if op == "status":
+            return {"ok": True, "status": daemon.status()}
+        if op == "reload":
+            daemon.reload()
+            return {"ok": True, "events": daemon.events[-5:]}
+        if op in ("sql", "incidents"):
+            query = str(request.get("query", "")) if op == "sql" else (
+                "SELECT * FROM incident_timeline ORDER BY last_time DESC NULLS LAST LIMIT "
+                f"{max(1, min(int(request.get('limit', 20)), 1000))}")
+            try:
+                columns, rows = await asyncio.to_thread(self._query, query)
+            except DatabaseError as exc:
+                return {"ok": False, "error": str(exc)}
+            return {"ok": True, "columns": columns, "rows": rows[:SQL_ROW_LIMIT],
+                    "truncated": len(rows) > SQL_ROW_LIMIT}
+        return {"ok": False, "error": f"unknown op {op!r}; try status, sql, incidents, "
+                                      "subscribe, reload"}
+
+    def _query(self, sql: str) -> tuple[list[str], list[tuple[Any, ...]]]:
+        cursor = self.daemon.writer.store.con.cursor()  # its own connection: no lock needed
+        try:
+            return run_read_only(cursor, sql)
+        finally:
+            cursor.close()
+
+
+async def request(path: Path, message: dict[str, Any], timeout: float = 10.0
+                  ) -> dict[str, Any]:
+    """One request to a running daemon (raises OSError when none listens)."""
+    reader, writer = await asyncio.wait_for(asyncio.open_unix_connection(
+        str(path), limit=64 << 20), timeout)
+    try:
+        writer.write(json.dumps(message).encode() + b"\n")
+        await writer.drain()
+        line = await asyncio.wait_for(reader.readline(), timeout)
+        reply: dict[str, Any] = json.loads(line)
+        return reply
+    finally:
+        writer.close()

@@ -1,0 +1,137 @@
+"""The control socket of a running daemon: status, SQL through the daemon (which owns the
+file), subscriptions that never stall ingestion, reload, and one daemon per socket."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import socket
+import stat
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from logwatch.control import request
+from tests.conftest import ROOT, SAMPLES
+
+
+def cli(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "logwatch", *args], capture_output=True,
+                          text=True, cwd=ROOT, timeout=60, check=False)
+
+
+@dataclass
+class Running:
+    proc: subprocess.Popen[bytes]
+    log: Path
+    db: Path
+    sock: Path
+
+
+@pytest.fixture
+def running(tmp_path: Path) -> Iterator[Running]:
+    log, db, sock = tmp_path / "vllm.log", tmp_path / "h.duckdb", tmp_path / "run" / "lw.sock"
+    log.write_bytes((SAMPLES / "demo_marlin_and_mtp.log").read_bytes())
+    proc = subprocess.Popen([sys.executable, "-m", "logwatch", "daemon", "--file", str(log),
+                             "--db", str(db), "--socket", str(sock)], cwd=ROOT,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    deadline = time.monotonic() + 30
+    while True:
+        try:
+            answer = asyncio.run(request(sock, {"op": "status"}))
+            st = answer["status"]
+            if st["lines"] >= 118 and st["findings_recorded"] > 0 and not st["pending"]:
+                break  # read, settled after the quiet period, and committed
+        except OSError:
+            pass
+        assert time.monotonic() < deadline and proc.poll() is None, "daemon did not come up"
+        time.sleep(0.1)
+    yield Running(proc, log, db, sock)
+    proc.terminate()
+    proc.wait(timeout=30)
+
+
+def test_status_and_sql_go_through_the_daemon(running: Running) -> None:
+    db, sock = running.db, running.sock
+    assert stat.S_IMODE(sock.stat().st_mode) == 0o660
+    status = cli("status", "--socket", str(sock))
+    assert status.returncode == 0 and "daemon running" in status.stdout
+    assert "118 lines read" in status.stdout.replace(",", "")
+    out = cli("sql", "--socket", str(sock), "--db", str(db), "--json",
+              "SELECT signature FROM findings WHERE signature = 'marlin.repack_tile_n' LIMIT 1")
+    assert out.returncode == 0, out.stderr  # the file is the daemon's: only the socket works
+    assert json.loads(out.stdout) == [{"signature": "marlin.repack_tile_n"}]
+    refused = cli("sql", "--socket", str(sock), "DELETE FROM findings")
+    assert refused.returncode == 2 and "only read-only queries" in refused.stderr
+    no_files = cli("sql", "--socket", str(sock), "SELECT * FROM read_csv('/etc/passwd')")
+    assert no_files.returncode == 2 and "query failed" in no_files.stderr
+    answer = asyncio.run(request(sock, {"op": "incidents", "limit": 3}))
+    assert answer["ok"] and len(answer["rows"]) == 3
+    assert asyncio.run(request(sock, {"op": "nope"}))["ok"] is False
+    assert asyncio.run(request(sock, {"op": "reload"}))["ok"] is True
+
+
+def test_subscribers_get_lines_and_findings(running: Running) -> None:
+    log, sock = running.log, running.sock
+
+    async def watch() -> list[dict[str, object]]:
+        reader, writer = await asyncio.open_unix_connection(str(sock))
+        writer.write(b'{"op": "subscribe"}\n')
+        await writer.drain()
+        assert json.loads(await reader.readline())["subscribed"] is True
+        with open(log, "ab") as out:
+            out.write(b"(Worker_TP0 pid=9) ERROR 10-14 10:00:00 [core.py:1] RuntimeError: "
+                      b"CUDA error: an illegal memory access was encountered\n")
+        events: list[dict[str, object]] = []
+        while not any(e.get("signature") == "distributed.cuda_error" for e in events):
+            events.append(json.loads(await asyncio.wait_for(reader.readline(), 20)))
+        writer.close()
+        return events
+
+    events = asyncio.run(watch())
+    assert any(e["event"] == "lines" and "illegal memory access" in str(e["text"])
+               for e in events)
+    finding = next(e for e in events if e.get("signature") == "distributed.cuda_error")
+    assert finding["event"] == "finding" and finding["fatal"] is True
+
+
+def test_a_stalled_subscriber_never_stalls_ingestion(running: Running) -> None:
+    log, sock = running.log, running.sock
+    stalled = socket.socket(socket.AF_UNIX)
+    stalled.connect(str(sock))
+    stalled.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+    stalled.sendall(b'{"op": "subscribe"}\n')  # ... and never reads again
+    line = b"(APIServer pid=1) INFO 10-14 10:00:00 [metrics.py:101] SpecDecoding metrics: Mean " \
+           b"acceptance length: 2.50, Accepted: 5 tokens, Drafted: 9 tokens, Avg Draft " \
+           b"acceptance rate: 55.6%\n"
+    with open(log, "ab") as out:
+        for _ in range(30):
+            out.write(line * 1000)
+            out.flush()
+            time.sleep(0.01)
+    deadline = time.monotonic() + 30
+    while asyncio.run(request(sock, {"op": "status"}))["status"]["lines"] < 118 + 30_000:
+        assert time.monotonic() < deadline, "ingestion stalled behind a slow subscriber"
+        time.sleep(0.1)
+    stalled.close()
+
+
+def test_one_daemon_per_socket(running: Running, tmp_path: Path) -> None:
+    sock = running.sock
+    second = cli("daemon", "--stdin", "--db", str(tmp_path / "other.duckdb"), "--socket",
+                 str(sock))
+    assert second.returncode == 0
+    assert "another logwatch daemon is listening" in second.stderr
+    assert asyncio.run(request(sock, {"op": "status"}))["ok"]  # the first one still answers
+
+
+def test_status_without_a_daemon_reads_the_history(tmp_path: Path) -> None:
+    db = tmp_path / "h.duckdb"
+    cli("scan", "--db", str(db), str(SAMPLES / "journald_kv_cache.log"))
+    out = cli("status", "--socket", str(tmp_path / "none.sock"), "--db", str(db))
+    assert out.returncode == 0 and "no daemon running" in out.stdout
