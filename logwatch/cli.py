@@ -75,7 +75,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     daemon = sub.add_parser("daemon", help="follow logs live and record findings in the history")
     daemon.add_argument("--file", action="append", default=[], metavar="PATH",
-                        help="a log file to follow across rotations (repeatable)")
+                        help="a log file to follow across rotations, or a quoted glob (every "
+                        "file it matches, now or later; repeatable)")
     daemon.add_argument("--stdin", action="store_true",
                         help="read standard input until it ends (`vllm serve ... 2>&1 | "
                              "logwatch daemon --stdin`)")
@@ -236,6 +237,7 @@ def _cmd_daemon(args: argparse.Namespace) -> int:
     from logwatch.daemon import Daemon
     from logwatch.sources.base import Source
     from logwatch.sources.files import FilePosition, FileSource
+    from logwatch.sources.globbed import GlobSource, is_glob
     from logwatch.sources.journald import JournalSource
     from logwatch.sources.stdin import StdinSource
     from logwatch.store.db import default_db_path, open_store
@@ -263,7 +265,14 @@ def _cmd_daemon(args: argparse.Namespace) -> int:
     with open_store(db, external_access=False) as store:
         daemon_probe = Daemon([], library, store)
         sources: list[Source] = []
+        file_points = {name: FilePosition(p.generation, p.offset, p.line)
+                       for name, p in daemon_probe.resume.items() if p.cursor is None}
         for path in args.file:
+            if is_glob(path):
+                sources.append(GlobSource(path, resume=file_points,
+                                          poll_interval=args.poll_interval,
+                                          use_inotify=not args.no_inotify))
+                continue
             name = f"file:{Path(path).resolve()}"
             point = daemon_probe.resume.get(name)
             resume = FilePosition(point.generation, point.offset, point.line) if point else None
@@ -282,7 +291,9 @@ def _cmd_daemon(args: argparse.Namespace) -> int:
         for target in config.targets:
             source = source_for(target)
             point = daemon_probe.resume.get(source.name)
-            if point is not None and isinstance(source, FileSource):
+            if isinstance(source, GlobSource):
+                source.resume = file_points
+            elif point is not None and isinstance(source, FileSource):
                 source.resume = FilePosition(point.generation, point.offset, point.line)
             elif point is not None and isinstance(source, JournalSource):
                 source.cursor, source.offset = point.cursor, point.offset
@@ -298,7 +309,7 @@ def _cmd_daemon(args: argparse.Namespace) -> int:
                                            config.get("socket.group") or None)
         code = asyncio.run(daemon.run())
         for event in daemon.events + [e for s in sources
-                                      if isinstance(s, FileSource | JournalSource)
+                                      if isinstance(s, FileSource | GlobSource | JournalSource)
                                       for e in s.events]:
             print(f"logwatch daemon: {event}", file=sys.stderr)
         print(f"logwatch daemon: {daemon.lines:,} lines read, {daemon.committed:,} new "

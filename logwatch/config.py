@@ -46,6 +46,7 @@ def load_config(path: Path | None, overrides: dict[str, Any] | None = None) -> C
 
 def source_for(target: TargetConfig) -> Source:
     from logwatch.sources.files import FileSource
+    from logwatch.sources.globbed import GlobSource, is_glob
     from logwatch.sources.journald import JournalSource
     from logwatch.sources.process import ProcessSource
     from logwatch.sources.stdin import StdinSource
@@ -53,7 +54,10 @@ def source_for(target: TargetConfig) -> Source:
     src = target.source
     kind = src.get("kind")
     if kind == "file":
-        return FileSource(src["path"], name=f"{target.name}:file:{src['path']}")
+        path = str(src["path"])
+        if is_glob(path):
+            return GlobSource(path, name_for=lambda p: f"{target.name}:file:{p}")
+        return FileSource(path, name=f"{target.name}:file:{path}")
     if kind == "journald":
         selector: list[str] = []
         for key, flag in (("unit", "-u"), ("user_unit", "--user-unit"), ("file", "--file"),

@@ -93,6 +93,33 @@ def test_follows_a_file_that_does_not_exist_yet(tmp_path: Path, library: Library
     assert {(s, line) for s, line, _ in recorded(db)} == expected(library, data)
 
 
+def test_a_glob_follows_every_match_now_and_later_and_resumes_per_file(tmp_path: Path
+                                                                       ) -> None:
+    db, logs = tmp_path / "h.duckdb", tmp_path / "logs"
+    logs.mkdir()
+    (logs / "a.log").write_bytes(b"".join(spec_line(n) for n in range(0, 50)))
+    (logs / "b.log").write_bytes(b"".join(spec_line(n) for n in range(50, 100)))
+    (logs / "ignored.txt").write_bytes(spec_line(999))
+    args = ("--file", str(logs / "*.log"), "--db", str(db), "--poll-interval", "0.2")
+    proc = start(*args, "--until-idle", "4")
+    time.sleep(1.0)
+    (logs / "c.log").write_bytes(b"".join(spec_line(n) for n in range(100, 150)))  # appears
+    assert proc.wait(timeout=60) == 0, proc.stderr.read() if proc.stderr else ""
+    assert accepted_counts(db) == list(range(150))
+    con = duckdb.connect(str(db), read_only=True)
+    try:
+        followed = {r[0] for r in con.execute("SELECT source_id FROM checkpoints").fetchall()}
+    finally:
+        con.close()
+    assert followed == {f"file:{logs / n}" for n in ("a.log", "b.log", "c.log")}
+
+    with open(logs / "b.log", "ab") as out:  # a restart resumes each file where it stopped
+        out.write(b"".join(spec_line(n) for n in range(150, 160)))
+    again = daemon(*args, "--until-idle", "2")
+    assert again.returncode == 0, again.stderr
+    assert accepted_counts(db) == list(range(160))
+
+
 def _writer(path: Path, count: int, interval: float, start_n: int = 0,
             reopen: threading.Event | None = None) -> threading.Thread:
     """Appends `count` identifiable lines, keeping its fd like `vllm serve > log` does; when

@@ -1,0 +1,94 @@
+"""Follow every file a glob matches, now and later: one FileSource per path, merged.
+
+Each file keeps its own source name (`file:/var/log/vllm/a.log`), so checkpoints, line
+numbers and rotation stay per file; the glob is expanded again every `rescan` seconds and a
+new match is followed from its start (or from its checkpoint). A file that stops matching
+(deleted) is left to its FileSource, which waits for it to come back.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import glob
+from collections.abc import AsyncIterator, Callable
+from pathlib import Path
+
+from logwatch.sources.base import Chunk
+from logwatch.sources.files import FilePosition, FileSource
+
+MAGIC = frozenset("*?[")
+QUEUE_CHUNKS = 16  # chunks waiting for the daemon; a full queue slows the readers down
+
+
+def is_glob(path: str) -> bool:
+    return any(c in MAGIC for c in path)
+
+
+class GlobSource:
+    def __init__(self, pattern: str, name_for: Callable[[Path], str] | None = None,
+                 resume: dict[str, FilePosition] | None = None, rescan: float = 2.0,
+                 poll_interval: float = 1.0, use_inotify: bool = True) -> None:
+        self.pattern = str(Path(pattern).expanduser())
+        self.name = f"glob:{self.pattern}"
+        self.name_for = name_for or (lambda p: f"file:{p}")
+        self.resume = resume or {}
+        self.rescan = rescan
+        self.poll_interval = poll_interval
+        self.use_inotify = use_inotify
+        self.files: dict[Path, FileSource] = {}
+        self._pumps: list[asyncio.Task[None]] = []
+        self._events: list[str] = []
+        self._closed = False
+
+    @property
+    def events(self) -> list[str]:
+        return self._events + [e for f in self.files.values() for e in f.events]
+
+    def _expand(self) -> list[Path]:
+        return sorted(Path(p).resolve() for p in glob.glob(self.pattern)
+                      if Path(p).is_file())
+
+    async def _pump(self, source: FileSource, queue: asyncio.Queue[Chunk]) -> None:
+        try:
+            async for chunk in source.chunks():
+                await queue.put(chunk)
+        except OSError as exc:  # one unreadable file must not end the others
+            self._events.append(f"{source.path}: stopped following: {exc}")
+
+    async def chunks(self) -> AsyncIterator[Chunk]:
+        queue: asyncio.Queue[Chunk] = asyncio.Queue(QUEUE_CHUNKS)
+        loop = asyncio.get_running_loop()
+        next_scan = 0.0
+        try:
+            while not self._closed:
+                if loop.time() >= next_scan:
+                    for path in self._expand():
+                        if path not in self.files:
+                            name = self.name_for(path)
+                            source = FileSource(path, name=name, resume=self.resume.get(name),
+                                                poll_interval=self.poll_interval,
+                                                use_inotify=self.use_inotify)
+                            self.files[path] = source
+                            self._pumps.append(asyncio.create_task(self._pump(source, queue)))
+                            if next_scan:  # not the first expansion: say what appeared
+                                self._events.append(f"{self.pattern}: now following {path}")
+                    next_scan = loop.time() + self.rescan
+                try:
+                    chunk = await asyncio.wait_for(queue.get(), max(0.0, next_scan - loop.time()))
+                except TimeoutError:
+                    continue
+                yield chunk
+        finally:
+            await self.close()
+
+    async def close(self) -> None:
+        self._closed = True
+        for source in self.files.values():
+            await source.close()
+        for pump in self._pumps:
+            pump.cancel()
+        for pump in self._pumps:
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await pump
+        self._pumps.clear()
