@@ -259,6 +259,7 @@ def _cmd_daemon(args: argparse.Namespace) -> int:
         print("logwatch: daemon: give --file PATH, a --journal-* selector, --stdin, or "
               "targets in the configuration", file=sys.stderr)
         return EXIT_USAGE
+    args.signatures = [*args.signatures, *(Path(d) for d in config.get("signatures.dirs") or [])]
     library = _load(args)
     db = args.db or (Path(config.get("database.path")) if config.get("database.path")
                      else default_db_path())
@@ -300,6 +301,9 @@ def _cmd_daemon(args: argparse.Namespace) -> int:
             sources.append(source)
         daemon = Daemon(sources, library, store, until_idle=args.until_idle,
                         reload_library=lambda: _load(args))
+        from logwatch.signature_files import default_signature_dir
+
+        daemon.watch_dirs = [args.library or default_signature_dir(), *args.signatures]
         if not args.no_socket:
             from logwatch.config import default_socket_path
             from logwatch.control import ControlServer

@@ -17,6 +17,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
+from pathlib import Path
 from typing import Any
 
 from logwatch.core.block_scan import BlockScanner
@@ -24,6 +25,7 @@ from logwatch.core.findings import Finding
 from logwatch.core.library import Library, LibraryError
 from logwatch.core.matcher import Matcher
 from logwatch.core.redact import redact
+from logwatch.library_watch import LibraryWatch
 from logwatch.logs import get as get_logger
 from logwatch.notify import Notifier
 from logwatch.sources.base import Chunk, Source
@@ -65,6 +67,7 @@ class Daemon:
         self.notifier = notifier or Notifier()
         self.events: list[str] = []  # what the operator should know (reload results, ...)
         self.control: Any = None  # a ControlServer, when a socket is configured
+        self.watch_dirs: list[Path] = []  # signature directories whose changes reload
         self.log = get_logger("logwatch.daemon")
         self.started = time.monotonic()
         self.sources = list(sources)
@@ -100,6 +103,9 @@ class Daemon:
             self.log.error("reload_refused", library=self.library.version,
                            problems=str(exc).splitlines()[:20])
             self.notifier.status(f"reload refused: {str(exc).splitlines()[0][:120]}")
+            if self.control is not None:
+                self.control.publish("library", loaded=False, version=self.library.version,
+                                     error=str(exc)[:4000])
             return
         self.library, self.matcher = library, Matcher(library.signatures)
         self.writer.library = library
@@ -110,6 +116,9 @@ class Daemon:
                                           start_line=safe_line)
             stream.base_offset += safe_bytes
         self.events.append(f"library {library.version} loaded")
+        if self.control is not None:
+            self.control.publish("library", loaded=True, version=library.version,
+                                 signatures=len(library.signatures))
         self.log.info("library_loaded", library=library.version,
                       signatures=len(library.signatures))
 
@@ -285,6 +294,10 @@ class Daemon:
                 self.log.error("control_socket_failed", path=str(self.control.path),
                                error=str(exc))
                 self.control = None
+        watch = LibraryWatch(self.watch_dirs, self.reload, loop)
+        if self.watch_dirs and self.reload_library is not None and not watch.start():
+            self.events.append("signature directories are not watched (no inotify): "
+                               "reload with SIGHUP")
         self.notifier.ready(f"following {len(self.sources)} source(s), library "
                             f"{self.library.version}")
         self.log.info("started", sources=[s.name for s in self.sources],
@@ -306,6 +319,7 @@ class Daemon:
             if self._inflight is not None:  # let a batch being written land first
                 with contextlib.suppress(Exception):
                     await self._inflight
+            watch.stop()
             self.settle(everything=True)
             self.commit()
             if self.control is not None:

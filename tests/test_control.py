@@ -135,3 +135,79 @@ def test_status_without_a_daemon_reads_the_history(tmp_path: Path) -> None:
     cli("scan", "--db", str(db), str(SAMPLES / "journald_kv_cache.log"))
     out = cli("status", "--socket", str(tmp_path / "none.sock"), "--db", str(db))
     assert out.returncode == 0 and "no daemon running" in out.stdout
+
+
+SITE_SIGNATURE = '''\
+id = "site.boom"
+version = 1
+status = "stable"
+severity = "error"
+fatal = true
+category = "cuda_error"
+title = "A site's own failure"
+remedy = "investigate"
+explanation = "boom {n}"
+
+[[patterns]]
+regex = \'\'\'^boom (?P<n>\\d+)\'\'\'
+literals = ["boom "]
+
+[[examples]]
+text = \'\'\'boom 7\'\'\'
+captures = { n = "7" }
+
+[[counter_examples]]
+text = \'\'\'no boom here\'\'\'
+'''
+
+
+def test_a_change_in_a_signature_directory_reloads_the_library(tmp_path: Path) -> None:
+    """Drop a signature in: it is loaded and matches; drop a broken one in: the running
+    library stays and the subscriber is told why."""
+    site, log, sock = tmp_path / "site", tmp_path / "vllm.log", tmp_path / "lw.sock"
+    (site / "local").mkdir(parents=True)
+    log.write_bytes(b"")
+    proc = subprocess.Popen([sys.executable, "-m", "logwatch", "daemon", "--file", str(log),
+                             "--db", str(tmp_path / "h.duckdb"), "--socket", str(sock),
+                             "--signatures", str(site)], cwd=ROOT,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+    async def watch() -> list[dict[str, object]]:
+        for _ in range(300):
+            try:
+                reader, writer = await asyncio.open_unix_connection(str(sock))
+                break
+            except OSError:
+                await asyncio.sleep(0.1)
+        writer.write(b'{"op": "subscribe"}\n')
+        await writer.drain()
+        assert json.loads(await reader.readline())["subscribed"] is True
+
+        async def next_event(kind: str) -> dict[str, object]:
+            while True:
+                event = json.loads(await asyncio.wait_for(reader.readline(), 30))
+                if event["event"] == kind:
+                    return event  # type: ignore[no-any-return]
+
+        (site / "local" / "boom.toml").write_text(SITE_SIGNATURE)
+        loaded = await next_event("library")
+        with open(log, "ab") as out:
+            out.write(b"boom 42\n")
+        found = await next_event("finding")
+        (site / "local" / "broken.toml").write_text("id = \"site.broken\"\nversion = [\n")
+        refused = await next_event("library")
+        with open(log, "ab") as out:
+            out.write(b"boom 43\n")
+        still = await next_event("finding")
+        writer.close()
+        return [loaded, found, refused, still]
+
+    try:
+        loaded, found, refused, still = asyncio.run(watch())
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
+    assert loaded["loaded"] is True
+    assert found["signature"] == "site.boom" and found["captures"] == {"n": "42"}
+    assert refused["loaded"] is False and "broken.toml" in str(refused["error"])
+    assert still["signature"] == "site.boom" and still["captures"] == {"n": "43"}
