@@ -3,7 +3,8 @@ listener) speaking JSON lines. One request per line, one response per line; `sub
 turns the connection into a stream of events.
 
 Requests: {"op": "status"} | {"op": "sql", "query": "..."} | {"op": "incidents", "limit": N}
-| {"op": "subscribe"} | {"op": "reload"}. Responses: {"ok": true, ...} or {"ok": false,
+| {"op": "subscribe", "events": [kinds...]} | {"op": "reload"}. Event kinds: lines,
+finding, committed, library. Responses: {"ok": true, ...} or {"ok": false,
 "error": "..."}. A slow subscriber never stalls ingestion: its queue is bounded and events
 that do not fit are dropped and counted in the next event it gets.
 """
@@ -36,11 +37,14 @@ def _json(value: Any) -> Any:
 
 
 class Subscriber:
-    def __init__(self) -> None:
+    def __init__(self, kinds: frozenset[str] | None = None) -> None:
         self.queue: asyncio.Queue[dict[str, Any]] = asyncio.Queue(SUBSCRIBER_QUEUE)
+        self.kinds = kinds  # None: every kind of event
         self.dropped = 0
 
     def offer(self, event: dict[str, Any]) -> None:
+        if self.kinds is not None and event["event"] not in self.kinds:
+            return
         if self.dropped and not self.queue.full():
             event = {**event, "dropped_before": self.dropped}
             self.dropped = 0
@@ -58,6 +62,10 @@ class ControlServer:
         self.subscribers: set[Subscriber] = set()
         self._server: asyncio.base_events.Server | None = None
         self._clients: set[asyncio.Task[None]] = set()
+
+    def wants(self, kind: str) -> bool:
+        """Whether any subscriber takes this kind of event (skip building it otherwise)."""
+        return any(s.kinds is None or kind in s.kinds for s in self.subscribers)
 
     def publish(self, kind: str, **fields: Any) -> None:
         """Called from the ingestion loop: never blocks."""
@@ -119,7 +127,9 @@ class ControlServer:
                     await self._send(writer, {"ok": False, "error": f"bad request: {exc}"})
                     continue
                 if request.get("op") == "subscribe":
-                    await self._stream(writer)
+                    kinds = request.get("events")
+                    await self._stream(writer, frozenset(map(str, kinds))
+                                       if isinstance(kinds, list) else None)
                     return
                 await self._send(writer, await self.answer(request))
         except (ConnectionError, asyncio.CancelledError):
@@ -133,8 +143,9 @@ class ControlServer:
         writer.write(json.dumps(message, default=_json).encode() + b"\n")
         await writer.drain()
 
-    async def _stream(self, writer: asyncio.StreamWriter) -> None:
-        subscriber = Subscriber()
+    async def _stream(self, writer: asyncio.StreamWriter,
+                      kinds: frozenset[str] | None) -> None:
+        subscriber = Subscriber(kinds)
         self.subscribers.add(subscriber)
         try:
             await self._send(writer, {"ok": True, "subscribed": True})

@@ -33,6 +33,13 @@ from logwatch.store.db import Store
 from logwatch.store.live import Checkpoint, LiveFinding, LiveWriter
 
 BATCH_SECONDS = 0.1
+# A batch of findings is written within BATCH_SECONDS with the positions that produced them;
+# positions alone (no findings) at most this often: a restart re-reads at most this much,
+# and finding identities make the re-read insert nothing twice.
+CHECKPOINT_SECONDS = 1.0
+# A source silent this long is settled: records still open are closed as they stand. A
+# traceback arrives as one burst of writes; a dying vLLM goes silent after its last line.
+QUIET_SECONDS = 0.5
 BATCH_FINDINGS = 500
 MARKS_KEPT = 10_000  # journald entries remembered before the checkpoint
 
@@ -53,7 +60,7 @@ class _Stream:
 
 class Daemon:
     def __init__(self, sources: Sequence[Source], library: Library, store: Store,
-                 quiet_flush: float = 2.0, until_idle: float | None = None,
+                 quiet_flush: float = QUIET_SECONDS, until_idle: float | None = None,
                  reload_library: Callable[[], Library] | None = None,
                  notifier: Notifier | None = None,
                  on_signal: Callable[[int], None] | None = None,
@@ -86,6 +93,7 @@ class Daemon:
         self._commit_lock = threading.Lock()
         self._inflight: asyncio.Future[None] | None = None
         self._last_beat = 0.0
+        self._last_write = 0.0
         self._last_lines = 0
 
     def stop(self) -> None:
@@ -166,6 +174,8 @@ class Daemon:
                 self.control.publish("finding", source=source, line=f.lineno,
                                      signature=f.signature.id, severity=f.signature.severity,
                                      fatal=f.signature.fatal, captures=f.captures)
+        if found and time.monotonic() - self._last_write >= BATCH_SECONDS:
+            self._flush_now.set()  # leading edge: the first finding after a lull goes now
         self.pending.extend(LiveFinding(f, stream.generation,
                                         self._identity(stream, f.lineno) if stream.marks
                                         else None, self.snapshots.get(source))
@@ -197,7 +207,7 @@ class Daemon:
             entry_first = line
         lines = chunk.data.count(b"\n")
         self.lines += lines
-        if self.control is not None and self.control.subscribers:
+        if self.control is not None and self.control.wants("lines"):
             text = redact(chunk.data[:1 << 16].decode("utf-8", errors="replace"))
             self.control.publish("lines", source=chunk.source, first_line=stream.next_line,
                                  text=text)
@@ -265,11 +275,17 @@ class Daemon:
                 await asyncio.wait_for(self._flush_now.wait(), BATCH_SECONDS)
             self._flush_now.clear()
             self.settle()
-            batch, points = self._take()
+            due = self.pending or time.monotonic() - self._last_write >= CHECKPOINT_SECONDS
+            batch, points = self._take() if due else ([], [])
             if batch or points:  # the write runs in a thread; shielded, so a stop waits for it
+                self._last_write = time.monotonic()
                 self._inflight = asyncio.get_running_loop().run_in_executor(
                     None, self._write, batch, points)
                 await asyncio.shield(self._inflight)
+                if self.control is not None and batch:  # durable now: tell the watchers
+                    self.control.publish("committed", count=len(batch), findings=[
+                        {"source": lf.finding.source, "line": lf.finding.lineno,
+                         "signature": lf.finding.signature.id} for lf in batch[:1000]])
             self._beat()
             if self.until_idle is not None:
                 last = max((st.last_data for st in self.streams.values()), default=self.started)

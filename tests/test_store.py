@@ -196,3 +196,30 @@ def test_snapshot_diff_by_hash_from_the_history(tmp_path: Path, library: Library
                           tp2, "--db", str(db)], capture_output=True, text=True, cwd=ROOT,
                          check=False)
     assert bad.returncode == 2 and "neither a snapshot file nor a snapshot hash" in bad.stderr
+
+
+def test_live_incidents_fold_forward_and_replays_add_nothing(tmp_path: Path,
+                                                            library: Library) -> None:
+    from datetime import datetime
+
+    from logwatch.core.block_scan import BlockScanner
+    from logwatch.core.matcher import Matcher
+    from logwatch.store.live import Checkpoint, LiveFinding, LiveWriter
+
+    scanner = BlockScanner(Matcher(library.signatures), "file:x", datetime(2026, 11, 29))
+    data = DEMO.read_bytes()
+    found = scanner.feed(data) + scanner.finish()
+    marlin = [LiveFinding(f, "gen") for f in found if f.signature.id == "marlin.repack_tile_n"]
+    assert len(marlin) == 4
+    with open_store(tmp_path / "h.duckdb") as store:
+        writer = LiveWriter(store, library)
+        assert writer.commit(marlin[:2], [Checkpoint("file:x", "gen", 10, 2)]) == 2
+        assert writer.commit(marlin[:2], []) == 0  # a replay after a crash
+        assert writer.commit(marlin[1:], []) == 2  # overlaps one, brings two new
+        rows = store.query("SELECT count, first_line, last_line, processes FROM incidents "
+                           "WHERE signature = 'marlin.repack_tile_n'")
+        by_findings = store.query("SELECT count(*), min(line), max(line), "
+                                  "list_sort(list(DISTINCT process)) FROM findings "
+                                  "WHERE signature = 'marlin.repack_tile_n'")
+    assert rows == by_findings
+    assert rows[0][0] == 4 and len(rows[0][3]) == 4

@@ -66,6 +66,12 @@ class BlockScanner:
         self._covered: set[int] = set()  # lines of records already matched
         self._emitted: set[tuple[str, int]] = set()  # (signature, line) already reported
         self._held: list[Finding] = []  # found, waiting for earlier records still open
+        # Parsed lines of the carry, kept across blocks: a line's number names the same
+        # complete line in every later buffer (live sources feed a few lines at a time).
+        self._parsed: dict[int, ParsedLine] = {}
+        # (hit line, lines after it needed before trying again): a record that may go on
+        # is retried when the data after it has doubled, not on every small block
+        self._recheck: tuple[int, int] | None = None
 
     def feed(self, block: bytes) -> list[Finding]:
         self.stats.bytes += len(block)
@@ -134,16 +140,22 @@ class BlockScanner:
 
         lines = _Lines(self, buf, base, last_line, final)
         pending: int | None = None  # the first hit whose record may go on in the next block
+        forced = final or len(buf) >= MAX_CARRY_BYTES
         for index, hit in enumerate(hits):
             if hit[0] in self._covered:
                 continue
+            if (not forced and self._recheck is not None and self._recheck[0] == hit[0]
+                    and last_line - hit[0] < self._recheck[1]):
+                pending = index  # too little new data to settle it yet
+                break
             single = self._single_line_record(lines, hit, final)
             if single is not None:  # proven alone: it overlaps no other record, no dedupe
                 self._held.extend(self._match([single], literals.get(hit[0])))
                 continue
-            record = self._record_around(lines, hit, final or len(buf) >= MAX_CARRY_BYTES)
+            record = self._record_around(lines, hit, forced)
             if record is None:
                 pending = index
+                self._recheck = (hit[0], max(2 * (last_line - hit[0]), INITIAL_CONTEXT))
                 break
             self._covered.update(line.lineno for line in record.lines)
             for finding in self._match([record]):
@@ -152,6 +164,8 @@ class BlockScanner:
                     self._emitted.add(key)
                     self._held.append(finding)
         self.stats.lines_parsed += lines.parsed
+        if pending is None:
+            self._recheck = None
         if len(self._covered) + len(self._emitted) > 8192:
             floor = (hits[pending][0] if pending is not None else last_line) - CONTEXT_BEFORE
             self._covered = {n for n in self._covered if n >= floor}
@@ -167,7 +181,7 @@ class BlockScanner:
 
         if final:
             self._carry, self._carry_hits, self._carry_newlines = b"", [], 0
-            self._carry_literals = {}
+            self._carry_literals, self._parsed = {}, {}
             return findings
         if pending is not None:  # keep everything the waiting hit may need
             first = max(base, hits[pending][0] - CONTEXT_BEFORE)
@@ -181,6 +195,8 @@ class BlockScanner:
         self._carry_hits = [(h, o - offset) for h, o in waiting]
         self._carry_literals = {h: literals[h] for h, _ in waiting if h in literals}
         self._carry_newlines = self._carry.count(b"\n")
+        if self._parsed:
+            self._parsed = {n: ln for n, ln in self._parsed.items() if n >= first}
         return findings
 
     def _record_around(self, lines: _Lines, hit: tuple[int, int],
@@ -267,7 +283,8 @@ class _Lines:
                  final: bool) -> None:
         self.scanner, self.buf, self.first, self.last = scanner, buf, first, last
         self.final = final  # nothing comes after this buffer
-        self._cache: dict[int, ParsedLine] = {}
+        self._cache = scanner._parsed  # complete lines only: the partial last is never read
+        self.parsed = 0
         self._starts: dict[int, int] = {}
         self._clean: dict[bytes, tuple[int, int]] = {}  # header -> stretch with no joiner
 
@@ -293,10 +310,6 @@ class _Lines:
         """Byte offset of a line already read through `get`."""
         return self._starts.get(lineno)
 
-    @property
-    def parsed(self) -> int:
-        return len(self._cache)
-
     def get(self, lineno: int, anchor: tuple[int, int]) -> ParsedLine:
         line = self._cache.get(lineno)
         if line is None:
@@ -312,7 +325,9 @@ class _Lines:
             if end - start > MAX_PARSED_LINE:  # parse a cut copy; byte accounting is unchanged
                 raw += LINE_CUT_MARKER
             line = parse_line(scanner.source, lineno, scanner._decode(raw), scanner.reference)
-            self._cache[lineno] = line
+            self.parsed += 1
+            if lineno <= self.last and (self.final or end < len(self.buf)):
+                self._cache[lineno] = line  # a complete line: the same in later buffers
         return line
 
 

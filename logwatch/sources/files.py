@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from logwatch.sources.base import Chunk
+from logwatch.sources.inotify import open_watch
 
 FINGERPRINT_BYTES = 1024
 READ_BYTES = 8 << 20
@@ -55,14 +56,16 @@ def _same_head(fh: IO[bytes], stored: str) -> bool:
 
 
 class _Wakeup:
-    """inotify events on the directory (via watchdog) set an asyncio event; polling covers
-    filesystems without inotify."""
+    """Wake-ups when the followed file changes: inotify read on the event loop (coalesced
+    bursts, see sources/inotify.py); watchdog where that is not available (other kernels);
+    polling every `poll_interval` always covers filesystems that send no events."""
 
-    def __init__(self, directory: Path, loop: asyncio.AbstractEventLoop,
+    def __init__(self, path: Path, loop: asyncio.AbstractEventLoop,
                  use_inotify: bool) -> None:
         self.event = asyncio.Event()
         self._observer: Any = None
-        if not use_inotify:
+        self._watch = open_watch(path, loop) if use_inotify else None
+        if not use_inotify or self._watch is not None:
             return
         try:
             from watchdog.events import FileSystemEventHandler
@@ -77,7 +80,7 @@ class _Wakeup:
 
         try:
             observer = Observer()
-            observer.schedule(Handler(), str(directory), recursive=False)
+            observer.schedule(Handler(), str(path.parent), recursive=False)
             observer.daemon = True
             observer.start()
             self._observer = observer
@@ -85,11 +88,16 @@ class _Wakeup:
             self._observer = None  # no inotify here (or no directory yet): poll
 
     async def wait(self, timeout: float) -> None:
+        if self._watch is not None:
+            await self._watch.wait(timeout)
+            return
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(self.event.wait(), timeout)
         self.event.clear()
 
     def stop(self) -> None:
+        if self._watch is not None:
+            self._watch.stop()
         if self._observer is not None:
             self._observer.stop()
 
@@ -150,7 +158,7 @@ class FileSource:
 
     async def chunks(self) -> AsyncIterator[Chunk]:
         loop = asyncio.get_running_loop()
-        wake = _Wakeup(self.path.parent, loop, self.use_inotify)
+        wake = _Wakeup(self.path, loop, self.use_inotify)
         try:
             opened = None
             while opened is None and not self._closed:

@@ -51,15 +51,34 @@ class Store:
 
     def insert(self, table: str, rows: Sequence[Mapping[str, Any]],
                conflict: str = "IGNORE") -> int:
-        """Bulk insert (`OR IGNORE` keeps the first copy, `OR REPLACE` the newest)."""
+        """Bulk insert (`OR IGNORE` keeps the first copy, `OR REPLACE` the newest); returns
+        how many rows went in (those `OR IGNORE` skipped are not counted)."""
         if not rows:
             return 0
+        result = self._bulk(f"INSERT OR {conflict} INTO {table}", rows).fetchone()
+        return int(result[0]) if result else len(rows)
+
+    def insert_new(self, table: str, rows: Sequence[Mapping[str, Any]]) -> set[Any]:
+        """Insert rows whose `id` is not there yet; the ids that went in."""
+        if not rows:
+            return set()
+        return {r[0] for r in self._bulk(f"INSERT OR IGNORE INTO {table}", rows,
+                                         " RETURNING id").fetchall()}
+
+    def upsert(self, table: str, rows: Sequence[Mapping[str, Any]], update: str) -> None:
+        """Insert, or on an existing `id` run `update` (SQL written in the code, never data:
+        `excluded.col` is the new row, `table.col` the stored one)."""
+        if rows:
+            self._bulk(f"INSERT INTO {table}", rows, f" ON CONFLICT (id) DO UPDATE SET {update}")
+
+    def _bulk(self, verb: str, rows: Sequence[Mapping[str, Any]],
+              tail: str = "") -> duckdb.DuckDBPyConnection:
+        """One statement for many rows: each column travels as one list parameter."""
         columns = list(rows[0])
         values = [[row[c] for row in rows] for c in columns]
         selects = ", ".join(f"unnest(${i + 1}) AS {c}" for i, c in enumerate(columns))
-        self.con.execute(f"INSERT OR {conflict} INTO {table} ({', '.join(columns)}) "
-                         f"SELECT * FROM (SELECT {selects})", values)
-        return len(rows)
+        return self.con.execute(f"{verb} ({', '.join(columns)}) "
+                                f"SELECT * FROM (SELECT {selects}){tail}", values)
 
     def query(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
         return self.con.execute(sql, list(params)).fetchall()

@@ -2,7 +2,8 @@
 
 A finding's id is (generation, line, signature): replaying lines after a crash inserts nothing
 twice; the checkpoint is committed with the findings, so nothing read is ever skipped either.
-Incidents are re-aggregated from their findings for every incident a batch touched.
+Incidents are folded forward from the findings a batch actually inserted (a replay adds
+nothing to their counts).
 """
 
 from __future__ import annotations
@@ -60,13 +61,14 @@ class LiveWriter:
         """Write a batch atomically; returns how many findings were new."""
         now = datetime.now()
         rows: list[dict[str, Any]] = []
-        incidents: dict[str, LiveFinding] = {}
+        items: dict[str, LiveFinding] = {}  # finding id -> the finding
         for item in found:
             f = item.finding
             incident_id = _id(item.generation, f.signature.id, "|".join(incident_key(f)))
-            incidents.setdefault(incident_id, item)
+            finding_id = _id(item.generation, item.identity or f.lineno, f.signature.id)
+            items.setdefault(finding_id, item)
             rows.append({
-                "id": _id(item.generation, item.identity or f.lineno, f.signature.id),
+                "id": finding_id,
                 "incident_id": incident_id, "source_id": item.generation, "line": f.lineno,
                 "signature": f.signature.id, "signature_version": f.signature.version,
                 "library_version": self.library.version, "snapshot_hash": item.snapshot_hash,
@@ -77,39 +79,49 @@ class LiveWriter:
                    "fingerprint": c.generation, "updated": now, "generation": c.generation,
                    "line": c.line} for c in checkpoints]
         con = self.store.con
-        before = int(self.store.query("SELECT count(*) FROM findings")[0][0])
         con.execute("BEGIN TRANSACTION")
         try:
-            self.store.insert("findings", rows)
+            inserted = self.store.insert_new("findings", rows)
             self.store.insert("checkpoints", points, conflict="REPLACE")
-            if incidents:
-                self._aggregate(incidents)
+            self._aggregate([r for r in rows if r["id"] in inserted], items)
             con.execute("COMMIT")
         except BaseException:
             con.execute("ROLLBACK")
             raise
-        return int(self.store.query("SELECT count(*) FROM findings")[0][0]) - before
+        return len(inserted)
 
-    def _aggregate(self, incidents: dict[str, LiveFinding]) -> None:
-        stats = self.store.query(
-            "SELECT incident_id, count(*), min(line), max(line), min(time), max(time), "
-            "list(DISTINCT process) FILTER (WHERE process IS NOT NULL), "
-            "list(DISTINCT rank) FILTER (WHERE rank IS NOT NULL), any_value(source_id) "
-            "FROM findings WHERE incident_id IN (SELECT unnest(?)) GROUP BY incident_id",
-            [list(incidents)])
-        rows = []
-        for incident_id, count, first, last, first_t, last_t, procs, ranks, source in stats:
-            item = incidents[incident_id]
+    def _aggregate(self, new: list[dict[str, Any]], items: dict[str, LiveFinding]) -> None:
+        """Fold the findings just inserted into their incidents: counts add up, line and time
+        ranges widen, processes and ranks merge. Cost grows with the batch, not the history."""
+        groups: dict[str, list[dict[str, Any]]] = {}
+        for row in new:
+            groups.setdefault(row["incident_id"], []).append(row)
+        out = []
+        for incident_id, members in groups.items():
+            item = items[members[0]["id"]]
             f, sig = item.finding, item.finding.signature
-            rows.append({
+            times = [m["time"] for m in members if m["time"] is not None]
+            out.append({
                 "id": incident_id, "scan_id": None, "snapshot_hash": item.snapshot_hash,
                 "signature": sig.id,
                 "signature_version": sig.version, "library_version": self.library.version,
                 "category": sig.category, "severity": sig.severity, "fatal": sig.fatal,
-                "root_cause": False, "count": int(count), "first_source": source,
-                "first_line": first, "first_time": first_t, "last_line": last,
-                "last_time": last_t, "processes": sorted(procs or []),
-                "ranks": sorted(ranks or []),
+                "root_cause": False, "count": len(members),
+                "first_source": members[0]["source_id"],
+                "first_line": min(m["line"] for m in members),
+                "first_time": min(times, default=None),
+                "last_line": max(m["line"] for m in members),
+                "last_time": max(times, default=None),
+                "processes": sorted({m["process"] for m in members if m["process"]}),
+                "ranks": sorted({m["rank"] for m in members if m["rank"]}),
                 "captures": json.dumps(f.captures, sort_keys=True), "title": sig.title,
                 "explanation": sig.explain(f.captures)})
-        self.store.insert("incidents", rows, conflict="REPLACE")
+        merged = ", ".join(f"{c} = list_sort(list_distinct(list_concat(incidents.{c}, "
+                           f"excluded.{c})))" for c in ("processes", "ranks"))
+        self.store.upsert("incidents", out,
+                          "count = incidents.count + excluded.count, "
+                          "first_line = least(incidents.first_line, excluded.first_line), "
+                          "last_line = greatest(incidents.last_line, excluded.last_line), "
+                          "first_time = least(incidents.first_time, excluded.first_time), "
+                          "last_time = greatest(incidents.last_time, excluded.last_time), "
+                          f"library_version = excluded.library_version, {merged}")
