@@ -116,3 +116,15 @@ def test_the_daemon_runs_targets_and_refuses_a_bad_config(tmp_path: Path) -> Non
                              check=False)
     assert refused.returncode == 2
     assert "not starting" in refused.stderr and "unknown key 'colour'" in refused.stderr
+
+
+def test_the_shipped_example_config_is_valid() -> None:
+    example = ROOT / "systemd" / "logwatch.toml"
+    config = parse_config(str(example), example.read_text())
+    assert config.problems == []
+    assert [t.name for t in config.targets] == ["qwen", "bench"]
+    assert config.targets[0].relaunch["policy"] == "ask"
+    from logwatch.config import source_for
+    from logwatch.sources.globbed import GlobSource
+
+    assert isinstance(source_for(config.targets[1]), GlobSource)  # the glob path
