@@ -77,6 +77,9 @@ def build_parser() -> argparse.ArgumentParser:
     daemon.add_argument("--file", action="append", default=[], metavar="PATH",
                         help="a log file to follow across rotations, or a quoted glob (every "
                         "file it matches, now or later; repeatable)")
+    daemon.add_argument("--metrics", metavar="HOST:PORT",
+                        help="serve Prometheus metrics on a loopback address, e.g. "
+                        "127.0.0.1:9464")
     daemon.add_argument("--stdin", action="store_true",
                         help="read standard input until it ends (`vllm serve ... 2>&1 | "
                              "logwatch daemon --stdin`)")
@@ -311,6 +314,15 @@ def _cmd_daemon(args: argparse.Namespace) -> int:
             socket_path = args.socket or default_socket_path(config.get("socket.path"))
             daemon.control = ControlServer(daemon, socket_path,
                                            config.get("socket.group") or None)
+        if args.metrics:
+            from logwatch.metrics import MetricsServer, daemon_samples, parse_listen
+
+            try:
+                host, port = parse_listen(args.metrics)
+            except ValueError as exc:
+                print(f"logwatch: daemon: --metrics {exc}", file=sys.stderr)
+                return EXIT_USAGE
+            daemon.metrics = MetricsServer(host, port, lambda: daemon_samples(daemon))
         code = asyncio.run(daemon.run())
         for event in daemon.events + [e for s in sources
                                       if isinstance(s, FileSource | GlobSource | JournalSource)

@@ -14,6 +14,7 @@ import contextlib
 import signal
 import threading
 import time
+from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -87,6 +88,14 @@ class Daemon:
         self.pending: list[LiveFinding] = []
         self.checkpoints: dict[str, Checkpoint] = {}
         self.committed = 0
+        # for metrics: per-source lines and read positions, new findings per (signature,
+        # version), incidents recorded into (by fatal), when each position was committed
+        self.lines_by_source: dict[str, int] = {}
+        self.read_positions: dict[str, tuple[str, int]] = {}
+        self.findings_by_signature: Counter[tuple[str, int]] = Counter()
+        self.incidents_seen: dict[bool, set[str]] = {}
+        self.checkpoint_times: dict[str, float] = {}
+        self.metrics: Any = None  # a MetricsServer, when --metrics is given
         self.lines = 0
         self._stop = asyncio.Event()
         self._flush_now = asyncio.Event()
@@ -207,6 +216,9 @@ class Daemon:
             entry_first = line
         lines = chunk.data.count(b"\n")
         self.lines += lines
+        self.lines_by_source[chunk.source] = self.lines_by_source.get(chunk.source, 0) + lines
+        if chunk.path is not None:
+            self.read_positions[chunk.source] = (chunk.path, chunk.offset + len(chunk.data))
         if self.control is not None and self.control.wants("lines"):
             text = redact(chunk.data[:1 << 16].decode("utf-8", errors="replace"))
             self.control.publish("lines", source=chunk.source, first_line=stream.next_line,
@@ -234,6 +246,12 @@ class Daemon:
         with self._commit_lock:  # one DuckDB call at a time, whichever thread runs it
             if batch or points:
                 self.committed += self.writer.commit(batch, points)
+                for signature, version, incident, fatal in self.writer.last_new:
+                    self.findings_by_signature[(signature, version)] += 1
+                    self.incidents_seen.setdefault(fatal, set()).add(incident)
+                wall = time.time()
+                for point in points:
+                    self.checkpoint_times[point.source] = wall
 
     def commit(self) -> None:
         """Write what is pending now (on the calling thread)."""
@@ -314,6 +332,13 @@ class Daemon:
         if self.watch_dirs and self.reload_library is not None and not watch.start():
             self.events.append("signature directories are not watched (no inotify): "
                                "reload with SIGHUP")
+        if self.metrics is not None:
+            try:
+                await self.metrics.start()
+            except OSError as exc:
+                self.events.append(f"metrics on {self.metrics.host}:{self.metrics.port}: {exc}")
+                self.log.error("metrics_failed", error=str(exc))
+                self.metrics = None
         self.notifier.ready(f"following {len(self.sources)} source(s), library "
                             f"{self.library.version}")
         self.log.info("started", sources=[s.name for s in self.sources],
@@ -340,5 +365,7 @@ class Daemon:
             self.commit()
             if self.control is not None:
                 await self.control.close()
+            if self.metrics is not None:
+                await self.metrics.close()
             self.log.info("stopped", lines=self.lines, findings=self.committed)
         return 0

@@ -20,6 +20,7 @@ class Chunk:
     # journald: (offset just after an entry, that entry's cursor), so a checkpoint can name
     # the last whole entry before the scanner's safe point
     marks: tuple[tuple[int, str], ...] = ()
+    path: str | None = None  # a file source's path (how far behind the writer it is)
 
 
 class Source(Protocol):

@@ -120,6 +120,9 @@ class FileSource:
     async def close(self) -> None:
         self._closed = True
 
+    def _chunk(self, generation: str, data: bytes, offset: int, new: bool = False) -> Chunk:
+        return Chunk(self.name, generation, data, offset, new, path=str(self.path))
+
     def _open(self) -> tuple[IO[bytes], os.stat_result] | None:
         try:
             fh = open(self.path, "rb")  # noqa: SIM115 - held across rotations
@@ -184,7 +187,7 @@ class FileSource:
                         rest = rest[: rest.rfind(b"\n") + 1]
                     self.events.append(f"resumed {resume.generation} from rotated copy {copy}")
                     if rest:
-                        yield Chunk(self.name, resume.generation, rest, resume.offset)
+                        yield self._chunk(resume.generation, rest, resume.offset)
             partial = b""
             rotated_at: float | None = None
             while not self._closed:
@@ -192,7 +195,7 @@ class FileSource:
                 if data:
                     if new_generation:
                         generation = self._generation(fh, os.fstat(fh.fileno()))
-                    yield Chunk(self.name, generation, data, offset, new_generation)
+                    yield self._chunk(generation, data, offset, new_generation)
                     offset += len(data)
                     new_generation = False
                     rotated_at = None if rotated_at is None else time.monotonic()
@@ -212,7 +215,7 @@ class FileSource:
                                 rest = partial + old.read()
                                 rest = rest[: rest.rfind(b"\n") + 1]
                             if rest:
-                                yield Chunk(self.name, generation, rest, offset)
+                                yield self._chunk(generation, rest, offset)
                             self.events.append(f"copytruncate: read the rest of {generation} "
                                                f"from {copy}")
                         else:
@@ -227,7 +230,7 @@ class FileSource:
                         replacement = self._open()
                         if replacement is not None or now is None:
                             if partial:  # a last line without newline: hand it on
-                                yield Chunk(self.name, generation, partial + b"\n", offset)
+                                yield self._chunk(generation, partial + b"\n", offset)
                             fh.close()
                             self.events.append(f"rotation: finished {generation}")
                             while replacement is None and not self._closed:

@@ -46,6 +46,8 @@ class LiveWriter:
     def __init__(self, store: Store, library: Library) -> None:
         self.store = store
         self.library = library
+        # the last commit's new findings: (signature, version, incident id, fatal)
+        self.last_new: list[tuple[str, int, str, bool]] = []
 
     def checkpoints(self) -> dict[str, Checkpoint]:
         rows = self.store.query("SELECT source_id, generation, position, line, cursor "
@@ -88,6 +90,9 @@ class LiveWriter:
         except BaseException:
             con.execute("ROLLBACK")
             raise
+        self.last_new = [(r["signature"], r["signature_version"], r["incident_id"],
+                          items[r["id"]].finding.signature.fatal)
+                         for r in rows if r["id"] in inserted]
         return len(inserted)
 
     def _aggregate(self, new: list[dict[str, Any]], items: dict[str, LiveFinding]) -> None:
