@@ -119,6 +119,9 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--db", type=Path, metavar="PATH", default=None)
     run.add_argument("--target", default="vllm", help="a name for this vLLM (default: vllm)")
     run.add_argument("--quiet", action="store_true", help="do not pass vLLM's output through")
+    run.add_argument("--socket", type=Path, metavar="PATH", default=None,
+                     help="serve the control socket here while it runs (status, sql, "
+                     "snapshot, subscribe)")
     run.add_argument("--gpu-capability", metavar="X.Y", default=None,
                      help="state the GPU's compute capability instead of asking nvidia-smi")
     run.add_argument("--signatures", action="append", type=Path, default=[], metavar="DIR")
@@ -381,6 +384,10 @@ def _cmd_run(args: argparse.Namespace) -> int:
         daemon = Daemon([source], library, store, on_signal=source.forward,
                         snapshots={source.name: digest})
         daemon.writer.record_snapshot(digest, snapshot.to_dict())
+        if args.socket:
+            from logwatch.control import ControlServer
+
+            daemon.control = ControlServer(daemon, args.socket)
         asyncio.run(daemon.run())
     for event in source.events + daemon.events:
         print(f"logwatch run: {event}", file=sys.stderr)

@@ -3,10 +3,11 @@ listener) speaking JSON lines. One request per line, one response per line; `sub
 turns the connection into a stream of events.
 
 Requests: {"op": "status"} | {"op": "sql", "query": "..."} | {"op": "incidents", "limit": N}
-| {"op": "subscribe", "events": [kinds...]} | {"op": "reload"}. Event kinds: lines,
-finding, committed, library. Responses: {"ok": true, ...} or {"ok": false,
-"error": "..."}. A slow subscriber never stalls ingestion: its queue is bounded and events
-that do not fit are dropped and counted in the next event it gets.
+| {"op": "snapshot", "hash": H (optional)} | {"op": "subscribe", "events": [kinds...]}
+| {"op": "reload"}. Event kinds: lines, finding, committed, incident, library. Responses:
+{"ok": true, ...} or {"ok": false, "error": "..."}. A slow subscriber never stalls
+ingestion: its queue is bounded and events that do not fit are dropped and counted in the
+next event it gets.
 """
 
 from __future__ import annotations
@@ -162,6 +163,23 @@ class ControlServer:
         if op == "reload":
             daemon.reload()
             return {"ok": True, "events": daemon.events[-5:]}
+        if op == "snapshot":  # one configuration snapshot: by hash, else the newest
+            digest = request.get("hash")
+            query, params = (("SELECT hash, first_recorded, body FROM snapshots WHERE hash = ?",
+                              [str(digest)]) if digest else
+                             ("SELECT hash, first_recorded, body FROM snapshots "
+                              "ORDER BY first_recorded DESC LIMIT 1", []))
+            try:
+                _, rows = await asyncio.to_thread(self._query, query, params)
+            except DatabaseError as exc:
+                return {"ok": False, "error": str(exc)}
+            if not rows:
+                return {"ok": False, "error": "no such snapshot" if digest else
+                        "no snapshot recorded yet (`logwatch run` records what it starts)"}
+            digest, recorded, body = rows[0]
+            return {"ok": True, "hash": digest, "recorded": recorded,
+                    "snapshot": json.loads(body) if isinstance(body, str) else body,
+                    "sources": {k: v for k, v in daemon.snapshots.items() if v == digest}}
         if op in ("sql", "incidents"):
             query = str(request.get("query", "")) if op == "sql" else (
                 "SELECT * FROM incident_timeline ORDER BY last_time DESC NULLS LAST LIMIT "
@@ -173,12 +191,13 @@ class ControlServer:
             return {"ok": True, "columns": columns, "rows": rows[:SQL_ROW_LIMIT],
                     "truncated": len(rows) > SQL_ROW_LIMIT}
         return {"ok": False, "error": f"unknown op {op!r}; try status, sql, incidents, "
-                                      "subscribe, reload"}
+                                      "snapshot, subscribe, reload"}
 
-    def _query(self, sql: str) -> tuple[list[str], list[tuple[Any, ...]]]:
+    def _query(self, sql: str, params: list[Any] | None = None
+               ) -> tuple[list[str], list[tuple[Any, ...]]]:
         cursor = self.daemon.writer.store.con.cursor()  # its own connection: no lock needed
         try:
-            return run_read_only(cursor, sql)
+            return run_read_only(cursor, sql, params or [])
         finally:
             cursor.close()
 

@@ -95,6 +95,7 @@ class Daemon:
         self.findings_by_signature: Counter[tuple[str, int]] = Counter()
         self.incidents_seen: dict[bool, set[str]] = {}
         self.checkpoint_times: dict[str, float] = {}
+        self._new_incidents: list[tuple[str, str, bool]] = []  # for subscribers
         self.metrics: Any = None  # a MetricsServer, when --metrics is given
         self.lines = 0
         self._stop = asyncio.Event()
@@ -248,7 +249,11 @@ class Daemon:
                 self.committed += self.writer.commit(batch, points)
                 for signature, version, incident, fatal in self.writer.last_new:
                     self.findings_by_signature[(signature, version)] += 1
-                    self.incidents_seen.setdefault(fatal, set()).add(incident)
+                    seen = self.incidents_seen.setdefault(fatal, set())
+                    if incident not in seen:
+                        seen.add(incident)
+                        if self.control is not None:  # published from the loop, after this
+                            self._new_incidents.append((incident, signature, fatal))
                 wall = time.time()
                 for point in points:
                     self.checkpoint_times[point.source] = wall
@@ -300,6 +305,11 @@ class Daemon:
                 self._inflight = asyncio.get_running_loop().run_in_executor(
                     None, self._write, batch, points)
                 await asyncio.shield(self._inflight)
+                if self.control is not None and self._new_incidents:
+                    for incident, signature, fatal in self._new_incidents:
+                        self.control.publish("incident", id=incident, signature=signature,
+                                             fatal=fatal)
+                    self._new_incidents = []
                 if self.control is not None and batch:  # durable now: tell the watchers
                     self.control.publish("committed", count=len(batch), findings=[
                         {"source": lf.finding.source, "line": lf.finding.lineno,

@@ -73,3 +73,56 @@ def test_a_10_mb_line_and_a_missing_command(tmp_path: Path) -> None:
     missing = run("--db", str(db), "--gpu-capability", "9.0", "--", "/nonexistent/vllm")
     assert missing.returncode == 127 and b"cannot start /nonexistent/vllm" in missing.stderr
     assert run("--db", str(db)).returncode == 2  # nothing to run
+
+
+def test_the_running_launch_answers_snapshot_and_incident_events(tmp_path: Path) -> None:
+    """`run --socket`: the snapshot of what was started, and an incident event as the child
+    fails, with the API key in its environment never reaching the socket."""
+    import asyncio
+    import json
+    import os
+
+    from logwatch.control import request
+
+    sock = tmp_path / "run.sock"
+    script = ("import sys, time\n"
+              "line = sys.stdin.readline()\n"  # wait until the test is subscribed
+              "print('(Worker_TP0 pid=9) ERROR 10-14 10:00:00 [core.py:1] RuntimeError: CUDA "
+              "error: an illegal memory access was encountered', flush=True)\n"
+              "time.sleep(1.5)\n")
+    proc = subprocess.Popen([sys.executable, "-m", "logwatch", "run", "--db",
+                             str(tmp_path / "h.duckdb"), "--gpu-capability", "9.0", "--socket",
+                             str(sock), "--quiet", "--", sys.executable, "-c", script,
+                             "--api-key", "sk-live-123456789"],
+                            cwd=ROOT, stdin=subprocess.PIPE, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL,
+                            env={**os.environ, "HF_TOKEN": "hf_secretsecretsecret"})
+
+    async def talk() -> tuple[dict[str, object], dict[str, object]]:
+        for _ in range(300):
+            try:
+                snapshot = await request(sock, {"op": "snapshot"})
+                break
+            except OSError:
+                await asyncio.sleep(0.1)
+        reader, writer = await asyncio.open_unix_connection(str(sock))
+        writer.write(b'{"op": "subscribe", "events": ["incident"]}\n')
+        await writer.drain()
+        await reader.readline()
+        assert proc.stdin is not None
+        proc.stdin.write(b"go\n")
+        proc.stdin.close()
+        incident = json.loads(await asyncio.wait_for(reader.readline(), 30))
+        writer.close()
+        return snapshot, incident
+
+    try:
+        snapshot, incident = asyncio.run(talk())
+    finally:
+        proc.wait(timeout=60)
+    assert snapshot["ok"] is True and snapshot["sources"] == {"run:vllm": snapshot["hash"]}
+    text = json.dumps(snapshot)
+    assert "sk-live-123456789" not in text and "hf_secretsecretsecret" not in text
+    assert sys.executable in text  # the argv that was started
+    assert incident["event"] == "incident" and incident["signature"] == "distributed.cuda_error"
+    assert incident["fatal"] is True
