@@ -285,8 +285,9 @@ class Daemon:
         rate = (self.lines - self._last_lines) / (now - self._last_beat)
         self._last_beat, self._last_lines = now, self.lines
         self.notifier.watchdog()
+        fatal = len(self.incidents_seen.get(True, ()))
         self.notifier.status(f"{rate:,.0f} lines/s, {self.committed:,} findings recorded, "
-                             f"library {self.library.version}")
+                             f"{fatal} fatal incident(s), library {self.library.version}")
 
     @staticmethod
     async def _read_all(readers: list[asyncio.Task[None]]) -> None:
