@@ -8,10 +8,14 @@ import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from logwatch import __version__
 from logwatch.core.library import Library, LibraryError
+
+if TYPE_CHECKING:
+    from logwatch.core.config import TargetConfig
+    from logwatch.daemon import Daemon
 
 EXIT_OK = 0
 EXIT_FATAL_FOUND = 1
@@ -307,6 +311,7 @@ def _cmd_daemon(args: argparse.Namespace) -> int:
             sources.append(source)
         daemon = Daemon(sources, library, store, until_idle=args.until_idle,
                         reload_library=lambda: _load(args))
+        _snapshot_targets(config.targets, daemon)
         from logwatch.signature_files import default_signature_dir
 
         daemon.watch_dirs = [args.library or default_signature_dir(), *args.signatures]
@@ -334,6 +339,26 @@ def _cmd_daemon(args: argparse.Namespace) -> int:
         print(f"logwatch daemon: {daemon.lines:,} lines read, {daemon.committed:,} new "
               "findings recorded", file=sys.stderr)
         return code
+
+
+def _snapshot_targets(targets: Sequence[TargetConfig], daemon: Daemon) -> None:
+    """Record the configuration each target runs with (its launch: unit or argv, and its
+    model directory), so that its findings link to it; problems go into the snapshot."""
+    from logwatch.snapshot.capture import capture_gpu, take_snapshot
+
+    gpu = None
+    for target in targets:
+        launch = target.launch
+        if not (launch.get("unit") or launch.get("argv") or target.model_dir):
+            continue
+        gpu = gpu or capture_gpu()
+        argv = [str(a) for a in launch["argv"]] if launch.get("argv") else None
+        snapshot = take_snapshot(argv=argv, unit=launch.get("unit"),
+                                 user_unit=bool(launch.get("user")),
+                                 model_dir=target.model_dir, gpu=gpu)
+        digest = snapshot.content_hash()
+        daemon.writer.record_snapshot(digest, snapshot.to_dict())
+        daemon.snapshots[target.name] = digest
 
 
 def _cmd_config(args: argparse.Namespace) -> int:

@@ -71,7 +71,8 @@ class Daemon:
         self.until_idle = until_idle
         self.reload_library = reload_library
         self.on_signal = on_signal  # `logwatch run`: SIGTERM/SIGINT go to the child instead
-        self.snapshots = snapshots or {}  # source name -> hash of its recorded snapshot
+        # source or target name -> hash of the recorded snapshot of its configuration
+        self.snapshots = snapshots or {}
         self.notifier = notifier or Notifier()
         self.events: list[str] = []  # what the operator should know (reload results, ...)
         self.control: Any = None  # a ControlServer, when a socket is configured
@@ -178,6 +179,12 @@ class Daemon:
             "events": self.events[-10:],
         }
 
+    def _snapshot_for(self, source: str) -> str | None:
+        """The configuration in force for a source: by its name, else by its target's name
+        (a glob target's files are named `TARGET:file:PATH`)."""
+        digest = self.snapshots.get(source)
+        return digest if digest is not None else self.snapshots.get(source.split(":", 1)[0])
+
     def _collect(self, source: str, stream: _Stream, found: list[Finding]) -> None:
         if self.control is not None:
             for f in found:
@@ -188,7 +195,7 @@ class Daemon:
             self._flush_now.set()  # leading edge: the first finding after a lull goes now
         self.pending.extend(LiveFinding(f, stream.generation,
                                         self._identity(stream, f.lineno) if stream.marks
-                                        else None, self.snapshots.get(source))
+                                        else None, self._snapshot_for(source))
                             for f in found)
         safe_bytes, safe_line = stream.scanner.safe_point()
         safe = stream.base_offset + safe_bytes

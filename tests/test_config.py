@@ -128,3 +128,28 @@ def test_the_shipped_example_config_is_valid() -> None:
     from logwatch.sources.globbed import GlobSource
 
     assert isinstance(source_for(config.targets[1]), GlobSource)  # the glob path
+
+
+def test_a_targets_findings_link_to_the_snapshot_of_its_launch(tmp_path: Path) -> None:
+    log, db, conf = tmp_path / "vllm.log", tmp_path / "h.duckdb", tmp_path / "lw.toml"
+    log.write_bytes((SAMPLES / "demo_marlin_and_mtp.log").read_bytes())
+    model = ROOT / "samples" / "models" / "qwen3.6-35b-a3b-nvfp4a16"
+    conf.write_text(f'[database]\npath = "{db}"\n[[targets]]\nname = "q"\n'
+                    f'model_dir = "{model}"\n'
+                    f'[targets.source]\nkind = "file"\npath = "{tmp_path}/*.log"\n'
+                    '[targets.launch]\nargv = ["vllm", "serve", "' + str(model) + '", '
+                    '"--tensor-parallel-size", "4", "--api-key", "sk-live-abcdefgh1234"]\n')
+    done = subprocess.run([sys.executable, "-m", "logwatch", "daemon", "--config", str(conf),
+                           "--no-socket", "--until-idle", "1"], capture_output=True,
+                          text=True, cwd=ROOT, timeout=60, check=False)
+    assert done.returncode == 0, done.stderr
+    con = duckdb.connect(str(db), read_only=True)
+    rows = con.execute("SELECT DISTINCT s.quant_scheme, s.tensor_parallel_size, s.body "
+                       "FROM findings f JOIN snapshots s ON s.hash = f.snapshot_hash "
+                       "WHERE f.signature = 'marlin.repack_tile_n'").fetchall()
+    unlinked = con.execute("SELECT count(*) FROM findings WHERE snapshot_hash IS NULL")
+    assert unlinked.fetchone() == (0,)
+    con.close()
+    assert len(rows) == 1 and rows[0][1] == 4
+    assert rows[0][0] == "NVFP4A16"  # from the model directory's quantization config
+    assert "sk-live-abcdefgh1234" not in rows[0][2]  # redacted before it is stored
