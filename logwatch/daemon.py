@@ -41,6 +41,10 @@ CHECKPOINT_SECONDS = 1.0
 # A source silent this long is settled: records still open are closed as they stand. A
 # traceback arrives as one burst of writes; a dying vLLM goes silent after its last line.
 QUIET_SECONDS = 0.5
+# A hit whose record may still go on is reported after this long even while the log keeps
+# flowing: the lines of one record (a traceback, interleaved ranks) arrive within
+# milliseconds of each other; waiting for proof from later lines costs seconds at low rates.
+HOLD_SECONDS = 0.05
 BATCH_FINDINGS = 500
 MARKS_KEPT = 10_000  # journald entries remembered before the checkpoint
 
@@ -55,13 +59,15 @@ class _Stream:
     next_line: int = 1  # number of the next line fed
     last_data: float = field(default_factory=time.monotonic)
     settled: bool = True  # nothing fed since the last flush
+    holding_since: float | None = None  # when the scanner began holding back a hit
     # journald entries: (offset after, first line, line after, cursor)
     marks: list[tuple[int, int, int, str]] = field(default_factory=list)
 
 
 class Daemon:
     def __init__(self, sources: Sequence[Source], library: Library, store: Store,
-                 quiet_flush: float = QUIET_SECONDS, until_idle: float | None = None,
+                 quiet_flush: float = QUIET_SECONDS, hold: float = HOLD_SECONDS,
+                 until_idle: float | None = None,
                  reload_library: Callable[[], Library] | None = None,
                  notifier: Notifier | None = None,
                  on_signal: Callable[[int], None] | None = None,
@@ -84,6 +90,7 @@ class Daemon:
         self.matcher = Matcher(library.signatures)
         self.writer = LiveWriter(store, library)
         self.quiet_flush = quiet_flush
+        self.hold = hold
         self.resume = self.writer.checkpoints()
         self.streams: dict[str, _Stream] = {}
         self.pending: list[LiveFinding] = []
@@ -234,15 +241,26 @@ class Daemon:
         stream.next_line += lines
         found = stream.scanner.feed(chunk.data)
         stream.last_data, stream.settled = time.monotonic(), False
+        if not stream.scanner.holding:
+            stream.holding_since = None
+        elif stream.holding_since is None:
+            stream.holding_since = stream.last_data
+            with contextlib.suppress(RuntimeError):  # wake the batcher when the hold ends
+                asyncio.get_running_loop().call_later(self.hold, self._flush_now.set)
         self._collect(chunk.source, stream, found)
 
     def settle(self, everything: bool = False) -> None:
-        """Flush streams quiet for `quiet_flush` seconds (or all of them)."""
+        """Flush streams quiet for `quiet_flush` seconds, or holding a hit back for
+        `hold` seconds (or all of them)."""
         now = time.monotonic()
         for source, stream in self.streams.items():
-            if not stream.settled and (everything or now - stream.last_data >= self.quiet_flush):
+            if stream.settled:
+                continue
+            held_too_long = (stream.holding_since is not None
+                             and now - stream.holding_since >= self.hold)
+            if everything or held_too_long or now - stream.last_data >= self.quiet_flush:
                 self._collect(source, stream, stream.scanner.flush())
-                stream.settled = True
+                stream.settled, stream.holding_since = True, None
 
     def _take(self) -> tuple[list[LiveFinding], list[Checkpoint]]:
         """The pending batch, taken on the event-loop thread (where findings are added)."""

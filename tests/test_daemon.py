@@ -241,3 +241,38 @@ def test_bad_input_on_stdin_loses_nothing(tmp_path: Path, library: Library) -> N
     found = {(s, line) for s, line, _ in recorded(db)}
     offset = 3  # the demo starts on line 4
     assert {(s, line - offset) for s, line in found} >= expected(library, demo)
+
+
+def test_a_held_hit_is_reported_while_the_log_keeps_flowing(tmp_path: Path,
+                                                            library: Library) -> None:
+    """A finding whose record might go on (nothing after it proves the traceback ended) is
+    not kept until the log goes quiet: it is committed while unrelated lines keep arriving."""
+    import asyncio
+
+    from logwatch.daemon import Daemon
+    from logwatch.sources.base import MemorySource
+    from logwatch.store.db import open_store
+
+    head = b"(EngineCore_DP0 pid=5) ERROR 11-29 10:00:00 [core.py:1] "
+    burst = [head + b"Traceback (most recent call last):\n",
+             head + b'  File "/x/core.py", line 1, in run\n',
+             head + b"RuntimeError: CUDA error: an illegal memory access was encountered\n"]
+    access = b'INFO:     10.0.0.1:4000 - "POST /v1/completions HTTP/1.1" 200 OK\n'
+    parts = burst + [access] * 150  # a part every 20 ms: three seconds, never quiet
+
+    async def main(hold: float) -> tuple[int, list[tuple[int, int]]]:
+        with open_store(tmp_path / f"hold-{hold}.duckdb") as store:
+            daemon = Daemon([MemorySource("mem", parts, delay=0.02)], library, store,
+                            hold=hold)
+            runner = asyncio.create_task(daemon.run())
+            await asyncio.sleep(1.5)  # half-way through the flow
+            committed_while_flowing = daemon.committed
+            await runner
+            lines = store.query("SELECT line FROM findings "
+                                "WHERE signature = 'distributed.cuda_error'")
+            return committed_while_flowing, lines
+
+    while_flowing, lines = asyncio.run(main(hold=0.05))
+    assert while_flowing >= 1 and lines == [(3,)]
+    while_flowing, lines = asyncio.run(main(hold=60))  # without the bound: held to the end
+    assert while_flowing == 0 and lines == [(3,)]

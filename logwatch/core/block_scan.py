@@ -89,6 +89,12 @@ class BlockScanner:
         self._carry_lineno = self.stats.lines + 1
         return findings
 
+    @property
+    def holding(self) -> bool:
+        """Hits read but not yet reported: records that may go on, or findings waiting for
+        an earlier one."""
+        return bool(self._carry_hits or self._held)
+
     def safe_point(self) -> tuple[int, int]:
         """(bytes, line) before which every line is processed and its findings returned: a
         checkpoint here loses nothing, and resuming from it repeats nothing unseen."""
