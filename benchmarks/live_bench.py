@@ -75,7 +75,7 @@ class Writer(threading.Thread):
         start = time.perf_counter()
         with open(self.path, "ab", buffering=0) as out:
             tick = 0
-            while (now := time.perf_counter()) - start < self.seconds:
+            while time.perf_counter() - start < self.seconds:
                 lines, marks = [], []
                 for _ in range(per_tick):
                     self.written += 1
@@ -93,7 +93,6 @@ class Writer(threading.Thread):
                 delay = start + tick * TICK - time.perf_counter()
                 if delay > 0:
                     time.sleep(delay)
-                del now
 
 
 async def subscribe(sock: Path, committed: dict[int, float], stop: asyncio.Event) -> None:
