@@ -153,3 +153,19 @@ def test_a_targets_findings_link_to_the_snapshot_of_its_launch(tmp_path: Path) -
     assert len(rows) == 1 and rows[0][1] == 4
     assert rows[0][0] == "NVFP4A16"  # from the model directory's quantization config
     assert "sk-live-abcdefgh1234" not in rows[0][2]  # redacted before it is stored
+
+
+def test_unknown_keys_and_types_in_each_target_table() -> None:
+    text = ('[[targets]]\nname = "q"\n[targets.source]\nkind = "file"\npath = "/x"\n'
+            'paht = "/y"\n[targets.launch]\nunti = "vllm.service"\nuser = "yes"\n'
+            '[targets.relaunch]\nmax_per_hr = 2\nmax_per_hour = "2"\n')
+    msgs = messages(text)
+    assert any("unknown key 'paht' in the source of target 'q'" in m
+               and "did you mean 'path'?" in m for m in msgs)
+    assert any("unknown key 'unti' in the launch of target 'q'" in m
+               and "did you mean 'unit'?" in m for m in msgs)
+    assert any("launch.user of target 'q' must be a bool" in m for m in msgs)
+    assert any("unknown key 'max_per_hr' in the relaunch policy of target 'q'" in m
+               for m in msgs)
+    assert any("relaunch.max_per_hour of target 'q' must be a int" in m for m in msgs)
+    assert len(msgs) == 5

@@ -124,6 +124,19 @@ def parse_config(path: str, text: str, overrides: dict[str, Any] | None = None) 
     return config
 
 
+def _check_keys(table: dict[str, Any], keys: dict[str, type], part: str, label: str,
+                name: str, index: int, problem: Any) -> None:
+    """Unknown keys (with a suggestion) and wrong types in one `[targets.PART]` table."""
+    for key, value in table.items():
+        expected = keys.get(key)
+        if expected is None:
+            problem(f"unknown key {key!r} in {label} of target {name!r}", key,
+                    f"targets.{part}", index, did_you_mean(key, keys))
+        elif not isinstance(value, expected):
+            problem(f"{part}.{key} of target {name!r} must be a {expected.__name__}", key,
+                    f"targets.{part}", index)
+
+
 def _target(config: Config, raw: Any, index: int, problem: Any) -> None:
     if not isinstance(raw, dict):
         problem("each [[targets]] entry must be a table", "targets")
@@ -142,14 +155,7 @@ def _target(config: Config, raw: Any, index: int, problem: Any) -> None:
         problem(f"target {name!r} needs a [targets.source] table with a kind", "source",
                 "targets", index, "kind = \"file\" and path = \"/var/log/vllm/vllm.log\"")
         source = {}
-    for key, value in source.items():
-        expected = SOURCE_KEYS.get(key)
-        if expected is None:
-            problem(f"unknown key {key!r} in the source of target {name!r}", key,
-                    "targets.source", index, did_you_mean(key, SOURCE_KEYS))
-        elif not isinstance(value, expected):
-            problem(f"source.{key} of target {name!r} must be a {expected.__name__}", key,
-                    "targets.source", index)
+    _check_keys(source, SOURCE_KEYS, "source", "the source", name, index, problem)
     kind = source.get("kind")
     if source and kind not in SOURCE_KINDS:
         problem(f"source kind {kind!r} of target {name!r} is not one of "
@@ -164,23 +170,12 @@ def _target(config: Config, raw: Any, index: int, problem: Any) -> None:
         problem(f"the journald source of target {name!r} needs unit, user_unit, file, "
                 "directory or namespace", "kind", "targets.source", index)
     launch = raw.get("launch", {})
-    for key, value in (launch.items() if isinstance(launch, dict) else ()):
-        expected = LAUNCH_KEYS.get(key)
-        if expected is None:
-            problem(f"unknown key {key!r} in the launch of target {name!r}", key,
-                    "targets.launch", index, did_you_mean(key, LAUNCH_KEYS))
-        elif not isinstance(value, expected):
-            problem(f"launch.{key} of target {name!r} must be a {expected.__name__}", key,
-                    "targets.launch", index)
+    if isinstance(launch, dict):
+        _check_keys(launch, LAUNCH_KEYS, "launch", "the launch", name, index, problem)
     relaunch = raw.get("relaunch", {"policy": "off"})
-    for key, value in (relaunch.items() if isinstance(relaunch, dict) else ()):
-        expected = RELAUNCH_KEYS.get(key)
-        if expected is None:
-            problem(f"unknown key {key!r} in the relaunch policy of target {name!r}", key,
-                    "targets.relaunch", index, did_you_mean(key, RELAUNCH_KEYS))
-        elif not isinstance(value, expected):
-            problem(f"relaunch.{key} of target {name!r} must be a {expected.__name__}", key,
-                    "targets.relaunch", index)
+    if isinstance(relaunch, dict):
+        _check_keys(relaunch, RELAUNCH_KEYS, "relaunch", "the relaunch policy", name, index,
+                    problem)
     policy = relaunch.get("policy", "off") if isinstance(relaunch, dict) else "off"
     if policy not in RELAUNCH_POLICIES:
         problem(f"relaunch policy {policy!r} of target {name!r} is not one of "
