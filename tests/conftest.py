@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -41,3 +42,19 @@ def systemd_user() -> Iterator[dict[str, str]]:
     finally:
         subprocess.run(["bash", str(HARNESS), "stop"], capture_output=True, env=env,
                        timeout=60, check=False)
+
+
+def read_pty(master: int) -> bytes:
+    """Everything a child wrote to a pseudo-terminal, once its writer side is closed."""
+    seen = b""
+    while True:
+        try:
+            chunk = os.read(master, 65536)
+        except OSError:  # EIO: the other side is gone
+            break
+        if not chunk:
+            break
+        seen += chunk
+    os.close(master)
+    return seen
+

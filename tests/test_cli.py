@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import ROOT, SAMPLES
+from tests.conftest import ROOT, SAMPLES, read_pty
 
 DEMO = SAMPLES / "demo_marlin_and_mtp.log"
 HEALTHY = SAMPLES / "healthy_033_startup.log"
@@ -150,16 +150,7 @@ def test_progress_bar_on_a_real_terminal(tmp_path: Path) -> None:
                           env=env, stdout=subprocess.PIPE, stderr=slave, timeout=120,
                           check=False)
     os.close(slave)
-    seen = b""
-    while True:
-        try:
-            chunk = os.read(master, 65536)
-        except OSError:
-            break
-        if not chunk:
-            break
-        seen += chunk
-    os.close(master)
+    seen = read_pty(master)
     assert proc.returncode == 0
     assert b"scanning" in seen and b"MB/s" in seen and b"%" in seen
     assert b"scanning" not in proc.stdout

@@ -151,13 +151,18 @@ def _logrotate(tmp_path: Path, log: Path, directive: str) -> None:
                    check=True, capture_output=True, timeout=30)
 
 
-@pytest.mark.skipif(LOGROTATE is None, reason="logrotate is not installed")
-def test_logrotate_create_with_a_writer_that_keeps_its_fd(tmp_path: Path) -> None:
+def _followed_log(tmp_path: Path) -> tuple[Path, Path, subprocess.Popen[bytes]]:
+    """An empty logs/vllm.log (directory mode logrotate accepts) and a daemon following it."""
     db, logs = tmp_path / "h.duckdb", tmp_path / "logs"
     logs.mkdir(mode=0o755)
     log = logs / "vllm.log"
     log.touch()
-    proc = start("--file", str(log), "--db", str(db), "--until-idle", "3")
+    return db, log, start("--file", str(log), "--db", str(db), "--until-idle", "3")
+
+
+@pytest.mark.skipif(LOGROTATE is None, reason="logrotate is not installed")
+def test_logrotate_create_with_a_writer_that_keeps_its_fd(tmp_path: Path) -> None:
+    db, log, proc = _followed_log(tmp_path)
     reopen = threading.Event()
     writer = _writer(log, 400, 0.004, reopen=reopen)
     time.sleep(0.6)
@@ -166,24 +171,20 @@ def test_logrotate_create_with_a_writer_that_keeps_its_fd(tmp_path: Path) -> Non
     reopen.set()  # ... then reopens vllm.log, like a restarted vLLM
     writer.join(timeout=30)
     assert proc.wait(timeout=60) == 0
-    assert (logs / "vllm.log.1").stat().st_size > 0 and log.stat().st_size > 0
+    assert log.with_name("vllm.log.1").stat().st_size > 0 and log.stat().st_size > 0
     assert accepted_counts(db) == list(range(400))  # every line exactly once
 
 
 @pytest.mark.skipif(LOGROTATE is None, reason="logrotate is not installed")
 def test_logrotate_copytruncate_loses_only_the_copy_window(tmp_path: Path) -> None:
-    db, logs = tmp_path / "h.duckdb", tmp_path / "logs"
-    logs.mkdir(mode=0o755)
-    log = logs / "vllm.log"
-    log.touch()
-    proc = start("--file", str(log), "--db", str(db), "--until-idle", "3")
+    db, log, proc = _followed_log(tmp_path)
     writer = _writer(log, 400, 0.004)
     time.sleep(0.6)
     _logrotate(tmp_path, log, "copytruncate")
     writer.join(timeout=30)
     assert proc.wait(timeout=60) == 0
     on_disk = set()
-    for path in (logs / "vllm.log.1", log):
+    for path in (log.with_name("vllm.log.1"), log):
         for line in path.read_bytes().splitlines():
             on_disk.add(int(line.split(b"Accepted: ")[1].split(b" ")[0]))
     found = set(accepted_counts(db))

@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 
 from logwatch.logs import under_journald
-from tests.conftest import ROOT, SAMPLES
+from tests.conftest import ROOT, SAMPLES, read_pty
 
 
 def test_journal_stream_detection_uses_the_real_stream(tmp_path: Path) -> None:
@@ -45,14 +45,5 @@ def test_console_lines_on_a_terminal(tmp_path: Path) -> None:
                     str(tmp_path / "h.duckdb")], input=b"hello\n", cwd=ROOT, env=env,
                    stderr=slave, stdout=subprocess.DEVNULL, timeout=60, check=True)
     os.close(slave)
-    text = b""
-    while True:
-        try:
-            chunk = os.read(master, 65536)
-        except OSError:
-            break
-        if not chunk:
-            break
-        text += chunk
-    os.close(master)
+    text = read_pty(master)
     assert b"started" in text and not text.lstrip().startswith(b"{")
