@@ -30,6 +30,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from logwatch import control  # noqa: E402
 from logwatch.control import request  # noqa: E402
 
 TICK = 0.01
@@ -96,10 +97,7 @@ class Writer(threading.Thread):
 
 
 async def subscribe(sock: Path, committed: dict[int, float], stop: asyncio.Event) -> None:
-    reader, writer = await asyncio.open_unix_connection(str(sock), limit=64 << 20)
-    writer.write(b'{"op": "subscribe", "events": ["committed"]}\n')
-    await writer.drain()
-    await reader.readline()
+    reader, writer = await control.subscribe(sock, ["committed"])
     while not stop.is_set():
         try:
             line = await asyncio.wait_for(reader.readline(), 0.5)

@@ -215,3 +215,29 @@ async def request(path: Path, message: dict[str, Any], timeout: float = 10.0
         return reply
     finally:
         writer.close()
+
+
+async def subscribe(path: Path, events: list[str] | None = None, wait: float = 0.0
+                    ) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
+    """A subscription to a daemon's events, acknowledged; read one JSON event per line from
+    the reader. `wait`: seconds to keep trying while the daemon is still starting."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + wait
+    while True:
+        try:
+            reader, writer = await asyncio.open_unix_connection(str(path), limit=64 << 20)
+            break
+        except OSError:
+            if loop.time() >= deadline:
+                raise
+            await asyncio.sleep(0.1)
+    message: dict[str, Any] = {"op": "subscribe"}
+    if events is not None:
+        message["events"] = events
+    writer.write(json.dumps(message).encode() + b"\n")
+    await writer.drain()
+    ack = json.loads(await reader.readline() or b"{}")
+    if not ack.get("subscribed"):
+        writer.close()
+        raise OSError(f"{path}: subscription refused: {ack.get('error', ack)}")
+    return reader, writer

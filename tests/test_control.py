@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from logwatch.control import request
+from logwatch.control import request, subscribe
 from tests.conftest import ROOT, SAMPLES
 
 
@@ -80,10 +80,7 @@ def test_subscribers_get_lines_and_findings(running: Running) -> None:
     log, sock = running.log, running.sock
 
     async def watch() -> list[dict[str, object]]:
-        reader, writer = await asyncio.open_unix_connection(str(sock))
-        writer.write(b'{"op": "subscribe"}\n')
-        await writer.drain()
-        assert json.loads(await reader.readline())["subscribed"] is True
+        reader, writer = await subscribe(sock)
         with open(log, "ab") as out:
             out.write(b"(Worker_TP0 pid=9) ERROR 10-14 10:00:00 [core.py:1] RuntimeError: "
                       b"CUDA error: an illegal memory access was encountered\n")
@@ -173,15 +170,7 @@ def test_a_change_in_a_signature_directory_reloads_the_library(tmp_path: Path) -
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
 
     async def watch() -> list[dict[str, object]]:
-        for _ in range(300):
-            try:
-                reader, writer = await asyncio.open_unix_connection(str(sock))
-                break
-            except OSError:
-                await asyncio.sleep(0.1)
-        writer.write(b'{"op": "subscribe"}\n')
-        await writer.drain()
-        assert json.loads(await reader.readline())["subscribed"] is True
+        reader, writer = await subscribe(sock, wait=30)
 
         async def next_event(kind: str) -> dict[str, object]:
             while True:

@@ -82,7 +82,7 @@ def test_the_running_launch_answers_snapshot_and_incident_events(tmp_path: Path)
     import json
     import os
 
-    from logwatch.control import request
+    from logwatch.control import request, subscribe
 
     sock = tmp_path / "run.sock"
     script = ("import sys, time\n"
@@ -99,16 +99,8 @@ def test_the_running_launch_answers_snapshot_and_incident_events(tmp_path: Path)
                             env={**os.environ, "HF_TOKEN": "hf_secretsecretsecret"})
 
     async def talk() -> tuple[dict[str, object], dict[str, object]]:
-        for _ in range(300):
-            try:
-                snapshot = await request(sock, {"op": "snapshot"})
-                break
-            except OSError:
-                await asyncio.sleep(0.1)
-        reader, writer = await asyncio.open_unix_connection(str(sock))
-        writer.write(b'{"op": "subscribe", "events": ["incident"]}\n')
-        await writer.drain()
-        await reader.readline()
+        reader, writer = await subscribe(sock, ["incident"], wait=30)
+        snapshot = await request(sock, {"op": "snapshot"})
         assert proc.stdin is not None
         proc.stdin.write(b"go\n")
         proc.stdin.close()
