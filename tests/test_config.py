@@ -169,3 +169,13 @@ def test_unknown_keys_and_types_in_each_target_table() -> None:
                for m in msgs)
     assert any("relaunch.max_per_hour of target 'q' must be a int" in m for m in msgs)
     assert len(msgs) == 5
+
+
+def test_target_tables_of_the_wrong_kind_are_reported_not_ignored() -> None:
+    text = ('[[targets]]\nname = "q"\nlaunch = "vllm.service"\nrelaunch = "ask"\n'
+            'model_dir = 7\n[targets.source]\nkind = "stdin"\n')
+    msgs = messages(text)
+    assert any("launch of target 'q' must be a table" in m for m in msgs)
+    assert any("relaunch of target 'q' must be a table" in m for m in msgs)
+    assert any("model_dir of target 'q' must be a string" in m for m in msgs)
+    assert len(msgs) == 3

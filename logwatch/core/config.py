@@ -172,10 +172,16 @@ def _target(config: Config, raw: Any, index: int, problem: Any) -> None:
     launch = raw.get("launch", {})
     if isinstance(launch, dict):
         _check_keys(launch, LAUNCH_KEYS, "launch", "the launch", name, index, problem)
+    else:
+        problem(f"launch of target {name!r} must be a table ([targets.launch])", "launch",
+                "targets", index)
     relaunch = raw.get("relaunch", {"policy": "off"})
     if isinstance(relaunch, dict):
         _check_keys(relaunch, RELAUNCH_KEYS, "relaunch", "the relaunch policy", name, index,
                     problem)
+    else:
+        problem(f"relaunch of target {name!r} must be a table ([targets.relaunch])",
+                "relaunch", "targets", index)
     policy = relaunch.get("policy", "off") if isinstance(relaunch, dict) else "off"
     if policy not in RELAUNCH_POLICIES:
         problem(f"relaunch policy {policy!r} of target {name!r} is not one of "
@@ -187,6 +193,9 @@ def _target(config: Config, raw: Any, index: int, problem: Any) -> None:
                 "variants", "targets", index)
         variants = {}
     model_dir = raw.get("model_dir")
+    if model_dir is not None and not isinstance(model_dir, str):
+        problem(f"model_dir of target {name!r} must be a string (a directory path)",
+                "model_dir", "targets", index)
     config.targets.append(TargetConfig(
         name, dict(source), dict(launch) if isinstance(launch, dict) else {},
         dict(variants), dict(relaunch) if isinstance(relaunch, dict) else {"policy": "off"},
