@@ -277,3 +277,10 @@ def test_a_held_hit_is_reported_while_the_log_keeps_flowing(tmp_path: Path,
     assert while_flowing >= 1 and lines == [(3,)]
     while_flowing, lines = asyncio.run(main(hold=60))  # without the bound: held to the end
     assert while_flowing == 0 and lines == [(3,)]
+
+
+def test_a_glob_that_matches_nothing_is_reported(tmp_path: Path) -> None:
+    result = daemon("--file", str(tmp_path / "nope" / "*.log"), "--db",
+                    str(tmp_path / "h.duckdb"), "--until-idle", "1")
+    assert result.returncode == 0
+    assert b"no file matches yet" in result.stderr

@@ -14,6 +14,7 @@ import glob
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 
+from logwatch.logs import get as get_logger
 from logwatch.sources.base import Chunk
 from logwatch.sources.files import FilePosition, FileSource
 
@@ -63,7 +64,13 @@ class GlobSource:
         try:
             while not self._closed:
                 if loop.time() >= next_scan:
-                    for path in self._expand():
+                    paths = self._expand()
+                    if not paths and not next_scan:  # a typo must not look like a quiet log
+                        message = f"{self.pattern}: no file matches yet; watching for one"
+                        self._events.append(message)
+                        get_logger("logwatch.sources").warning("glob_matches_nothing",
+                                                               pattern=self.pattern)
+                    for path in paths:
                         if path not in self.files:
                             name = self.name_for(path)
                             source = FileSource(path, name=name, resume=self.resume.get(name),
