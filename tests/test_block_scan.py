@@ -75,6 +75,31 @@ def test_a_burst_of_same_header_lines_matches_the_full_pipeline(library: Library
     assert spans(False, block) == reference
 
 
+def test_holding_says_what_a_held_hit_waits_for(library: Library) -> None:
+    """At the live edge a logger line that nothing at hand joins waits only for bytes after
+    it ("line": its writer wrote it whole); a traceback printed under a header may go on
+    ("record"). Enough lines after either settles it; a flush settles it at once."""
+    scanner = BlockScanner(Matcher(library.signatures), "t", REF)
+    access = b'INFO:     10.0.0.1:4000 - "GET /health HTTP/1.1" 200 OK\n'
+    spec = (b"(APIServer pid=1) INFO 10-14 10:00:00 [metrics.py:101] SpecDecoding metrics: "
+            b"Mean acceptance length: 1.10, Accepted: 1 tokens, Drafted: 9 tokens, "
+            b"Avg Draft acceptance rate: 5.5%\n")
+    assert scanner.feed(access * 400) == [] and scanner.holding is None
+    assert scanner.feed(spec + access * 3) == [] and scanner.holding == "line"
+    found = scanner.feed(access * 400)  # 16 KiB after it: nothing with its header joins
+    assert [f.signature.id for f in found] == ["spec_decode.low_acceptance"]
+    assert scanner.holding is None
+
+    error = b"(EngineCore_DP0 pid=5) ERROR 11-29 10:00:00 [core.py:1] "
+    scanner.feed(error + b"Traceback (most recent call last):\n" + error
+                 + b'  File "/x/core.py", line 1, in run\n' + error
+                 + b"RuntimeError: CUDA error: an illegal memory access was encountered\n"
+                 + access)
+    assert scanner.holding == "record"
+    assert [f.signature.id for f in scanner.flush()] == ["distributed.cuda_error"]
+    assert scanner.holding is None
+
+
 def test_long_lines_are_cut_with_a_marker_and_counted_once(library: Library) -> None:
     data = (b"a\n" + b"x" * (3 << 20) + b" size_n = 40 is not divisible by tile_n_size = 64\n"
             + b"RuntimeError: size_n = 8 is not divisible by tile_n_size = 64\n")

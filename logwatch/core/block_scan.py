@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime
+from typing import Final, Literal
 
 from logwatch.core.assemble import CHAIN_MARKERS, TRAILERS, Assembler, starts_traceback
 from logwatch.core.findings import Finding
@@ -29,6 +30,13 @@ _JOINING_STARTS = (b" ", b"\t", b"Traceback", b"The above exception", b"During h
 MAX_CARRY_BYTES = 32 << 20
 MAX_PARSED_LINE = 1 << 20  # a longer line is parsed cut, with a marker
 LINE_CUT_MARKER = b" \xe2\x80\xa6[line cut by logwatch: over 1 MiB]"
+
+# What a scanner waits for when it holds a hit back (see BlockScanner.holding):
+# "line": a logger line that no line at hand joins; only the bytes after it are missing to
+# prove it alone. A logger writes a record whole, so a live reader can settle it at once.
+# "record": a record that may go on (a traceback printed line by line, a raw block).
+Holding = Literal["line", "record"]
+_LATER: Final = "later"  # _single_line_record: nothing joins so far; more bytes would prove it
 
 
 @dataclass(slots=True)
@@ -72,6 +80,7 @@ class BlockScanner:
         # (hit line, lines after it needed before trying again): a record that may go on
         # is retried when the data after it has doubled, not on every small block
         self._recheck: tuple[int, int] | None = None
+        self._holding: Holding | None = None
 
     def feed(self, block: bytes) -> list[Finding]:
         self.stats.bytes += len(block)
@@ -90,10 +99,10 @@ class BlockScanner:
         return findings
 
     @property
-    def holding(self) -> bool:
-        """Hits read but not yet reported: records that may go on, or findings waiting for
-        an earlier one."""
-        return bool(self._carry_hits or self._held)
+    def holding(self) -> Holding | None:
+        """Whether hits read are not reported yet (records that may go on, or findings
+        waiting for an earlier one), and what the first of them waits for."""
+        return self._holding
 
     def safe_point(self) -> tuple[int, int]:
         """(bytes, line) before which every line is processed and its findings returned: a
@@ -146,21 +155,25 @@ class BlockScanner:
 
         lines = _Lines(self, buf, base, last_line, final)
         pending: int | None = None  # the first hit whose record may go on in the next block
+        holding: Holding | None = None  # what it waits for
         forced = final or len(buf) >= MAX_CARRY_BYTES
         for index, hit in enumerate(hits):
             if hit[0] in self._covered:
                 continue
             if (not forced and self._recheck is not None and self._recheck[0] == hit[0]
                     and last_line - hit[0] < self._recheck[1]):
-                pending = index  # too little new data to settle it yet
+                pending, holding = index, "record"  # too little new data to settle it yet
                 break
-            single = self._single_line_record(lines, hit, final)
-            if single is not None:  # proven alone: it overlaps no other record, no dedupe
+            single = self._single_line_record(lines, hit, forced)
+            if single == _LATER:
+                pending, holding = index, "line"
+                break
+            if isinstance(single, Record):  # proven alone: no other record overlaps it
                 self._held.extend(self._match([single], literals.get(hit[0])))
                 continue
             record = self._record_around(lines, hit, forced)
             if record is None:
-                pending = index
+                pending, holding = index, "record"
                 self._recheck = (hit[0], max(2 * (last_line - hit[0]), INITIAL_CONTEXT))
                 break
             self._covered.update(line.lineno for line in record.lines)
@@ -184,17 +197,16 @@ class BlockScanner:
             earliest = hits[pending][0] - CONTEXT_BEFORE
             due = next((i for i, f in enumerate(self._held) if f.lineno >= earliest), due)
         findings, self._held = self._held[:due], self._held[due:]
+        self._holding = holding if not final else None
 
         if final:
             self._carry, self._carry_hits, self._carry_newlines = b"", [], 0
             self._carry_literals, self._parsed = {}, {}
             return findings
-        if pending is not None:  # keep everything the waiting hit may need
-            first = max(base, hits[pending][0] - CONTEXT_BEFORE)
-            offset = _walk(buf, hits[pending], first)
-        else:  # keep the last lines as context for hits early in the next block
-            first = max(base, end_anchor[0] - CONTEXT_BEFORE)
-            offset = _walk(buf, end_anchor, first)
+        # keep everything the waiting hit may need, or else the last lines as context for
+        # hits early in the next block
+        first, offset = _context_start(buf, hits[pending] if pending is not None
+                                       else end_anchor, base)
         self._carry = buf[offset:]
         self._carry_lineno = first
         waiting = hits[pending:] if pending is not None else []
@@ -231,10 +243,11 @@ class BlockScanner:
                 after = min(after * 4, CONTEXT_AFTER)
 
     def _single_line_record(self, lines: _Lines, hit: tuple[int, int],
-                            final: bool) -> Record | None:
+                            final: bool) -> Record | str | None:
         """Fast path: a logger line is a record of its own when no nearby line with its exact
         header could join it. Every line of a multi-line logger record repeats the header,
-        and a same-header line joins only as an indented line or as part of a traceback."""
+        and a same-header line joins only as an indented line or as part of a traceback.
+        _LATER when nothing at hand joins it but the bytes after it are not all read yet."""
         line = lines.get(hit[0], hit)
         message = line.message
         if (not message or message[:1] in (" ", "\t") or starts_traceback(message)
@@ -246,22 +259,24 @@ class BlockScanner:
         header, skip = located
         buf = lines.buf
         low, high = hit[1] - HEADER_SEARCH_BYTES, hit[1] + HEADER_SEARCH_BYTES
-        if (low < 0 and lines.first > 1) or (high > len(buf) and not final):
-            return None  # the neighbourhood reaches into a block not at hand
+        if low < 0 and lines.first > 1:
+            return None  # the neighbourhood before reaches into a block not at hand
+        later = high > len(buf) and not final  # ... or after it, into one not read yet
         low, high = max(low, 0), min(high, len(buf))
+        alone = Record([line]) if not later else _LATER
         own = hit[1] + skip
         if lines.in_burst(header):
-            return Record([line]) if lines.no_joining_line(header, low, high) else None
+            return alone if lines.no_joining_line(header, low, high) else None
         found = buf.find(header, low, high)
         for _ in range(MAX_SAME_HEADER_LINES):
             if found < 0:
-                return Record([line])
+                return alone
             if found != own and buf.startswith(_JOINING_STARTS, found + len(header)):
                 return None
             found = buf.find(header, found + 1, high)
         # A burst of lines with one header (one call site, one second): ask directly whether
         # any of them could join, remembering the stretch already known to hold none.
-        return Record([line]) if lines.no_joining_line(header, low, high) else None
+        return alone if lines.no_joining_line(header, low, high) else None
 
     def _decode(self, data: bytes) -> str:
         text = data.decode("utf-8", errors="replace")
@@ -400,6 +415,20 @@ def _closed_in(record: Record, window: list[ParsedLine], lines: _Lines) -> bool:
         return True
     return record.lines[-1].kind == "vllm" and _header_absent(lines, record.lines[-1],
                                                                before=False)
+
+
+def _context_start(buf: bytes, anchor: tuple[int, int], floor: int) -> tuple[int, int]:
+    """(line, offset) where the context kept before `anchor` (line number, its offset)
+    starts: CONTEXT_BEFORE lines and HEADER_SEARCH_BYTES bytes back, whichever reaches
+    further, and not before line `floor` (the first in buf)."""
+    line, offset = anchor
+    start = buf.rfind(b"\n", 0, max(offset - HEADER_SEARCH_BYTES, 0)) + 1
+    first = line - buf.count(b"\n", start, offset)
+    if first > line - CONTEXT_BEFORE and start > 0:  # long lines: walk on to the line count
+        target = max(floor, line - CONTEXT_BEFORE)
+        start = _walk(buf, (first, start), target)
+        first = target
+    return first, start
 
 
 def _walk(buf: bytes, anchor: tuple[int, int], target: int) -> int:
