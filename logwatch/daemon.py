@@ -16,6 +16,7 @@ import threading
 import time
 from collections import Counter
 from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
@@ -34,9 +35,12 @@ from logwatch.store.db import Store
 from logwatch.store.live import Checkpoint, LiveFinding, LiveWriter
 
 BATCH_SECONDS = 0.1
-# A batch of findings is written within BATCH_SECONDS with the positions that produced them;
-# positions alone (no findings) at most this often: a restart re-reads at most this much,
-# and finding identities make the re-read insert nothing twice.
+# A batch of findings is written within BATCH_SECONDS with the positions that produced them:
+# the first finding after a quiet spell at once, then at most one batch per COMMIT_GAP_SECONDS
+# (a DuckDB commit costs ~10 ms of CPU) unless BATCH_FINDINGS are waiting. Positions alone
+# (no findings) at most every CHECKPOINT_SECONDS: a restart re-reads at most this much, and
+# finding identities make the re-read insert nothing twice.
+COMMIT_GAP_SECONDS = 0.05
 CHECKPOINT_SECONDS = 1.0
 # A source silent this long is settled: records still open are closed as they stand. A
 # traceback arrives as one burst of writes; a dying vLLM goes silent after its last line.
@@ -45,6 +49,10 @@ QUIET_SECONDS = 0.5
 # flowing: the lines of one record (a traceback, interleaved ranks) arrive within
 # milliseconds of each other; waiting for proof from later lines costs seconds at low rates.
 HOLD_SECONDS = 0.05
+# A logger line that nothing read so far joins, waiting only for the bytes after it to prove
+# it alone, is reported after this long: a logger writes each record whole, so all that could
+# still join it is the rest of a record too long for one write, written right behind it.
+LINE_HOLD_SECONDS = 0.005
 BATCH_FINDINGS = 500
 MARKS_KEPT = 10_000  # journald entries remembered before the checkpoint
 
@@ -60,6 +68,7 @@ class _Stream:
     last_data: float = field(default_factory=time.monotonic)
     settled: bool = True  # nothing fed since the last flush
     holding_since: float | None = None  # when the scanner began holding back a hit
+    wake_at: float | None = None  # when the batcher is woken to end that hold
     # journald entries: (offset after, first line, line after, cursor)
     marks: list[tuple[int, int, int, str]] = field(default_factory=list)
 
@@ -67,6 +76,7 @@ class _Stream:
 class Daemon:
     def __init__(self, sources: Sequence[Source], library: Library, store: Store,
                  quiet_flush: float = QUIET_SECONDS, hold: float = HOLD_SECONDS,
+                 line_hold: float = LINE_HOLD_SECONDS,
                  until_idle: float | None = None,
                  reload_library: Callable[[], Library] | None = None,
                  notifier: Notifier | None = None,
@@ -91,6 +101,7 @@ class Daemon:
         self.writer = LiveWriter(store, library)
         self.quiet_flush = quiet_flush
         self.hold = hold
+        self.line_hold = line_hold
         self.resume = self.writer.checkpoints()
         self.streams: dict[str, _Stream] = {}
         self.pending: list[LiveFinding] = []
@@ -109,9 +120,13 @@ class Daemon:
         self._stop = asyncio.Event()
         self._flush_now = asyncio.Event()
         self._commit_lock = threading.Lock()
+        # every write from one thread: DuckDB's allocations stay in one malloc arena instead
+        # of one per pool thread (resident memory otherwise creeps up over hours)
+        self._db_thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="logwatch-db")
         self._inflight: asyncio.Future[None] | None = None
         self._last_beat = 0.0
         self._last_write = 0.0
+        self._gap_wake = False  # a wake-up for the end of the commit gap is scheduled
         self._last_lines = 0
 
     def stop(self) -> None:
@@ -198,8 +213,8 @@ class Daemon:
                 self.control.publish("finding", source=source, line=f.lineno,
                                      signature=f.signature.id, severity=f.signature.severity,
                                      fatal=f.signature.fatal, captures=f.captures)
-        if found and time.monotonic() - self._last_write >= BATCH_SECONDS:
-            self._flush_now.set()  # leading edge: the first finding after a lull goes now
+        if found:
+            self._commit_soon()
         self.pending.extend(LiveFinding(f, stream.generation,
                                         self._identity(stream, f.lineno) if stream.marks
                                         else None, self._snapshot_for(source))
@@ -221,6 +236,20 @@ class Daemon:
         if len(self.pending) >= BATCH_FINDINGS:
             self._flush_now.set()
 
+    def _commit_soon(self) -> None:
+        """Wake the batcher for pending findings: now, or when the commit gap is over."""
+        wait = self._last_write + COMMIT_GAP_SECONDS - time.monotonic()
+        if wait <= 0:
+            self._flush_now.set()
+        elif not self._gap_wake:
+            with contextlib.suppress(RuntimeError):  # no loop: the final commit takes them
+                asyncio.get_running_loop().call_later(wait, self._gap_over)
+                self._gap_wake = True
+
+    def _gap_over(self) -> None:
+        self._gap_wake = False
+        self._flush_now.set()
+
     def handle(self, chunk: Chunk) -> None:
         stream = self._stream_for(chunk)
         stream.scanner.reference = datetime.now()  # a line's year: the year it arrived in
@@ -241,13 +270,29 @@ class Daemon:
         stream.next_line += lines
         found = stream.scanner.feed(chunk.data)
         stream.last_data, stream.settled = time.monotonic(), False
-        if not stream.scanner.holding:
+        if stream.scanner.holding is None:
             stream.holding_since = None
-        elif stream.holding_since is None:
-            stream.holding_since = stream.last_data
-            with contextlib.suppress(RuntimeError):  # wake the batcher when the hold ends
-                asyncio.get_running_loop().call_later(self.hold, self._flush_now.set)
+        else:
+            if stream.holding_since is None:
+                stream.holding_since = stream.last_data
+            self._wake_when_held(stream, stream.last_data)
         self._collect(chunk.source, stream, found)
+
+    def _hold_ends(self, stream: _Stream) -> float | None:
+        """When the hit a stream's scanner holds back is to be settled as it stands."""
+        kind = stream.scanner.holding
+        if kind is None or stream.holding_since is None:
+            return None
+        return stream.holding_since + (self.line_hold if kind == "line" else self.hold)
+
+    def _wake_when_held(self, stream: _Stream, now: float) -> None:
+        """Wake the batcher when the hold ends, unless a wake-up is due by then already."""
+        due = self._hold_ends(stream)
+        if due is None or (stream.wake_at is not None and now <= stream.wake_at <= due):
+            return
+        with contextlib.suppress(RuntimeError):  # no loop: settle() runs at the end anyway
+            asyncio.get_running_loop().call_later(max(0.0, due - now), self._flush_now.set)
+            stream.wake_at = due
 
     def settle(self, everything: bool = False) -> None:
         """Flush streams quiet for `quiet_flush` seconds, or holding a hit back for
@@ -256,11 +301,13 @@ class Daemon:
         for source, stream in self.streams.items():
             if stream.settled:
                 continue
-            held_too_long = (stream.holding_since is not None
-                             and now - stream.holding_since >= self.hold)
-            if everything or held_too_long or now - stream.last_data >= self.quiet_flush:
+            due = self._hold_ends(stream)
+            if everything or (due is not None and now >= due) \
+                    or now - stream.last_data >= self.quiet_flush:
                 self._collect(source, stream, stream.scanner.flush())
                 stream.settled, stream.holding_since = True, None
+            elif due is not None:
+                self._wake_when_held(stream, now)
 
     def _take(self) -> tuple[list[LiveFinding], list[Checkpoint]]:
         """The pending batch, taken on the event-loop thread (where findings are added)."""
@@ -324,12 +371,18 @@ class Daemon:
                 await asyncio.wait_for(self._flush_now.wait(), BATCH_SECONDS)
             self._flush_now.clear()
             self.settle()
-            due = self.pending or time.monotonic() - self._last_write >= CHECKPOINT_SECONDS
+            since = time.monotonic() - self._last_write
+            if self.pending:
+                due = since >= COMMIT_GAP_SECONDS or len(self.pending) >= BATCH_FINDINGS
+                if not due:
+                    self._commit_soon()
+            else:
+                due = since >= CHECKPOINT_SECONDS
             batch, points = self._take() if due else ([], [])
             if batch or points:  # the write runs in a thread; shielded, so a stop waits for it
                 self._last_write = time.monotonic()
                 self._inflight = asyncio.get_running_loop().run_in_executor(
-                    None, self._write, batch, points)
+                    self._db_thread, self._write, batch, points)
                 await asyncio.shield(self._inflight)
                 if self.control is not None and self._new_incidents:
                     for incident, signature, fatal in self._new_incidents:
@@ -399,6 +452,7 @@ class Daemon:
             watch.stop()
             self.settle(everything=True)
             self.commit()
+            self._db_thread.shutdown(wait=False)  # idle: the last write has landed
             if self.control is not None:
                 await self.control.close()
             if self.metrics is not None:

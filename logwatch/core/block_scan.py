@@ -81,6 +81,7 @@ class BlockScanner:
         # is retried when the data after it has doubled, not on every small block
         self._recheck: tuple[int, int] | None = None
         self._holding: Holding | None = None
+        self._settled = (0, start_line)  # (bytes, line) of the last flush
 
     def feed(self, block: bytes) -> list[Finding]:
         self.stats.bytes += len(block)
@@ -94,8 +95,10 @@ class BlockScanner:
         """Settle everything fed so far (a quiet live source) and keep going afterwards."""
         if self.full:
             return self._match(self._assembler.flush())
-        findings = self._process(b"", final=True)
-        self._carry_lineno = self.stats.lines + 1
+        findings = self._process(b"", final=True, keep_context=True)
+        # nothing after this point joins a record before it: a resume may start here,
+        # though the lines before it stay at hand as context for the next block
+        self._settled = (self._fed_bytes, self.stats.lines + 1)
         return findings
 
     @property
@@ -109,7 +112,7 @@ class BlockScanner:
         checkpoint here loses nothing, and resuming from it repeats nothing unseen."""
         if self.full:
             return self._fed_bytes, self._next_lineno
-        return self._fed_bytes - len(self._carry), self._carry_lineno
+        return max((self._fed_bytes - len(self._carry), self._carry_lineno), self._settled)
 
     # -- the full per-line pipeline -------------------------------------------------------
     def _process_full(self, block: bytes, final: bool = False) -> list[Finding]:
@@ -130,7 +133,10 @@ class BlockScanner:
         return self._match(records)
 
     # -- the prefiltered pipeline ---------------------------------------------------------
-    def _process(self, block: bytes, final: bool) -> list[Finding]:
+    def _process(self, block: bytes, final: bool, keep_context: bool = False
+                 ) -> list[Finding]:
+        """`final`: settle every hit with what is at hand. `keep_context`: more may follow
+        (a flush), so keep the last lines as context for the next block's hits."""
         base = self._carry_lineno
         buf = self._carry + block if self._carry else block
         block_start = len(self._carry)
@@ -199,9 +205,10 @@ class BlockScanner:
         findings, self._held = self._held[:due], self._held[due:]
         self._holding = holding if not final else None
 
-        if final:
+        if final and (not keep_context or partial):  # a cut last line was read as a line
             self._carry, self._carry_hits, self._carry_newlines = b"", [], 0
             self._carry_literals, self._parsed = {}, {}
+            self._carry_lineno = last_line + 1
             return findings
         # keep everything the waiting hit may need, or else the last lines as context for
         # hits early in the next block

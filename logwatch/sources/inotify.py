@@ -2,10 +2,11 @@
 
 vLLM writes a log line per write(2), so a busy server makes a thousand IN_MODIFY events a
 second. Waking once per event (a watchdog thread hands each to the loop) costs a large share
-of a core; here the watch's file descriptor sits in the event loop, and after the first event
-the reader is paused for `coalesce` seconds: the kernel merges the identical events queued
-meanwhile, one read drains the rest, and the file is read once for all of them. The delay is
-bounded by `coalesce` (25 ms), well inside the 100 ms batching of findings.
+of a core; here the watch's file descriptor sits in the event loop and wake-ups are spaced:
+the first event after a quiet spell wakes the reader `burst` seconds later (2 ms: the rest of
+a burst of writes lands), and while the writer keeps writing there is at most one wake-up per
+`coalesce` seconds (25 ms): the kernel merges the identical events queued meanwhile, one read
+drains them, and the file is read once for all of them.
 
 Falls back (returns None from `open_watch`) where inotify is not there: the caller polls.
 """
@@ -35,6 +36,7 @@ DIRECTORY_EVENTS = (IN_MODIFY | IN_ATTRIB | IN_CLOSE_WRITE | IN_MOVED_FROM | IN_
                     | IN_CREATE | IN_DELETE | IN_DELETE_SELF | IN_MOVE_SELF)
 HEADER = struct.Struct("iIII")  # wd, mask, cookie, len (then len bytes of name)
 COALESCE_SECONDS = 0.025
+BURST_SECONDS = 0.002
 
 _libc: ctypes.CDLL | None = None
 
@@ -65,22 +67,28 @@ class DirectoryWatch:
     """Wakes a waiter when something happens to `name` (or `name.*`) in a directory."""
 
     def __init__(self, fd: int, name: str, loop: asyncio.AbstractEventLoop,
-                 coalesce: float) -> None:
-        self.fd, self.name, self.loop, self.coalesce = fd, name, loop, coalesce
-        self.event = asyncio.Event()
-        self.reads = 0  # wake-ups handed to the source (for the benchmark)
-        self._listening = False
-        self._listen()
+                 coalesce: float, burst: float = BURST_SECONDS) -> None:
+        self.fd, self.name, self.loop = fd, name, loop
+        self.coalesce, self.burst = coalesce, burst
+        self.reads = 0  # wake-ups handed to the source (for tests and the benchmark)
+        self._last_wake = float("-inf")
+        self._waiter: asyncio.Future[bool] | None = None
 
-    def _listen(self) -> None:
-        if not self._listening:
-            self.loop.add_reader(self.fd, self._readable)
-            self._listening = True
+    def _wake(self, readable: bool) -> None:
+        if self._waiter is not None and not self._waiter.done():
+            self._waiter.set_result(readable)
 
-    def _readable(self) -> None:
-        self.loop.remove_reader(self.fd)  # paused until the waiter has coalesced and drained
-        self._listening = False
-        self.event.set()
+    async def _readable(self, deadline: float) -> bool:
+        """Until the descriptor is readable (True) or the deadline (False)."""
+        self._waiter = self.loop.create_future()
+        self.loop.add_reader(self.fd, self._wake, True)
+        timer = self.loop.call_at(deadline, self._wake, False)
+        try:
+            return await self._waiter
+        finally:
+            self.loop.remove_reader(self.fd)
+            timer.cancel()
+            self._waiter = None
 
     def _drain(self) -> bool:
         """Read every queued event; whether one concerns the followed file."""
@@ -101,27 +109,18 @@ class DirectoryWatch:
 
     async def wait(self, timeout: float) -> None:
         """Until an event about the file (or `timeout`); several events make one wake-up."""
-        deadline = self.loop.time() + timeout
-        while True:
-            remaining = deadline - self.loop.time()
-            if remaining <= 0:
-                return
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self.event.wait(), remaining)
-            if not self.event.is_set():
-                return
-            await asyncio.sleep(self.coalesce)  # let the writer's burst pile up
-            self.event.clear()
-            relevant = self._drain()
-            self._listen()
-            if relevant:
+        loop = self.loop
+        deadline = loop.time() + timeout
+        while await self._readable(deadline):
+            at = max(loop.time() + self.burst, self._last_wake + self.coalesce)
+            await asyncio.sleep(at - loop.time())  # let the writer's events pile up
+            if self._drain():
+                self._last_wake = loop.time()
                 self.reads += 1
                 return
 
     def stop(self) -> None:
-        if self._listening:
-            self.loop.remove_reader(self.fd)
-            self._listening = False
+        self._wake(False)
         with contextlib.suppress(OSError):
             os.close(self.fd)
 
