@@ -33,15 +33,18 @@ from logwatch.notify import Notifier
 from logwatch.sources.base import Chunk, Source
 from logwatch.store.db import Store
 from logwatch.store.live import Checkpoint, LiveFinding, LiveWriter
+from logwatch.wakeup import Wakeup
 
-BATCH_SECONDS = 0.1
-# A batch of findings is written within BATCH_SECONDS with the positions that produced them:
-# the first finding after a quiet spell at once, then at most one batch per COMMIT_GAP_SECONDS
-# (a DuckDB commit costs ~10 ms of CPU) unless BATCH_FINDINGS are waiting. Positions alone
-# (no findings) at most every CHECKPOINT_SECONDS: a restart re-reads at most this much, and
-# finding identities make the re-read insert nothing twice.
+# Findings are written with the positions that produced them: the first finding after a
+# quiet spell at once, then at most one batch per COMMIT_GAP_SECONDS (a DuckDB commit costs
+# ~10 ms of CPU) unless BATCH_FINDINGS are waiting, so a batch closes within 50 ms. Positions
+# alone (no findings) at most every CHECKPOINT_SECONDS: a restart re-reads at most this much,
+# and finding identities make the re-read insert nothing twice.
 COMMIT_GAP_SECONDS = 0.05
 CHECKPOINT_SECONDS = 1.0
+# The batcher's housekeeping tick (quiet sources, positions, the watchdog); holds and
+# pending findings wake it when they are due.
+TICK_SECONDS = 0.25
 # A source silent this long is settled: records still open are closed as they stand. A
 # traceback arrives as one burst of writes; a dying vLLM goes silent after its last line.
 QUIET_SECONDS = 0.5
@@ -118,14 +121,15 @@ class Daemon:
         self.metrics: Any = None  # a MetricsServer, when --metrics is given
         self.lines = 0
         self._stop = asyncio.Event()
-        self._flush_now = asyncio.Event()
+        self._flush_now = Wakeup()  # the batcher's: write or settle something now
         self._commit_lock = threading.Lock()
         # every write from one thread: DuckDB's allocations stay in one malloc arena instead
         # of one per pool thread (resident memory otherwise creeps up over hours)
         self._db_thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="logwatch-db")
         self._inflight: asyncio.Future[None] | None = None
         self._last_beat = 0.0
-        self._last_write = 0.0
+        self._last_write = 0.0  # the last commit
+        self._last_batch = 0.0  # the last commit with findings
         self._gap_wake = False  # a wake-up for the end of the commit gap is scheduled
         self._last_lines = 0
 
@@ -238,7 +242,7 @@ class Daemon:
 
     def _commit_soon(self) -> None:
         """Wake the batcher for pending findings: now, or when the commit gap is over."""
-        wait = self._last_write + COMMIT_GAP_SECONDS - time.monotonic()
+        wait = self._last_batch + COMMIT_GAP_SECONDS - time.monotonic()
         if wait <= 0:
             self._flush_now.set()
         elif not self._gap_wake:
@@ -367,20 +371,22 @@ class Daemon:
 
     async def _batcher(self) -> None:
         while True:
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._flush_now.wait(), BATCH_SECONDS)
+            await self._flush_now.wait(TICK_SECONDS)
             self._flush_now.clear()
             self.settle()
-            since = time.monotonic() - self._last_write
+            now = time.monotonic()
             if self.pending:
-                due = since >= COMMIT_GAP_SECONDS or len(self.pending) >= BATCH_FINDINGS
+                due = (now - self._last_batch >= COMMIT_GAP_SECONDS
+                       or len(self.pending) >= BATCH_FINDINGS)
                 if not due:
                     self._commit_soon()
             else:
-                due = since >= CHECKPOINT_SECONDS
+                due = now - self._last_write >= CHECKPOINT_SECONDS
             batch, points = self._take() if due else ([], [])
             if batch or points:  # the write runs in a thread; shielded, so a stop waits for it
                 self._last_write = time.monotonic()
+                if batch:
+                    self._last_batch = self._last_write
                 self._inflight = asyncio.get_running_loop().run_in_executor(
                     self._db_thread, self._write, batch, points)
                 await asyncio.shield(self._inflight)

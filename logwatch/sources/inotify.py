@@ -4,9 +4,10 @@ vLLM writes a log line per write(2), so a busy server makes a thousand IN_MODIFY
 second. Waking once per event (a watchdog thread hands each to the loop) costs a large share
 of a core; here the watch's file descriptor sits in the event loop and wake-ups are spaced:
 the first event after a quiet spell wakes the reader `burst` seconds later (2 ms: the rest of
-a burst of writes lands), and while the writer keeps writing there is at most one wake-up per
-`coalesce` seconds (25 ms): the kernel merges the identical events queued meanwhile, one read
-drains them, and the file is read once for all of them.
+a burst of writes lands), and while the writer keeps writing the events are drained on a
+timer every `coalesce` seconds (25 ms) without listening in between: the kernel merges the
+identical events queued meanwhile, one read drains them, the file is read once for all of
+them, and the event loop wakes once per `coalesce`.
 
 Falls back (returns None from `open_watch`) where inotify is not there: the caller polls.
 """
@@ -20,6 +21,8 @@ import ctypes.util
 import os
 import struct
 from pathlib import Path
+
+from logwatch.wakeup import Wakeup
 
 IN_MODIFY = 0x2
 IN_ATTRIB = 0x4
@@ -64,7 +67,12 @@ def names_in(data: bytes) -> list[str]:
 
 
 class DirectoryWatch:
-    """Wakes a waiter when something happens to `name` (or `name.*`) in a directory."""
+    """Wakes a waiter when something happens to `name` (or `name.*`) in a directory.
+
+    Driven by callbacks. Quiet: listen; the first event schedules a drain `burst` seconds on.
+    A drain that finds events about the file wakes the waiter (or is remembered for its next
+    wait) and schedules the next drain `coalesce` seconds on; one that finds none listens
+    again."""
 
     def __init__(self, fd: int, name: str, loop: asyncio.AbstractEventLoop,
                  coalesce: float, burst: float = BURST_SECONDS) -> None:
@@ -72,23 +80,34 @@ class DirectoryWatch:
         self.coalesce, self.burst = coalesce, burst
         self.reads = 0  # wake-ups handed to the source (for tests and the benchmark)
         self._last_wake = float("-inf")
-        self._waiter: asyncio.Future[bool] | None = None
+        self._woken = Wakeup()
+        self._listening = False
+        self._closed = False
+        self._listen()
 
-    def _wake(self, readable: bool) -> None:
-        if self._waiter is not None and not self._waiter.done():
-            self._waiter.set_result(readable)
+    def _listen(self) -> None:
+        if not self._listening and not self._closed:
+            self.loop.add_reader(self.fd, self._readable)
+            self._listening = True
 
-    async def _readable(self, deadline: float) -> bool:
-        """Until the descriptor is readable (True) or the deadline (False)."""
-        self._waiter = self.loop.create_future()
-        self.loop.add_reader(self.fd, self._wake, True)
-        timer = self.loop.call_at(deadline, self._wake, False)
-        try:
-            return await self._waiter
-        finally:
-            self.loop.remove_reader(self.fd)
-            timer.cancel()
-            self._waiter = None
+    def _readable(self) -> None:
+        self.loop.remove_reader(self.fd)  # quiet until the events are drained
+        self._listening = False
+        now = self.loop.time()
+        self.loop.call_at(max(now + self.burst, self._last_wake + self.coalesce), self._settle)
+
+    def _settle(self) -> None:
+        if self._closed:
+            return
+        if self._drain():
+            self._last_wake = self.loop.time()
+            self.reads += 1
+            self._woken.set()
+            # still flowing, most likely: look again after `coalesce` without listening in
+            # between, so a steady writer costs one loop wake-up per `coalesce`, not two
+            self.loop.call_at(self._last_wake + self.coalesce, self._settle)
+        else:
+            self._listen()  # quiet: the next event wakes us (after `burst`)
 
     def _drain(self) -> bool:
         """Read every queued event; whether one concerns the followed file."""
@@ -109,18 +128,15 @@ class DirectoryWatch:
 
     async def wait(self, timeout: float) -> None:
         """Until an event about the file (or `timeout`); several events make one wake-up."""
-        loop = self.loop
-        deadline = loop.time() + timeout
-        while await self._readable(deadline):
-            at = max(loop.time() + self.burst, self._last_wake + self.coalesce)
-            await asyncio.sleep(at - loop.time())  # let the writer's events pile up
-            if self._drain():
-                self._last_wake = loop.time()
-                self.reads += 1
-                return
+        await self._woken.wait(timeout)
+        self._woken.clear()
 
     def stop(self) -> None:
-        self._wake(False)
+        self._closed = True
+        if self._listening:
+            self.loop.remove_reader(self.fd)
+            self._listening = False
+        self._woken.set()
         with contextlib.suppress(OSError):
             os.close(self.fd)
 
