@@ -8,14 +8,10 @@ import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from logwatch import __version__
 from logwatch.core.library import Library, LibraryError
-
-if TYPE_CHECKING:
-    from logwatch.core.config import TargetConfig
-    from logwatch.daemon import Daemon
 
 EXIT_OK = 0
 EXIT_FATAL_FOUND = 1
@@ -273,7 +269,7 @@ def _cmd_daemon(args: argparse.Namespace) -> int:
     library = _load(args)
     db = args.db or (Path(config.get("database.path")) if config.get("database.path")
                      else default_db_path())
-    with open_store(db, external_access=False) as store:
+    with open_store(db, service=True) as store:
         daemon_probe = Daemon([], library, store)
         sources: list[Source] = []
         file_points = {name: FilePosition(p.generation, p.offset, p.line)
@@ -309,9 +305,13 @@ def _cmd_daemon(args: argparse.Namespace) -> int:
             elif point is not None and isinstance(source, JournalSource):
                 source.cursor, source.offset = point.cursor, point.offset
             sources.append(source)
+        from logwatch.snapshot.targets import TargetSnapshots
+
+        targets = TargetSnapshots(config.targets)
         daemon = Daemon(sources, library, store, until_idle=args.until_idle,
-                        reload_library=lambda: _load(args))
-        _snapshot_targets(config.targets, daemon)
+                        reload_library=lambda: _load(args), targets=targets)
+        for snapshot in targets.take_all():  # what each target runs with, before READY
+            daemon.record_snapshot(snapshot)
         from logwatch.signature_files import default_signature_dir
 
         daemon.watch_dirs = [args.library or default_signature_dir(), *args.signatures]
@@ -339,26 +339,6 @@ def _cmd_daemon(args: argparse.Namespace) -> int:
         print(f"logwatch daemon: {daemon.lines:,} lines read, {daemon.committed:,} new "
               "findings recorded", file=sys.stderr)
         return code
-
-
-def _snapshot_targets(targets: Sequence[TargetConfig], daemon: Daemon) -> None:
-    """Record the configuration each target runs with (its launch: unit or argv, and its
-    model directory), so that its findings link to it; problems go into the snapshot."""
-    from logwatch.snapshot.capture import capture_gpu, take_snapshot
-
-    gpu = None
-    for target in targets:
-        launch = target.launch
-        if not (launch.get("unit") or launch.get("argv") or target.model_dir):
-            continue
-        gpu = gpu or capture_gpu()
-        argv = [str(a) for a in launch["argv"]] if launch.get("argv") else None
-        snapshot = take_snapshot(argv=argv, unit=launch.get("unit"),
-                                 user_unit=bool(launch.get("user")),
-                                 model_dir=target.model_dir, gpu=gpu)
-        digest = snapshot.content_hash()
-        daemon.writer.record_snapshot(digest, snapshot.to_dict())
-        daemon.snapshots[target.name] = digest
 
 
 def _cmd_config(args: argparse.Namespace) -> int:
@@ -404,7 +384,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
            if args.gpu_capability else capture_gpu())
     snapshot = take_snapshot(argv=argv, env=dict(os.environ), gpu=gpu)  # what is started
     source = ProcessSource(argv, name=f"run:{args.target}", passthrough=not args.quiet)
-    with open_store(args.db or default_db_path(), external_access=False) as store:
+    with open_store(args.db or default_db_path(), service=True) as store:
         digest = snapshot.content_hash()
         daemon = Daemon([source], library, store, on_signal=source.forward,
                         snapshots={source.name: digest})

@@ -11,8 +11,10 @@ from pathlib import Path
 
 import pytest
 
+from logwatch.core.library import Library
 from logwatch.core.snapshot import GpuFacts
 from logwatch.snapshot.capture import take_snapshot
+from logwatch.store.db import Store
 
 UNIT_DIR = Path("/run/user/0/systemd/user")
 H100 = GpuFacts("NVIDIA H100", 8, "570", 90, "test")
@@ -76,3 +78,80 @@ def test_unit_snapshot_stopped_then_running(systemd_user: dict[str, str], tmp_pa
         dropin.parent.rmdir()
         subprocess.run(["systemctl", "--user", "daemon-reload"], env=env, timeout=30,
                        check=False)
+
+
+def test_a_restarted_unit_gets_a_new_snapshot_and_later_findings_link_to_it(
+        systemd_user: dict[str, str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        library: Library) -> None:
+    """vLLM restarted with other flags (a drop-in changes -tp): the daemon notices the new
+    InvocationID, records the new configuration, and findings read afterwards link to it."""
+    import asyncio
+
+    from logwatch.core.config import TargetConfig
+    from logwatch.daemon import Daemon
+    from logwatch.snapshot.targets import TargetSnapshots
+    from logwatch.sources.files import FileSource
+    from logwatch.store.db import open_store
+
+    env = systemd_user
+    monkeypatch.setenv("XDG_RUNTIME_DIR", env["XDG_RUNTIME_DIR"])
+    UNIT_DIR.mkdir(parents=True, exist_ok=True)
+    name = f"logwatch-test-restart-{os.getpid()}.service"
+    fake = tmp_path / "vllm"
+    fake.write_text("import time\ntime.sleep(120)\n")
+    unit, dropin = UNIT_DIR / name, UNIT_DIR / f"{name}.d" / "10-tp.conf"
+    unit.write_text(f"[Service]\nExecStart={sys.executable} {fake} serve /models/q -tp 2\n")
+    log = tmp_path / "vllm.log"
+    log.write_bytes(b"")
+    hit = (b"(APIServer pid=1) INFO 10-14 10:00:00 [metrics.py:101] SpecDecoding metrics: "
+           b"Mean acceptance length: 1.10, Accepted: 1 tokens, Drafted: 9 tokens, "
+           b"Avg Draft acceptance rate: 5.5%\n")
+    _systemctl(env, "daemon-reload")
+    _systemctl(env, "start", name)
+    targets = TargetSnapshots([TargetConfig("q", {"kind": "file", "path": str(log)},
+                                            launch={"unit": name, "user": True})],
+                              gpu=lambda: H100, interval=0.2)
+
+    async def main(store: Store) -> tuple[str, str]:
+        daemon = Daemon([FileSource(log, name=f"q:file:{log}")], library, store,
+                        targets=targets)
+        for snapshot in targets.take_all():
+            daemon.record_snapshot(snapshot)
+        first = daemon.snapshots["q"]
+        runner = asyncio.create_task(daemon.run())
+        with open(log, "ab") as out:
+            out.write(hit)
+        await asyncio.sleep(1)
+        dropin.parent.mkdir(parents=True, exist_ok=True)
+        dropin.write_text("[Service]\nExecStart=\n"
+                          f"ExecStart={sys.executable} {fake} serve /models/q -tp 4\n")
+        await asyncio.to_thread(_systemctl, env, "daemon-reload")
+        await asyncio.to_thread(_systemctl, env, "restart", name)
+        deadline = time.monotonic() + 15
+        while daemon.snapshots["q"] == first:
+            assert time.monotonic() < deadline, "the restart was not noticed"
+            await asyncio.sleep(0.1)
+        with open(log, "ab") as out:
+            out.write(hit)
+        await asyncio.sleep(1)
+        daemon.stop()
+        await runner
+        return first, daemon.snapshots["q"]
+
+    try:
+        with open_store(tmp_path / "h.duckdb", service=True) as store:
+            first, second = asyncio.run(main(store))
+            links = store.query("SELECT line, snapshot_hash FROM findings ORDER BY line")
+            tp = dict(store.query("SELECT hash, json_extract(body, '$.launch.tensor_parallel_size')"
+                                  " FROM snapshots"))
+    finally:
+        subprocess.run(["systemctl", "--user", "stop", name], env=env, timeout=30, check=False)
+        unit.unlink(missing_ok=True)
+        dropin.unlink(missing_ok=True)
+        if dropin.parent.exists():
+            dropin.parent.rmdir()
+        subprocess.run(["systemctl", "--user", "daemon-reload"], env=env, timeout=30,
+                       check=False)
+    assert links == [(1, first), (2, second)]
+    assert first != second
+    assert (str(tp[first]), str(tp[second])) == ("2", "4")

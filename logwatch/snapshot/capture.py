@@ -80,7 +80,7 @@ def read_process(pid: int, proc: Path = Path("/proc")) -> tuple[list[str], dict[
     return argv, env
 
 
-def _systemctl(args: list[str], user: bool) -> str:
+def run_systemctl(args: list[str], user: bool) -> str:
     cmd = ["systemctl", *(["--user"] if user else []), *args]
     out = subprocess.run(cmd, capture_output=True, text=True, timeout=COMMAND_TIMEOUT_S,
                          check=False)
@@ -92,11 +92,11 @@ def _systemctl(args: list[str], user: bool) -> str:
 def read_unit(unit: str, user: bool = False) -> dict[str, Any]:
     """ExecStart argv (exact, from the unit text with its drop-ins), Environment (with
     EnvironmentFiles read), MainPID and drop-ins of a systemd unit."""
-    facts = parse_systemctl_show(_systemctl(
+    facts = parse_systemctl_show(run_systemctl(
         ["show", unit, "-p", "ExecStart", "-p", "Environment", "-p", "EnvironmentFiles",
          "-p", "MainPID", "-p", "DropInPaths", "-p", "FragmentPath"], user))
     try:
-        exact = exec_start_from_unit(_systemctl(["cat", unit], user))
+        exact = exec_start_from_unit(run_systemctl(["cat", unit], user))
     except OSError as exc:
         exact = None
         facts.setdefault("problems", []).append(f"{exc} (argv from `systemctl show`, which "

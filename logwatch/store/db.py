@@ -106,14 +106,20 @@ def schema_version(con: duckdb.DuckDBPyConnection) -> int:
     return int(row[0]) if row else 0
 
 
-def open_store(path: str | Path, external_access: bool = True) -> Store:
+# A long-running process (the daemon, `logwatch run`) answers SQL from socket clients and
+# must not grow: queries may not read or write other files, DuckDB's buffer cache is bounded
+# (it spills to `<db>.tmp` beyond it) and its worker threads are few (each keeps its own
+# malloc arena; the daemon's writes are small transactions).
+SERVICE_SETTINGS: dict[str, Any] = {"enable_external_access": False, "memory_limit": "256MB",
+                                    "threads": 2}
+
+
+def open_store(path: str | Path, service: bool = False) -> Store:
     """Open (creating it and its directory if needed) and migrate forward; refuse a newer
-    database rather than guess at its meaning. `external_access=False` (the daemon, which
-    answers SQL from socket clients) keeps queries from reading or writing other files."""
+    database rather than guess at its meaning. `service`: the SERVICE_SETTINGS above."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    con = _connect(path, read_only=False,
-                   config=None if external_access else {"enable_external_access": False})
+    con = _connect(path, read_only=False, config=SERVICE_SETTINGS if service else None)
     try:
         version = schema_version(con)
         if version > SCHEMA_VERSION:
