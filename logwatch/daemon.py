@@ -1,10 +1,11 @@
 """The live daemon: follow sources, scan as lines arrive, commit findings with checkpoints.
 
 asyncio wiring only; the decisions are the core's. Each source's chunks feed a BlockScanner
-per file generation; findings and the scanner's safe point are batched (100 ms or 500
-findings, whichever first) and committed together, so a crash at any moment neither loses nor
-doubles a finding. A source quiet for `quiet_flush` seconds is settled (a writer that died
-mid-traceback still gets its findings recorded).
+per file generation; findings and the scanner's safe point are batched (the first finding
+after a quiet spell at once, then at most one commit per 50 ms, sooner at 500 findings) and
+committed together, so a crash at any moment neither loses nor doubles a finding. A source
+quiet for `quiet_flush` seconds is settled (a writer that died mid-traceback still gets its
+findings recorded).
 """
 
 from __future__ import annotations
