@@ -227,3 +227,26 @@ def test_gpu_capture_through_nvidia_smi(tmp_path: Path, monkeypatch: pytest.Monk
                                                                  "nvidia-smi")
     tool.write_text("#!/bin/sh\necho 'NVIDIA-SMI has failed' >&2\nexit 9\n")
     assert "exit 9" in capture_gpu().source
+
+
+def test_target_snapshots_are_retaken_only_when_the_unit_started_again(tmp_path: Path) -> None:
+    """The decision alone (the real manager is in test_systemd_unit.py): a new InvocationID
+    retakes the snapshot; the same one, or none (systemd unreachable), does not. A target
+    with only an argv is snapshotted once and never watched."""
+    from logwatch.core.config import TargetConfig
+    from logwatch.snapshot.targets import TargetSnapshots
+
+    gpu = GpuFacts("NVIDIA H100", 8, "570", 90, "test")
+    invocations = iter(["a1", "a1", None, "b2"])
+    targets = TargetSnapshots(
+        [TargetConfig("unit", {}, launch={"unit": "missing-vllm.service", "user": True}),
+         TargetConfig("argv", {}, launch={"argv": ["vllm", "serve", "/m", "-tp", "2"]})],
+        gpu=lambda: gpu, invocation=lambda unit, user: next(invocations))
+    assert targets.watched
+    first = {s.target: s for s in targets.take_all()}  # "a1" at start
+    assert first["unit"].invocation == "a1" and first["argv"].invocation is None
+    assert "systemctl" in " ".join(first["unit"].body["problems"])  # no such unit: said
+    assert targets.changed() == []  # still "a1"
+    assert targets.changed() == []  # systemd did not answer
+    [again] = targets.changed()  # "b2": started again
+    assert (again.target, again.invocation) == ("unit", "b2")
