@@ -195,11 +195,8 @@ class ControlServer:
 
     def _query(self, sql: str, params: list[Any] | None = None
                ) -> tuple[list[str], list[tuple[Any, ...]]]:
-        cursor = self.daemon.writer.store.con.cursor()  # its own connection: no lock needed
-        try:
+        with self.daemon.writer.store.reader() as cursor:  # its own connection
             return run_read_only(cursor, sql, params or [])
-        finally:
-            cursor.close()
 
 
 async def request(path: Path, message: dict[str, Any], timeout: float = 10.0

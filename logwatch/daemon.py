@@ -61,6 +61,9 @@ HOLD_SECONDS = 0.05
 # without reading again would add latency and prove nothing.
 LINE_HOLD_SECONDS = 0.0
 BATCH_FINDINGS = 500
+# The DuckDB connection is reopened after this many commits (see Store.recycle): every
+# 5,000 commits is about every 7 hours of positions alone, sooner while findings come.
+RECYCLE_COMMITS = 5_000
 MARKS_KEPT = 10_000  # journald entries remembered before the checkpoint
 
 
@@ -136,6 +139,8 @@ class Daemon:
         self._last_beat = 0.0
         self._last_write = 0.0  # the last commit
         self._last_batch = 0.0  # the last commit with findings
+        self._commits = 0  # since the connection was (re)opened
+        self.recycle_commits = RECYCLE_COMMITS
         self._gap_wake = False  # a wake-up for the end of the commit gap is scheduled
         self._last_lines = 0
 
@@ -358,6 +363,9 @@ class Daemon:
                 wall = time.time()
                 for point in points:
                     self.checkpoint_times[point.source] = wall
+                self._commits += 1
+                if self._commits >= self.recycle_commits and self.writer.store.recycle():
+                    self._commits = 0
 
     def commit(self) -> None:
         """Write what is pending now (on the calling thread)."""

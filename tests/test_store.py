@@ -223,3 +223,35 @@ def test_live_incidents_fold_forward_and_replays_add_nothing(tmp_path: Path,
                                   "WHERE signature = 'marlin.repack_tile_n'")
     assert rows == by_findings
     assert rows[0][0] == 4 and len(rows[0][3]) == 4
+
+
+def test_the_connection_is_recycled_between_commits_and_never_under_a_reader(
+        tmp_path: Path, library: Library) -> None:
+    """The daemon reopens its DuckDB connection every N commits (DuckDB gives back what it
+    keeps per commit only on close): nothing is lost across the reopen, and a socket
+    client's query in progress holds it off."""
+    import asyncio
+
+    from logwatch.daemon import Daemon
+    from logwatch.sources.base import MemorySource
+    from logwatch.store.db import open_store
+
+    hit = (b"(APIServer pid=1) INFO 10-14 10:00:00 [metrics.py:101] SpecDecoding metrics: "
+           b"Mean acceptance length: 1.10, Accepted: 1 tokens, Drafted: 9 tokens, "
+           b"Avg Draft acceptance rate: 5.5%\n")
+    access = b'INFO:     10.0.0.1:4000 - "GET /health HTTP/1.1" 200 OK\n'
+    with open_store(tmp_path / "h.duckdb", service=True) as store:
+        with store.reader() as cursor:
+            assert not store.recycle()  # a query holds the connection
+            assert cursor.execute("SELECT count(*) FROM findings").fetchone() == (0,)
+        first = store.con
+        daemon = Daemon([MemorySource("mem", [hit + access * 40] * 12, delay=0.06)], library,
+                        store)
+        daemon.recycle_commits = 2
+        asyncio.run(daemon.run())
+        assert store.con is not first  # reopened on the way
+        rows = store.query("SELECT line, signature FROM findings ORDER BY line")
+        count = store.query("SELECT count FROM incidents")
+    assert [r[0] for r in rows] == [1 + 41 * n for n in range(12)]
+    assert {r[1] for r in rows} == {"spec_decode.low_acceptance"}
+    assert count == [(12,)]

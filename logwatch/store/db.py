@@ -6,8 +6,10 @@ daemon runs. Writes are bulk (`INSERT ... SELECT unnest(?)...`), never row by ro
 
 from __future__ import annotations
 
+import contextlib
 import os
-from collections.abc import Mapping, Sequence
+import threading
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -36,9 +38,38 @@ def default_db_path(env: Mapping[str, str] | None = None) -> Path:
 class Store:
     """A read-write connection with the schema at the current version."""
 
-    def __init__(self, con: duckdb.DuckDBPyConnection, path: Path) -> None:
+    def __init__(self, con: duckdb.DuckDBPyConnection, path: Path,
+                 config: dict[str, Any] | None = None) -> None:
         self.con = con
         self.path = path
+        self.config = config
+        self._lock = threading.Lock()
+        self._readers = 0  # cursors handed out by reader() and not closed yet
+
+    @contextlib.contextmanager
+    def reader(self) -> Iterator[duckdb.DuckDBPyConnection]:
+        """A connection of its own for a query from another thread (socket clients)."""
+        with self._lock:
+            cursor = self.con.cursor()
+            self._readers += 1
+        try:
+            yield cursor
+        finally:
+            cursor.close()
+            with self._lock:
+                self._readers -= 1
+
+    def recycle(self) -> bool:
+        """Close and reopen the connection, unless a reader is using it. DuckDB keeps about
+        250 bytes per small commit that only closing the connection gives back (measured:
+        40,000 commits, +25 MiB resident, back to the start after a reopen), so a process
+        that commits for months reopens now and then. Call between transactions."""
+        with self._lock:
+            if self._readers:
+                return False
+            self.con.close()
+            self.con = _connect(self.path, read_only=False, config=self.config)
+            return True
 
     def close(self) -> None:
         self.con.close()
@@ -108,8 +139,8 @@ def schema_version(con: duckdb.DuckDBPyConnection) -> int:
 
 # A long-running process (the daemon, `logwatch run`) answers SQL from socket clients and
 # must not grow: queries may not read or write other files, DuckDB's buffer cache is bounded
-# (it spills to `<db>.tmp` beyond it) and its worker threads are few (each keeps its own
-# malloc arena; the daemon's writes are small transactions).
+# (it spills to `<db>.tmp` beyond it) and it runs few worker threads (its writes are small
+# transactions; a socket client's query over a history of months still gets two).
 SERVICE_SETTINGS: dict[str, Any] = {"enable_external_access": False, "memory_limit": "256MB",
                                     "threads": 2}
 
@@ -119,7 +150,8 @@ def open_store(path: str | Path, service: bool = False) -> Store:
     database rather than guess at its meaning. `service`: the SERVICE_SETTINGS above."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    con = _connect(path, read_only=False, config=SERVICE_SETTINGS if service else None)
+    config = SERVICE_SETTINGS if service else None
+    con = _connect(path, read_only=False, config=config)
     try:
         version = schema_version(con)
         if version > SCHEMA_VERSION:
@@ -138,7 +170,7 @@ def open_store(path: str | Path, service: bool = False) -> Store:
     except BaseException:
         con.close()
         raise
-    return Store(con, path)
+    return Store(con, path, config)
 
 
 def check_read_only(con: duckdb.DuckDBPyConnection, sql: str) -> None:
