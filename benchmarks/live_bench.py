@@ -26,6 +26,7 @@ import tempfile
 import threading
 import time
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
@@ -133,7 +134,7 @@ def lines_read(sock: Path) -> int:
 
 
 def run_rate(rate: int, seconds: float, rss_every: float = 0.0,
-             finding_every: int = 100) -> dict[str, float]:
+             finding_every: int = 100) -> dict[str, Any]:
     with tempfile.TemporaryDirectory(prefix="logwatch-live-") as tmp:
         workdir = Path(tmp)
         log = workdir / "vllm.log"
@@ -169,7 +170,9 @@ def run_rate(rate: int, seconds: float, rss_every: float = 0.0,
             "missing": missing, "p50": q[49], "p99": q[98], "max": max(delays, default=0),
             "cpu": 100 * (cpu1 - cpu0) / (wall1 - wall0), "lag": lag,
             "rss_first": rss[0] if rss else 0, "rss_last": rss[-1] if rss else 0,
-            "rss_max": max(rss, default=0)}
+            "rss_max": max(rss, default=0),
+            # one sample per ten minutes (rss_every apart), to see whether it levels off
+            "rss_by_10min": rss[::max(1, round(600 / rss_every))] if rss_every else []}
 
 
 def main() -> int:
@@ -195,6 +198,7 @@ def main() -> int:
         print(f"RSS over {args.rss_minutes:g} min at 1,000 lines/s: first {r['rss_first']:.1f} "
               f"MiB, last {r['rss_last']:.1f} MiB, max {r['rss_max']:.1f} MiB; "
               f"CPU {r['cpu']:.1f}%")
+        print("  every 10 min: " + ", ".join(f"{v:.1f}" for v in r["rss_by_10min"]) + " MiB")
     return 0
 
 
