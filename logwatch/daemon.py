@@ -43,7 +43,7 @@ from logwatch.wakeup import Wakeup
 # alone (no findings) at most every CHECKPOINT_SECONDS: a restart re-reads at most this much,
 # and finding identities make the re-read insert nothing twice.
 COMMIT_GAP_SECONDS = 0.05
-CHECKPOINT_SECONDS = 5.0  # each commit also costs DuckDB ~1 KiB it keeps (measured)
+CHECKPOINT_SECONDS = 5.0  # each commit costs ~2.5 ms of CPU and memory DuckDB keeps until a reopen
 # The batcher's housekeeping tick (quiet sources, positions, the watchdog); holds and
 # pending findings wake it when they are due.
 TICK_SECONDS = 0.25
