@@ -78,7 +78,6 @@ class _Stream:
     last_data: float = field(default_factory=time.monotonic)
     settled: bool = True  # nothing fed since the last flush
     holding_since: float | None = None  # when the scanner began holding back a hit
-    wake_at: float | None = None  # when the batcher is woken to end that hold
     # journald entries: (offset after, first line, line after, cursor)
     marks: list[tuple[int, int, int, str]] = field(default_factory=list)
 
@@ -132,8 +131,8 @@ class Daemon:
         self._stop = asyncio.Event()
         self._flush_now = Wakeup()  # the batcher's: write or settle something now
         self._commit_lock = threading.Lock()
-        # every write from one thread: DuckDB's allocations stay in one malloc arena instead
-        # of one per pool thread (resident memory otherwise creeps up over hours)
+        # every write on one thread of its own, in order; socket clients' queries (their own
+        # cursors) and the snapshot checks use the default pool
         self._db_thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="logwatch-db")
         self._inflight: asyncio.Future[None] | None = None
         self._last_beat = 0.0
@@ -141,7 +140,7 @@ class Daemon:
         self._last_batch = 0.0  # the last commit with findings
         self._commits = 0  # since the connection was (re)opened
         self.recycle_commits = RECYCLE_COMMITS
-        self._gap_wake = False  # a wake-up for the end of the commit gap is scheduled
+        self._wake_at = float("-inf")  # the batcher's latest scheduled wake-up
         self._last_lines = 0
 
     def stop(self) -> None:
@@ -272,17 +271,18 @@ class Daemon:
 
     def _commit_soon(self) -> None:
         """Wake the batcher for pending findings: now, or when the commit gap is over."""
-        wait = self._last_batch + COMMIT_GAP_SECONDS - time.monotonic()
-        if wait <= 0:
-            self._flush_now.set()
-        elif not self._gap_wake:
-            with contextlib.suppress(RuntimeError):  # no loop: the final commit takes them
-                asyncio.get_running_loop().call_later(wait, self._gap_over)
-                self._gap_wake = True
+        self._wake_batcher_at(self._last_batch + COMMIT_GAP_SECONDS)
 
-    def _gap_over(self) -> None:
-        self._gap_wake = False
-        self._flush_now.set()
+    def _wake_batcher_at(self, when: float) -> None:
+        """Wake the batcher at `when` (monotonic; at once if past), unless a wake-up due by
+        then is scheduled already."""
+        now = time.monotonic()
+        if when <= now:
+            self._flush_now.set()
+        elif not now <= self._wake_at <= when:
+            with contextlib.suppress(RuntimeError):  # no loop: the final settle and commit
+                asyncio.get_running_loop().call_later(when - now, self._flush_now.set)
+                self._wake_at = when
 
     def handle(self, chunk: Chunk) -> None:
         stream = self._stream_for(chunk)
@@ -309,7 +309,7 @@ class Daemon:
         else:
             if stream.holding_since is None:
                 stream.holding_since = stream.last_data
-            self._wake_when_held(stream, stream.last_data)
+            self._wake_when_held(stream)
         self._collect(chunk.source, stream, found)
 
     def _hold_ends(self, stream: _Stream) -> float | None:
@@ -319,14 +319,11 @@ class Daemon:
             return None
         return stream.holding_since + (self.line_hold if kind == "line" else self.hold)
 
-    def _wake_when_held(self, stream: _Stream, now: float) -> None:
-        """Wake the batcher when the hold ends, unless a wake-up is due by then already."""
+    def _wake_when_held(self, stream: _Stream) -> None:
+        """Wake the batcher when the stream's hold ends."""
         due = self._hold_ends(stream)
-        if due is None or (stream.wake_at is not None and now <= stream.wake_at <= due):
-            return
-        with contextlib.suppress(RuntimeError):  # no loop: settle() runs at the end anyway
-            asyncio.get_running_loop().call_later(max(0.0, due - now), self._flush_now.set)
-            stream.wake_at = due
+        if due is not None:
+            self._wake_batcher_at(due)
 
     def settle(self, everything: bool = False) -> None:
         """Flush streams quiet for `quiet_flush` seconds, or holding a hit back for
@@ -341,7 +338,7 @@ class Daemon:
                 self._collect(source, stream, stream.scanner.flush())
                 stream.settled, stream.holding_since = True, None
             elif due is not None:
-                self._wake_when_held(stream, now)
+                self._wake_batcher_at(due)
 
     def _take(self) -> tuple[list[LiveFinding], list[Checkpoint]]:
         """The pending batch, taken on the event-loop thread (where findings are added)."""

@@ -10,7 +10,6 @@ offset when a sibling with the same first bytes exists, then the truncated file 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import hashlib
 import os
 import time
@@ -21,6 +20,7 @@ from typing import IO, Any
 
 from logwatch.sources.base import Chunk
 from logwatch.sources.inotify import open_watch
+from logwatch.wakeup import Wakeup
 
 FINGERPRINT_BYTES = 1024
 READ_BYTES = 8 << 20
@@ -62,7 +62,7 @@ class _Wakeup:
 
     def __init__(self, path: Path, loop: asyncio.AbstractEventLoop,
                  use_inotify: bool) -> None:
-        self.event = asyncio.Event()
+        self.event = Wakeup()
         self._observer: Any = None
         self._watch = open_watch(path, loop) if use_inotify else None
         if not use_inotify or self._watch is not None:
@@ -91,8 +91,7 @@ class _Wakeup:
         if self._watch is not None:
             await self._watch.wait(timeout)
             return
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(self.event.wait(), timeout)
+        await self.event.wait(timeout)
         self.event.clear()
 
     def stop(self) -> None:
