@@ -110,9 +110,17 @@ def status(db: Path | None, socket: Path | None, as_json: bool) -> int:
             return 0
         print(f"daemon running {state['uptime_s']:.0f} s: {state['lines']:,} lines read, "
               f"{state['findings_recorded']:,} findings recorded, library {state['library']}")
+        database = state.get("database", {})
+        if database.get("writable") is False:
+            print(f"  DATABASE UNWRITABLE for {database['since_s']:.0f} s "
+                  f"({database['failed_tries']} failed commits): {database['error']}; "
+                  f"{state['pending']:,} findings waiting; reading "
+                  f"{database['reading']}")
         for source in state["sources"]:
+            behind = source.get("behind_bytes")
+            catching_up = f", {behind:,} bytes behind" if behind else ""
             print(f"  {source['name']}: line {source['next_line']:,}, idle "
-                  f"{source['idle_s']:.0f} s ({source['generation']})")
+                  f"{source['idle_s']:.0f} s{catching_up} ({source['generation']})")
         for event in state["events"]:
             print(f"  event: {event}")
         return 0

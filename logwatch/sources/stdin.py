@@ -21,6 +21,8 @@ READ_BYTES = 1 << 16
 
 
 class StdinSource:
+    replayable = False  # unread input blocks its writer, and is never offered again
+
     def __init__(self, stream: BinaryIO | None = None, name: str = "stdin") -> None:
         self.stream = stream or sys.stdin.buffer
         self.name = name
