@@ -162,7 +162,7 @@ class Daemon:
         self.db_failing_since = 0.0
         self.db_failures = 0
         self._retry_at = 0.0
-        self._busy_since = 0.0  # when the readers last paused (see _breathe)
+        self._busy = 0.0  # seconds of scanning since the readers last paused (see _breathe)
         self._room = asyncio.Event()  # readers may go on: the database takes what is read
         self._room.set()
 
@@ -421,8 +421,9 @@ class Daemon:
             # in slices, letting the socket, the batcher and the watchdog run between them,
             # and wait while the writes lag behind
             for piece in slices(chunk, SLICE_BYTES):
+                began = time.monotonic()
                 self.handle(piece)
-                await self._breathe()
+                await self._breathe(time.monotonic() - began)
                 while not self._room.is_set() and (
                         replayable or len(self.pending) >= MAX_PENDING):
                     await self._room.wait()
@@ -433,17 +434,17 @@ class Daemon:
             if self._stop.is_set():
                 break
 
-    async def _breathe(self) -> None:
-        """Between slices of a backlog: yield to the loop, and after BUSY_SECONDS of
-        scanning in a row, pause briefly. A request on the socket needs a few turns of the
-        loop (accept, read, answer); with a reader ready at every turn each would wait a
-        slice, so the pause lets them all run at once."""
-        now = time.monotonic()
-        if now - self._busy_since < BUSY_SECONDS:
+    async def _breathe(self, busy: float) -> None:
+        """After a slice of `busy` seconds of scanning: yield to the loop, and after
+        BUSY_SECONDS of scanning, pause briefly. A request on the socket needs a few turns
+        of the loop (accept, read, answer); with a reader ready at every turn each would
+        wait a slice, so the pause lets them all run at once."""
+        self._busy += busy
+        if self._busy < BUSY_SECONDS:
             await asyncio.sleep(0)
             return
+        self._busy = 0.0
         await asyncio.sleep(PAUSE_SECONDS)
-        self._busy_since = time.monotonic()
 
     def _update_room(self) -> None:
         """Readers go on while the database takes what is read and the backlog of
