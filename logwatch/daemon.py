@@ -28,6 +28,7 @@ from logwatch.core.findings import Finding
 from logwatch.core.library import Library, LibraryError
 from logwatch.core.matcher import Matcher
 from logwatch.core.redact import redact
+from logwatch.core.visible import visible
 from logwatch.library_watch import LibraryWatch
 from logwatch.logs import get as get_logger
 from logwatch.notify import Notifier
@@ -157,7 +158,8 @@ class Daemon:
             self.events.append(f"reload refused, keeping library {self.library.version}: {exc}")
             self.log.error("reload_refused", library=self.library.version,
                            problems=str(exc).splitlines()[:20])
-            self.notifier.status(f"reload refused: {str(exc).splitlines()[0][:120]}")
+            self.notifier.status("reload refused: "
+                                 + visible(str(exc).splitlines()[0][:120]))
             if self.control is not None:
                 self.control.publish("library", loaded=False, version=self.library.version,
                                      error=str(exc)[:4000])
