@@ -480,6 +480,8 @@ class Daemon:
             await asyncio.wait([stopper, all_read], return_when=asyncio.FIRST_COMPLETED)
         finally:
             self.notifier.stopping()
+            if self.control is not None:  # a query running on the history must not hold us
+                await self.control.stop_queries()
             for task in (*readers, stopper):
                 task.cancel()
             batcher.cancel()

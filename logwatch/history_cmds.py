@@ -14,7 +14,8 @@ from pathlib import Path
 from typing import Any
 
 from logwatch.core.visible import visible
-from logwatch.store.db import default_db_path, read_only_query
+from logwatch.store.db import default_db_path
+from logwatch.store.operator_sql import QueryResult, read_only_query
 
 
 def _cell(value: Any) -> Any:
@@ -30,7 +31,8 @@ def _shown(value: Any) -> Any:
     return value if value is None or isinstance(value, int | float) else visible(str(value))
 
 
-def render_table(columns: list[str], rows: list[tuple[Any, ...]], max_width: int = 48) -> str:
+def render_table(columns: list[str], rows: list[tuple[Any, ...]], max_width: int = 48,
+                 truncated: str | None = None) -> str:
     def text(value: Any) -> str:
         cell = "" if value is None else visible(str(_cell(value)))
         return cell if len(cell) <= max_width else cell[: max_width - 1] + "…"
@@ -41,7 +43,8 @@ def render_table(columns: list[str], rows: list[tuple[Any, ...]], max_width: int
     line = "  ".join(c.ljust(w) for c, w in zip(columns, widths, strict=True))
     out = [line, "  ".join("-" * w for w in widths)]
     out += ["  ".join(v.ljust(w) for v, w in zip(r, widths, strict=True)) for r in body]
-    out.append(f"({len(rows)} row{'s' if len(rows) != 1 else ''})")
+    count = f"{len(rows):,} row{'s' if len(rows) != 1 else ''}"
+    out.append(f"({count}; truncated: {visible(truncated)})" if truncated else f"({count})")
     return "\n".join(out) + "\n"
 
 
@@ -68,19 +71,26 @@ def sql(db: Path | None, query: str, fmt: str, socket: Path | None = None) -> in
             from logwatch.store.db import DatabaseError
 
             raise DatabaseError(str(answer.get("error")))
-        columns, rows = answer["columns"], [tuple(r) for r in answer["rows"]]
+        result = QueryResult(answer["columns"], [tuple(r) for r in answer["rows"]],
+                             answer.get("truncated") or None)
     else:
-        columns, rows = read_only_query(db or default_db_path(), query)
+        result = read_only_query(db or default_db_path(), query)
+    columns, rows, truncated = result.columns, result.rows, result.truncated
     if fmt == "json":
-        json.dump([{c: _cell(v) for c, v in zip(columns, row, strict=True)} for row in rows],
-                  sys.stdout, indent=2, default=str)
+        json.dump({"columns": columns,
+                   "rows": [{c: _cell(v) for c, v in zip(columns, row, strict=True)}
+                            for row in rows],
+                   "truncated": truncated}, sys.stdout, indent=2, default=str)
         sys.stdout.write("\n")
     elif fmt == "csv":
         writer = csv.writer(sys.stdout)
         writer.writerow([visible(c) for c in columns])
         writer.writerows([[_shown(v) for v in row] for row in rows])
     else:
-        sys.stdout.write(render_table(columns, rows))
+        sys.stdout.write(render_table(columns, rows, truncated=truncated))
+    if truncated and fmt != "table":  # the table says it in its last line
+        sys.stderr.write(f"logwatch sql: {len(rows):,} rows shown, "
+                         f"truncated: {visible(str(truncated))}\n")
     return 0
 
 
@@ -98,9 +108,9 @@ LIMIT {limit}
 
 
 def history(db: Path | None, limit: int) -> int:
-    columns, rows = read_only_query(db or default_db_path(),
-                                    HISTORY_QUERY.format(limit=max(1, int(limit))))
-    sys.stdout.write(render_table(columns, rows))
+    result = read_only_query(db or default_db_path(),
+                             HISTORY_QUERY.format(limit=max(1, int(limit))))
+    sys.stdout.write(render_table(result.columns, result.rows))
     return 0
 
 
@@ -121,10 +131,10 @@ def status(db: Path | None, socket: Path | None, as_json: bool) -> int:
         for event in state["events"]:
             print(f"  event: {visible(str(event))}")
         return 0
-    _, rows = read_only_query(
+    rows = read_only_query(
         db or default_db_path(),
         "SELECT (SELECT count(*) FROM findings), (SELECT count(*) FROM incidents WHERE fatal), "
-        "(SELECT max(updated) FROM checkpoints)")
+        "(SELECT max(updated) FROM checkpoints)").rows
     findings, fatal, updated = rows[0]
     summary = {"daemon": None, "findings": findings, "fatal_incidents": fatal,
                "last_checkpoint": _cell(updated)}

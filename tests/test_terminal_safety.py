@@ -158,7 +158,7 @@ def test_history_sql_and_status_show_database_values_visibly(log: Path, tmp_path
     as_json = cli("sql", "--db", db, "--socket", tmp_path / "none.sock", "--json", query)
     assert as_json.returncode == 0, as_json.stderr
     assert_clean(as_json.stdout, ["\\u001b]52;c;", "\\u009b6n", "\\u202e"])
-    values = json.loads(as_json.stdout)
+    values = json.loads(as_json.stdout)["rows"]
     assert {r["label"] for r in values} == {str(log)}  # the stored value, recovered
     assert any("\x1b]52;c;cm0gLXJmIH4K\x07" in r["text"] for r in values)
 
@@ -252,7 +252,8 @@ def test_daemon_status_sql_metrics_and_console(daemon: Daemon, log: Path) -> Non
             assert_clean(out.stdout, ["^[]52;c;"])
         out = cli("sql", "--socket", daemon.sock, "--json", "SELECT text FROM findings")
         assert_clean(out.stdout, ["\\u001b]52;c;"])
-        assert any(PAYLOAD.replace("\x1b[6n", "") in r["text"] for r in json.loads(out.stdout))
+        rows = json.loads(out.stdout)["rows"]
+        assert any(PAYLOAD.replace("\x1b[6n", "") in r["text"] for r in rows)
         failed = cli("sql", "--socket", daemon.sock, f"SELECT '{PAYLOAD}' FROM no_such_table")
         assert failed.returncode == 2
         assert_clean(failed.stderr, ["no_such_table"])
