@@ -29,6 +29,7 @@ from logwatch.core.findings import Finding
 from logwatch.core.library import Library, LibraryError
 from logwatch.core.matcher import Matcher
 from logwatch.core.redact import redact
+from logwatch.core.visible import visible
 from logwatch.library_watch import LibraryWatch
 from logwatch.logs import get as get_logger
 from logwatch.notify import Notifier
@@ -180,7 +181,8 @@ class Daemon:
             self.events.append(f"reload refused, keeping library {self.library.version}: {exc}")
             self.log.error("reload_refused", library=self.library.version,
                            problems=str(exc).splitlines()[:20])
-            self.notifier.status(f"reload refused: {str(exc).splitlines()[0][:120]}")
+            self.notifier.status("reload refused: "
+                                 + visible(str(exc).splitlines()[0][:120]))
             if self.control is not None:
                 self.control.publish("library", loaded=False, version=self.library.version,
                                      error=str(exc)[:4000])
@@ -553,7 +555,7 @@ class Daemon:
         if self.db_failures == 1:
             self.events.append(f"database {self.writer.store.path} unwritable ({self.db_error})"
                                "; findings kept, files and journals paused, retrying")
-        self.notifier.status(f"DATABASE UNWRITABLE ({self.db_error[:100]}): "
+        self.notifier.status(f"DATABASE UNWRITABLE ({visible(self.db_error[:100])}): "
                              f"{len(self.pending):,} findings waiting, reading paused, "
                              f"retry {self.db_failures} in {delay:g} s")
         if "invalidated" in str(exc).lower():  # DuckDB's fatal errors need a new connection
