@@ -40,6 +40,10 @@ LINES = [
     "(EngineCore pid=8) ERROR 11-29 22:38:03 [core.py:900] Worker failed with error 'login "
     "failed: password='correct horse battery' at worker-error', please check the stack trace "
     "above for the root cause",
+    # vLLM's JSON log format: the evidence is the line as written, quotes escaped
+    '{"asctime": "2026-11-29 22:38:04,551", "levelname": "ERROR", "name": "vllm.v1.engine.core",'
+    ' "processName": "EngineCore_DP0", "process": 4402, "message": "RuntimeError: CUDA error: '
+    'json-line login password=\\"lunar orbit velvet\\" failed"}',
 ]
 LOG = ("\n".join(LINES) + "\n").encode()
 SECRETS = sorted({s for form in FORMS for s in form.secrets} | {"p@ss@word", "ss@word", HF[3:],
@@ -48,7 +52,8 @@ SECRETS = sorted({s for form in FORMS for s in form.secrets} | {"p@ss@word", "ss
 # so a check that could not see strings in these bytes (compressed, encoded) fails instead.
 MARKERS = [f"marker-{i:03d}" for i in range(len(FORMS))] + [
     f"end-{i:03d}" for i in range(len(FORMS))] + [
-    "model-head", "qwen-args", "frame-code", "hub.example.com/acme/model", "worker-error"]
+    "model-head", "qwen-args", "frame-code", "hub.example.com/acme/model", "worker-error",
+    "json-line"]
 
 
 def expected_findings(library: Library) -> set[tuple[str, int]]:
@@ -87,6 +92,7 @@ def test_the_log_exercises_every_form(library: Library) -> None:
     found = expected_findings(library)
     for i in range(len(FORMS)):
         assert ("distributed.cuda_error", 3 + i) in found, FORMS[i].name
+    assert ("distributed.cuda_error", len(LINES)) in found  # the JSON-format line
     for signature in ("lifecycle.version", "lifecycle.non_default_args", "model.not_found",
                       "engine.core_failed_to_start", "engine.worker_failed"):
         assert any(s == signature for s, _ in found), signature

@@ -20,24 +20,27 @@ Span = tuple[int, int]
 # lowered text `_TRIGGER` searches keeps every character a rule depends on.
 _FLAGS = re.ASCII | re.IGNORECASE | re.MULTILINE
 _KEYWORD = r"(?:token|(?:api|secret|access|private)[_-]?key|secret|password|passwd|credentials?)"
-# A quoted value, masked to its closing quote (or the end of the line when cut there).
-_QUOTED = r"""(?:"(?P<v_dq>(?:[^"\\\n]|\\.)*)(?:"|$)|'(?P<v_sq>(?:[^'\\\n]|\\.)*)(?:'|$))"""
+# A quoted value, masked to its closing quote (or the end of the line when cut there);
+# `\"...\"` is a quoted value inside a JSON string (a JSON-formatted log line as written).
+_QUOTED = (r"""(?:"(?P<v_dq>(?:[^"\\\n]|\\.)*)(?:"|$)|'(?P<v_sq>(?:[^'\\\n]|\\.)*)(?:'|$)"""
+           r"""|\\"(?P<v_jq>(?:[^"\\\n]|\\[^"\n])*)(?:\\"|$))""")
+_CLOSE_NAME = r"""(?:\\?['"])?"""  # the quote closing a quoted key, JSON-escaped or not
 
 _KEY_VALUE = re.compile(
     # HF_TOKEN=..., api_key: ..., 'password': '...', "aws_secret_access_key": "...". Only
     # at the start of a word, so a long word costs one attempt, not one per character.
-    r"""(?<![\w.-])['"]?[\w.-]*?""" + _KEYWORD + r"""['"]?\s*[:=]\s*"""
+    r"""(?<![\w.-])['"]?[\w.-]*?""" + _KEYWORD + _CLOSE_NAME + r"\s*[:=]\s*"
     + r"(?:" + _QUOTED + r"""|\[(?P<v_list>[^\]\n]*)|(?P<v_bare>[^\s'",}]+))""", _FLAGS)
 _FLAG = re.compile(
     # --api-key X, --hf-token=X, '--api-key', 'X' (a Python list of argv)
     r"(?<![\w-])--(?:[a-z0-9]+[-_])*(?:api[-_]?key|token|secret|password|passwd|credentials?)"
-    r"""(?:=|['"]?,?[ \t]+)(?:""" + _QUOTED + r"""|(?P<v_bare>[^\s'"]+))""", _FLAGS)
+    r"(?:=|" + _CLOSE_NAME + r",?[ \t]+)(?:" + _QUOTED + r"""|(?P<v_bare>[^\s'"]+))""", _FLAGS)
 _AUTHORIZATION = re.compile(
     # Authorization: Basic dXNlcjpwYXNz, -H 'Proxy-Authorization: Bearer ...', JSON headers:
     # the scheme stays readable, the credentials after it go
-    r"""authorization['"]?\s*[:=]\s*['"]?(?:(?:basic|bearer|token|digest|negotiate|ntlm"""
-    r"""|api-?key|key|hmac|aws4-hmac-sha256|dpop|mac|oauth)[ \t]+)?(?P<v>[^\s'",}]+)""",
-    _FLAGS)
+    r"authorization" + _CLOSE_NAME + r"\s*[:=]\s*" + _CLOSE_NAME
+    + r"(?:(?:basic|bearer|token|digest|negotiate|ntlm|api-?key|key|hmac|aws4-hmac-sha256"
+    r"""|dpop|mac|oauth)[ \t]+)?(?P<v>[^\s'",}]+)""", _FLAGS)
 _BEARER = re.compile(r"(?<![\w-])bearer\s+(?P<v>[\w.~+/=-]{8,})", _FLAGS)
 # Basic credentials outside a header line: only base64 that decodes to "user:password"
 _BASIC = re.compile(r"(?<![\w-])basic\s+(?P<v>[A-Za-z0-9+/]{4,}={0,2})(?![\w+/=-])", _FLAGS)
@@ -87,10 +90,10 @@ RULES: tuple[Rule, ...] = (  # (pattern, test of a value it found)
 # case-blind one, and each branch starts with a literal, the rarest letters of the word
 # where that keeps it a piece of every match (`ken` of token, `word`/`wd` of password,
 # `zation` of authorization), so the search skips the positions no branch can start at.
-_AFTER_NAME = r"""['"]?(?:\s*[:=]|,?[ \t])"""  # key-value `=`/`:`, or a flag's argument
+_AFTER_NAME = _CLOSE_NAME + r"(?:\s*[:=]|,?[ \t])"  # key-value `=`/`:`, or a flag's argument
 _TRIGGER = re.compile(
     r"ken" + _AFTER_NAME + r"|key" + _AFTER_NAME + r"|w(?:or)?d" + _AFTER_NAME
-    + r"|cret" + _AFTER_NAME + r"""|credential|zation['"]?\s*[:=]|bearer\s|basic\s"""
+    + r"|cret" + _AFTER_NAME + r"|credential|zation" + _CLOSE_NAME + r"\s*[:=]|bearer\s|basic\s"
     r"|://[^\s/?#]*@|f_[a-z0-9]{30}|k-[a-z0-9_-]{20}|gh[pousr]_|github_pat_|glpat-"
     r"|xox[abp]-|kia[0-9a-z]{16}|sia[0-9a-z]{16}", re.ASCII)
 # The 40 characters of an AWS key are searched apart: a branch starting with a repeat
