@@ -16,8 +16,10 @@ from collections.abc import Callable, Mapping, Sequence
 MASK = "***"
 Span = tuple[int, int]
 
-# Every rule is ASCII-only (IGNORECASE folds A-Z alone, \s and \w are ASCII), so that the
-# lowered text `_TRIGGER` searches keeps every character a rule depends on.
+# A rule names the groups holding secret values `v...`; only those are masked, so the key,
+# the scheme and the host stay readable. Every rule is ASCII-only (IGNORECASE folds A-Z
+# alone, \s and \w are ASCII), so the lowered text `_TRIGGER` searches keeps every
+# character a rule depends on.
 _FLAGS = re.ASCII | re.IGNORECASE | re.MULTILINE
 _KEYWORD = r"(?:token|(?:api|secret|access|private)[_-]?key|secret|password|passwd|credentials?)"
 # A quoted value, masked to its closing quote (or the end of the line when cut there);
