@@ -22,6 +22,7 @@ from logwatch.core.redact import (
     redact_head,
     redact_slice,
     secret_spans,
+    spans_for_parts,
 )
 from logwatch.core.signature import Example, Pattern, Signature
 from logwatch.core.vllm_format import parse_line
@@ -205,10 +206,24 @@ def test_a_capture_is_masked_by_the_secrets_of_its_whole_text() -> None:
     text = 'login password="correct horse battery" for admin'
     start = text.index("horse")
     assert redact("horse") == "horse"  # on its own, nothing says secret
-    assert redact_slice(text, start, start + 5, secret_spans(text)) == MASK
-    assert redact_slice(text, 0, 5, secret_spans(text)) == "login"
+    spans = spans_for_parts(text)
+    assert spans == secret_spans(text)
+    assert redact_slice(text, start, start + 5, spans) == MASK
+    assert redact_slice(text, 0, 5, spans) == "login"
     tail = text.index("battery")
-    assert redact_slice(text, tail, len(text), secret_spans(text)) == f'{MASK}" for admin'
+    assert redact_slice(text, tail, len(text), spans) == f'{MASK}" for admin'
+    assert spans_for_parts("Accepted: 5 tokens") is None
+
+
+def test_no_part_of_a_text_the_fast_path_passes_holds_a_secret() -> None:
+    """What `spans_for_parts` relies on to skip the captures of ordinary lines."""
+    lines = (SAMPLES / "demo_marlin_and_mtp.log").read_text(encoding="utf-8").splitlines()
+    texts = [t for t in [*NOT_SECRETS, *lines[:60]] if not might_hold_secret(t)]
+    assert len(texts) > 50
+    for text in texts:
+        for i in range(0, len(text), 3):
+            for j in range(i + 1, len(text) + 1, 3):
+                assert not might_hold_secret(text[i:j]), (text, text[i:j])
 
 
 def test_the_matcher_masks_a_capture_holding_part_of_a_secret() -> None:
