@@ -414,6 +414,7 @@ def _cmd_history(args: argparse.Namespace) -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    from logwatch.socket_trust import UnsafeSocketPath
     from logwatch.store.db import DatabaseError
 
     args = build_parser().parse_args(argv)
@@ -431,7 +432,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.command in ("check-config", "show-config"):
             return _cmd_config(args)
         return _cmd_signatures(args)
-    except DatabaseError as exc:
+    except (DatabaseError, UnsafeSocketPath) as exc:
         print(f"logwatch: {exc}", file=sys.stderr)
         return EXIT_USAGE
     except LibraryError as exc:

@@ -1,0 +1,275 @@
+"""The control socket belongs to its owner. A directory, link or socket another local user
+could control is refused by the daemon and by the clients, run as real users of their own
+(setpriv); the fallback directory without $XDG_RUNTIME_DIR is made private."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import shutil
+import socket
+import stat
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+from logwatch.control import request, subscribe
+from logwatch.socket_trust import UnsafeSocketPath, check_directory
+from tests.conftest import ROOT
+
+pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="files of other users need root")
+
+VICTIM = 65534  # nobody: the user whose daemon and clients are protected
+INTRUDER = 65533  # an unused uid: another local user
+
+
+def as_user(uid: int, *groups: int) -> list[str]:
+    """Run a command as `uid` (primary group the same number), with these extra groups."""
+    return ["setpriv", f"--reuid={uid}", f"--regid={uid}",
+            f"--groups={','.join(map(str, groups))}" if groups else "--clear-groups"]
+
+
+@pytest.fixture
+def shared_tmp() -> Iterator[Path]:
+    """A sticky world-writable directory, as /tmp is (tmp_path is root's alone)."""
+    path = Path(tempfile.mkdtemp(prefix="logwatch-ownership-"))
+    path.chmod(0o1777)
+    probe = subprocess.run([*as_user(VICTIM), sys.executable, "-c",
+                            f"import logwatch.control, os; os.listdir({str(path)!r})"],
+                           cwd=ROOT, capture_output=True, text=True, timeout=60, check=False)
+    if shutil.which("setpriv") is None or probe.returncode != 0:
+        shutil.rmtree(path)
+        pytest.skip(f"uid {VICTIM} cannot run this Python or reach {path}: {probe.stderr}")
+    yield path
+    shutil.rmtree(path, ignore_errors=True)
+
+
+def private_dir(path: Path, uid: int, mode: int = 0o700) -> Path:
+    path.mkdir(parents=True)
+    os.chown(path, uid, uid)
+    path.chmod(mode)
+    return path
+
+
+class FakeServer:
+    """Someone else's server on a socket path: records what it is told and answers with
+    a fake status (with terminal escapes, as in the report)."""
+
+    def __init__(self, path: Path, owner: int) -> None:
+        self.received = b""
+        self.listener = socket.socket(socket.AF_UNIX)
+        self.listener.bind(str(path))
+        os.chown(path, owner, owner)
+        path.chmod(0o777)
+        self.listener.listen()
+        self.listener.settimeout(0.1)
+        self.stopped = threading.Event()
+        self.thread = threading.Thread(target=self._serve, daemon=True)
+        self.thread.start()
+
+    def _serve(self) -> None:
+        while not self.stopped.is_set():
+            try:
+                conn, _ = self.listener.accept()
+            except TimeoutError:
+                continue
+            with conn:
+                conn.settimeout(5)
+                self.received += conn.recv(65536)
+                status = {"uptime_s": 1, "lines": 1, "findings_recorded": 0,
+                          "library": "\x1b]0;owned\x07", "sources": [], "events": []}
+                conn.sendall(json.dumps({"ok": True, "status": status}).encode() + b"\n")
+
+    def close(self) -> None:
+        self.stopped.set()
+        self.thread.join(5)
+        self.listener.close()
+
+
+def _fallback_made_by_intruder(base: Path) -> tuple[Path | None, Path]:
+    made = private_dir(base / f"logwatch-{VICTIM}" / "logwatch", INTRUDER, 0o777)
+    made.parent.chmod(0o777)
+    os.chown(made.parent, INTRUDER, INTRUDER)
+    return None, made / "logwatch.sock"  # no --socket: the default path
+
+
+def _directory_of_intruder(base: Path) -> tuple[Path | None, Path]:
+    sock = private_dir(base / "theirs", INTRUDER, 0o755) / "lw.sock"
+    return sock, sock
+
+
+def _own_directory_open_to_all(base: Path) -> tuple[Path | None, Path]:
+    sock = private_dir(base / "mine", VICTIM, 0o777) / "lw.sock"
+    return sock, sock
+
+
+def _link_planted_at_the_directory(base: Path) -> tuple[Path | None, Path]:
+    target = private_dir(base / "theirs", INTRUDER, 0o755)
+    (base / "mine").symlink_to(target)
+    os.lchown(base / "mine", INTRUDER, INTRUDER)
+    return base / "mine" / "lw.sock", target / "lw.sock"
+
+
+def _socket_of_intruder(base: Path) -> tuple[Path | None, Path]:
+    sock = private_dir(base / "mine", VICTIM, 0o755) / "lw.sock"
+    return sock, sock
+
+
+CASES: dict[str, tuple[Callable[[Path], tuple[Path | None, Path]], str]] = {
+    "fallback made by another user": (_fallback_made_by_intruder,
+                                      f"logwatch-{VICTIM} belongs to uid {INTRUDER}"),
+    "directory of another user": (_directory_of_intruder, f"theirs belongs to uid {INTRUDER}"),
+    "own directory, mode 0777": (_own_directory_open_to_all,
+                                 "mine is writable by others (mode 0777)"),
+    "symlink at the directory": (_link_planted_at_the_directory, "mine is a symbolic link"),
+    "socket of another user": (_socket_of_intruder, f"lw.sock belongs to uid {INTRUDER}"),
+}
+
+
+@pytest.mark.parametrize("case", CASES)
+def test_the_client_refuses_a_socket_someone_else_controls(case: str, shared_tmp: Path) -> None:
+    """`logwatch status` of the victim never talks to the intruder's server, and says why."""
+    prepare, reason = CASES[case]
+    given, bound = prepare(shared_tmp)
+    server = FakeServer(bound, INTRUDER)
+    home = private_dir(shared_tmp / "home", VICTIM)
+    env = {k: v for k, v in os.environ.items() if k != "XDG_RUNTIME_DIR"}
+    env.update(TMPDIR=str(shared_tmp), HOME=str(home))
+    try:
+        out = subprocess.run([*as_user(VICTIM), sys.executable, "-m", "logwatch", "status",
+                              *(["--socket", str(given)] if given else [])],
+                             cwd=ROOT, env=env, capture_output=True, text=True, timeout=60,
+                             check=False)
+    finally:
+        server.close()
+    assert server.received == b"", "the query reached the intruder"
+    assert "daemon running" not in out.stdout
+    assert out.returncode == 2 and reason in out.stderr, out.stderr
+
+
+def test_request_and_subscribe_refuse_a_directory_of_another_user(tmp_path: Path) -> None:
+    sock = private_dir(tmp_path / "theirs", VICTIM, 0o755) / "lw.sock"  # we are root here
+    server = FakeServer(sock, VICTIM)
+    try:
+        with pytest.raises(UnsafeSocketPath, match=f"belongs to uid {VICTIM}"):
+            asyncio.run(request(sock, {"op": "sql", "query": "SELECT 1"}))
+        with pytest.raises(UnsafeSocketPath, match=f"belongs to uid {VICTIM}"):
+            asyncio.run(subscribe(sock, wait=5))  # refused at once, not retried
+    finally:
+        server.close()
+    assert server.received == b""
+
+
+def test_a_server_running_as_someone_else_is_refused(tmp_path: Path,
+                                                     shared_tmp: Path) -> None:
+    """The path is ours and the socket file too, but another user's process listens on it
+    (the kernel says who: SO_PEERCRED)."""
+    sock = tmp_path / "lw.sock"
+    bound = socket.socket(socket.AF_UNIX)
+    bound.bind(str(sock))
+    listener = subprocess.Popen(
+        [*as_user(VICTIM), sys.executable, "-c",
+         f"import socket, sys; s = socket.socket(fileno={bound.fileno()}); s.listen(); "
+         "print('ready', flush=True); sys.stdin.read()"],
+        pass_fds=[bound.fileno()], stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+    try:
+        assert listener.stdout is not None and listener.stdout.readline() == b"ready\n"
+        with pytest.raises(UnsafeSocketPath, match=f"served by a process of uid {VICTIM}"):
+            asyncio.run(request(sock, {"op": "status"}))
+    finally:
+        listener.kill()
+        listener.wait()
+        bound.close()
+
+
+@pytest.mark.parametrize(("layout", "refused"), [
+    ("root 0755, like /run/logwatch", None),
+    ("ours inside a sticky 1777 directory, like /tmp", None),
+    ("behind a link owned by root", None),
+    ("inside a group-writable directory", "is writable by others (mode 0775)"),
+    ("sticky itself", "is writable by others (mode 1777)"),
+    ("behind a link owned by another user", f"is a symbolic link owned by uid {VICTIM}"),
+    ("inside a directory of another user", f"belongs to uid {VICTIM}"),
+])
+def test_which_directories_are_trusted(layout: str, refused: str | None,
+                                       tmp_path: Path) -> None:
+    """Root runs this: root's own directories pass, anything uid 65534 could change fails."""
+    top = tmp_path / "top"
+    top.mkdir()
+    target = top / "sock-dir"
+    if "1777" in layout or "group-writable" in layout:
+        top.chmod(0o1777 if "1777" in layout else 0o775)
+    if "sticky itself" in layout:
+        target.mkdir(mode=0o755)
+        target.chmod(0o1777)
+    elif "link" in layout:
+        (tmp_path / "real" / "sock-dir").mkdir(parents=True)
+        top.rmdir()
+        top.symlink_to(tmp_path / "real")
+        if "another user" in layout:
+            os.lchown(top, VICTIM, VICTIM)
+    elif "another user" in layout:
+        target.mkdir()
+        os.chown(top, VICTIM, VICTIM)
+    else:
+        target.mkdir(mode=0o755)
+    if refused is None:
+        check_directory(target)
+    else:
+        with pytest.raises(UnsafeSocketPath, match=refused.replace("(", r"\(").replace(")", r"\)")):
+            check_directory(target)
+
+
+def _daemon(shared_tmp: Path, *extra: str) -> tuple[list[str], dict[str, str]]:
+    home = private_dir(shared_tmp / "home", VICTIM)
+    log = home / "vllm.log"
+    log.write_bytes(b"hello\n")
+    os.chown(log, VICTIM, VICTIM)
+    config = home / "logwatch.toml"
+    config.write_text("")  # not /etc/logwatch/logwatch.toml, whatever this host has
+    env = {k: v for k, v in os.environ.items() if k != "XDG_RUNTIME_DIR"}
+    env.update(TMPDIR=str(shared_tmp), HOME=str(home))
+    return [*as_user(VICTIM), sys.executable, "-m", "logwatch", "daemon", "--config",
+            str(config), "--file", str(log), "--db", str(home / "h.duckdb"), *extra], env
+
+
+def test_the_daemon_makes_its_fallback_directory_private(shared_tmp: Path) -> None:
+    argv, env = _daemon(shared_tmp)
+    sock = shared_tmp / f"logwatch-{VICTIM}" / "logwatch" / "logwatch.sock"
+    proc = subprocess.Popen(argv, cwd=ROOT, env=env, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.PIPE)
+    try:
+        deadline = time.monotonic() + 30
+        while not sock.is_socket():
+            assert time.monotonic() < deadline and proc.poll() is None, "no socket"
+            time.sleep(0.05)
+        for path, mode in ((sock.parent.parent, 0o700), (sock.parent, 0o700), (sock, 0o660)):
+            st = path.lstat()
+            assert (st.st_uid, stat.S_IMODE(st.st_mode)) == (VICTIM, mode), path
+        status = subprocess.run([*as_user(VICTIM), sys.executable, "-m", "logwatch", "status"],
+                                cwd=ROOT, env=env, capture_output=True, text=True, timeout=60,
+                                check=False)
+        assert status.returncode == 0 and "daemon running" in status.stdout, status.stderr
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
+
+
+def test_the_daemon_refuses_a_fallback_directory_made_by_someone_else(
+        shared_tmp: Path) -> None:
+    """It goes on reading its logs without a socket, and says why."""
+    made = private_dir(shared_tmp / f"logwatch-{VICTIM}", INTRUDER, 0o777)
+    argv, env = _daemon(shared_tmp, "--until-idle", "0.2")
+    out = subprocess.run(argv, cwd=ROOT, env=env, capture_output=True, text=True, timeout=60,
+                         check=False)
+    assert out.returncode == 0, out.stderr
+    assert f"logwatch-{VICTIM} belongs to uid {INTRUDER}" in out.stderr
+    assert "1 lines read" in out.stderr
+    assert list(made.iterdir()) == []  # nothing of ours in there
