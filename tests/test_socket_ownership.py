@@ -5,6 +5,7 @@ could control is refused by the daemon and by the clients, run as real users of 
 from __future__ import annotations
 
 import asyncio
+import grp
 import json
 import os
 import shutil
@@ -36,17 +37,22 @@ def as_user(uid: int, *groups: int) -> list[str]:
             f"--groups={','.join(map(str, groups))}" if groups else "--clear-groups"]
 
 
+@pytest.fixture(scope="module")
+def victim_runs_logwatch() -> None:
+    """Skip unless uid 65534 can run this Python and logwatch from this checkout."""
+    if shutil.which("setpriv") is None:
+        pytest.skip("setpriv (util-linux) is not installed")
+    probe = subprocess.run([*as_user(VICTIM), sys.executable, "-c", "import logwatch.control"],
+                           cwd=ROOT, capture_output=True, text=True, timeout=60, check=False)
+    if probe.returncode != 0:
+        pytest.skip(f"uid {VICTIM} cannot run {sys.executable} on {ROOT}: {probe.stderr}")
+
+
 @pytest.fixture
-def shared_tmp() -> Iterator[Path]:
+def shared_tmp(victim_runs_logwatch: None) -> Iterator[Path]:
     """A sticky world-writable directory, as /tmp is (tmp_path is root's alone)."""
     path = Path(tempfile.mkdtemp(prefix="logwatch-ownership-"))
     path.chmod(0o1777)
-    probe = subprocess.run([*as_user(VICTIM), sys.executable, "-c",
-                            f"import logwatch.control, os; os.listdir({str(path)!r})"],
-                           cwd=ROOT, capture_output=True, text=True, timeout=60, check=False)
-    if shutil.which("setpriv") is None or probe.returncode != 0:
-        shutil.rmtree(path)
-        pytest.skip(f"uid {VICTIM} cannot run this Python or reach {path}: {probe.stderr}")
     yield path
     shutil.rmtree(path, ignore_errors=True)
 
@@ -273,3 +279,81 @@ def test_the_daemon_refuses_a_fallback_directory_made_by_someone_else(
     assert f"logwatch-{VICTIM} belongs to uid {INTRUDER}" in out.stderr
     assert "1 lines read" in out.stderr
     assert list(made.iterdir()) == []  # nothing of ours in there
+
+
+def _shipped(key: str) -> str:
+    """A setting of the shipped systemd/logwatch.service."""
+    for line in (ROOT / "systemd" / "logwatch.service").read_text().splitlines():
+        if line.startswith(f"{key}="):
+            return line.split("=", 1)[1].strip()
+    raise AssertionError(f"{key}= is not in the shipped unit")
+
+
+def _systemctl(env: dict[str, str], *args: str, check: bool = True) -> str:
+    return subprocess.run(["systemctl", "--user", *args], capture_output=True, text=True,
+                          env=env, timeout=60, check=check).stdout.strip()
+
+
+CONNECT = """import errno, socket, sys
+s = socket.socket(socket.AF_UNIX)
+try:
+    s.connect(sys.argv[1])
+    print("connected")
+except OSError as exc:
+    print(errno.errorcode[exc.errno])
+"""
+
+
+def test_socket_group_members_connect_under_systemd(systemd_user: dict[str, str],
+                                                    victim_runs_logwatch: None,
+                                                    tmp_path: Path) -> None:
+    """The shipped unit's RuntimeDirectory, RuntimeDirectoryMode and UMask, applied by a real
+    systemd manager; socket.group set: a member of the group (uid 65534 with that group
+    added) gets answers, the same uid without it is refused by the socket's mode."""
+    env = systemd_user
+    group = next((g for g in grp.getgrall() if g.gr_name == "users"), None)
+    if group is None:
+        pytest.skip("no group named users to give the socket to")
+    runtime = Path(env["XDG_RUNTIME_DIR"])  # %t of the manager
+    unit_dir = runtime / "systemd" / "user"
+    unit_dir.mkdir(parents=True, exist_ok=True)
+    name = f"logwatch-group-{os.getpid()}.service"
+    log, config = tmp_path / "vllm.log", tmp_path / "logwatch.toml"
+    log.write_bytes(b"hello\n")
+    config.write_text(f'[socket]\ngroup = "{group.gr_name}"\n')
+    (unit_dir / name).write_text(
+        "[Service]\nType=notify\nNotifyAccess=main\n"
+        f"ExecStart={sys.executable} -m logwatch daemon --config {config} --file {log} "
+        f"--db {tmp_path / 'h.duckdb'} --socket %t/logwatch/logwatch.sock\n"
+        f"WorkingDirectory={ROOT}\n"
+        f"RuntimeDirectory={_shipped('RuntimeDirectory')}\n"
+        f"RuntimeDirectoryMode={_shipped('RuntimeDirectoryMode')}\n"
+        f"UMask={_shipped('UMask')}\n")
+    sock = runtime / _shipped("RuntimeDirectory") / "logwatch.sock"
+    runtime_mode = stat.S_IMODE(runtime.stat().st_mode)
+    child_env = {k: v for k, v in os.environ.items() if k != "XDG_RUNTIME_DIR"}
+    _systemctl(env, "daemon-reload")
+    try:
+        _systemctl(env, "start", name)  # Type=notify: back once READY=1, the socket bound
+        made = sock.parent.stat()
+        assert (made.st_uid, stat.S_IMODE(made.st_mode)) == (0, int(_shipped(
+            "RuntimeDirectoryMode"), 8))
+        bound = sock.lstat()
+        assert stat.S_ISSOCK(bound.st_mode)
+        assert (bound.st_uid, bound.st_gid, stat.S_IMODE(bound.st_mode)) == (0, group.gr_gid,
+                                                                            0o660)
+        runtime.chmod(0o711)  # root's runtime directory: let other users pass, for this test
+        member = subprocess.run([*as_user(VICTIM, group.gr_gid), sys.executable, "-m",
+                                 "logwatch", "status", "--socket", str(sock)], cwd=ROOT,
+                                env=child_env, capture_output=True, text=True, timeout=60,
+                                check=False)
+        assert member.returncode == 0 and "daemon running" in member.stdout, member.stderr
+        outsider = subprocess.run([*as_user(VICTIM), sys.executable, "-c", CONNECT, str(sock)],
+                                  cwd=ROOT, env=child_env, capture_output=True, text=True,
+                                  timeout=60, check=False)
+        assert outsider.stdout.strip() == "EACCES", outsider.stderr
+    finally:
+        runtime.chmod(runtime_mode)
+        _systemctl(env, "stop", name, check=False)
+        (unit_dir / name).unlink(missing_ok=True)
+        _systemctl(env, "daemon-reload", check=False)
