@@ -357,3 +357,21 @@ def test_socket_group_members_connect_under_systemd(systemd_user: dict[str, str]
         _systemctl(env, "stop", name, check=False)
         (unit_dir / name).unlink(missing_ok=True)
         _systemctl(env, "daemon-reload", check=False)
+
+
+def test_the_daemon_says_when_its_group_cannot_reach_the_socket(tmp_path: Path) -> None:
+    """A directory made 0750 root:root beforehand (the unit's old RuntimeDirectoryMode)."""
+    group = next((g for g in grp.getgrall() if g.gr_name == "users"), None)
+    if group is None:
+        pytest.skip("no group named users to give the socket to")
+    run = tmp_path / "run"
+    run.mkdir(mode=0o750)
+    log, config = tmp_path / "vllm.log", tmp_path / "logwatch.toml"
+    log.write_bytes(b"hello\n")
+    config.write_text(f'[socket]\ngroup = "{group.gr_name}"\n')
+    out = subprocess.run([sys.executable, "-m", "logwatch", "daemon", "--config", str(config),
+                          "--file", str(log), "--db", str(tmp_path / "h.duckdb"), "--socket",
+                          str(run / "lw.sock"), "--until-idle", "0.2"], cwd=ROOT,
+                         capture_output=True, text=True, timeout=60, check=False)
+    assert out.returncode == 0, out.stderr
+    assert f"members of group {group.gr_name} cannot reach {run}" in out.stderr
