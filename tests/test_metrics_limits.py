@@ -90,7 +90,11 @@ def test_slow_connections_cannot_exhaust_the_daemon(tmp_path: Path) -> None:
         for conn in silent + trickling:
             conn.close()
         proc.terminate()
-        proc.wait(timeout=30)
+        try:
+            proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            proc.kill()  # never leave it behind
+            raise
     output = err.read_text()
     assert len(output) < 16_384, output[:2000]
     assert "Traceback" not in output
