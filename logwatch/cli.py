@@ -67,7 +67,9 @@ def build_parser() -> argparse.ArgumentParser:
     sql.add_argument("--db", type=Path, metavar="PATH", help="database (default: %(default)s)",
                      default=None)
     fmt = sql.add_mutually_exclusive_group()
-    fmt.add_argument("--json", action="store_true", help="rows as a JSON array of objects")
+    fmt.add_argument("--json", action="store_true",
+                     help='{"columns": [...], "rows": [{column: value}], "truncated": null or '
+                          'why the rows were cut}')
     fmt.add_argument("--csv", action="store_true", help="rows as CSV with a header")
     hist = sub.add_parser("history", help="recent incidents with their diagnoses")
     hist.add_argument("--db", type=Path, metavar="PATH", default=None)
@@ -322,8 +324,12 @@ def _cmd_daemon(args: argparse.Namespace) -> int:
             from logwatch.control import ControlServer
 
             socket_path = args.socket or default_socket_path(config.get("socket.path"))
+            from logwatch.store.operator_sql import QueryLimits
+
             daemon.control = ControlServer(daemon, socket_path,
                                            config.get("socket.group") or None)
+            daemon.control.limits = QueryLimits(seconds=float(config.get("socket.query_seconds")),
+                                                rows=int(config.get("socket.query_rows")))
         if args.metrics:
             from logwatch.metrics import MetricsServer, daemon_samples, parse_listen
 

@@ -88,13 +88,14 @@ def _load(ref: str, db: Path | None) -> dict[str, Any]:
         if not isinstance(data, dict):
             raise _fail(f"{path}: not a snapshot")
         return data
-    from logwatch.store.db import default_db_path, read_only_query
+    from logwatch.store.db import default_db_path
+    from logwatch.store.operator_sql import read_only_query
 
     if not all(c in "0123456789abcdef" for c in ref) or len(ref) < 4:
         raise _fail(f"{ref}: neither a snapshot file nor a snapshot hash")
-    _, rows = read_only_query(db or default_db_path(),
-                              "SELECT hash, body FROM snapshots WHERE starts_with(hash, ?)",
-                              [ref])
+    rows = read_only_query(db or default_db_path(),
+                           "SELECT hash, body FROM snapshots WHERE starts_with(hash, ?)",
+                           [ref]).rows
     if len(rows) != 1:
         raise _fail(f"{ref}: {'no' if not rows else 'more than one'} snapshot with that "
                     "hash in the history")
