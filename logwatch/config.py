@@ -15,10 +15,13 @@ DEFAULT_CONFIG = Path("/etc/logwatch/logwatch.toml")
 
 
 def default_socket_path(configured: str = "") -> Path:
-    """The configured path, else /run/logwatch for root, else the user's runtime dir (or
+    """The configured path, else $RUNTIME_DIRECTORY (what systemd made for the unit's
+    RuntimeDirectory=), else /run/logwatch for root, else the user's runtime dir (or
     $TMPDIR/logwatch-UID without one)."""
     if configured:
         return Path(configured)
+    if os.environ.get("RUNTIME_DIRECTORY"):
+        return Path(os.environ["RUNTIME_DIRECTORY"].split(":")[0]) / "logwatch.sock"
     if os.geteuid() == 0:
         return Path("/run/logwatch/logwatch.sock")
     runtime = os.environ.get("XDG_RUNTIME_DIR")

@@ -209,6 +209,14 @@ class ControlServer:
     async def answer(self, request: dict[str, Any]) -> dict[str, Any]:
         op = request.get("op")
         daemon = self.daemon
+        asked_db = request.get("db")  # a client named a database: is it the one held here?
+        if asked_db is not None:
+            if not isinstance(asked_db, str):
+                raise ValueError("db: a path")
+            held = daemon.writer.store.path
+            if Path(asked_db).resolve() != held.resolve():
+                return {"ok": False, "other_db": True,
+                        "error": f"this daemon's history is {held}, not {asked_db}"}
         if op == "status":
             return {"ok": True, "status": daemon.status()}
         if op == "reload":

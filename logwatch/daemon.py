@@ -237,17 +237,23 @@ class Daemon:
                 lag[source] = max(0, os.stat(path).st_size - offset)
         return lag
 
+    def _database_state(self) -> dict[str, Any]:
+        state: dict[str, Any] = {"path": str(self.writer.store.path),
+                                 "writable": self.db_error is None}
+        if self.db_error is not None:
+            state.update(error=self.db_error, failed_tries=self.db_failures,
+                         since_s=round(time.monotonic() - self.db_failing_since, 1),
+                         reading="paused for files and journals; pipes until "
+                                 f"{MAX_PENDING:,} findings wait")
+        return state
+
     def status(self) -> dict[str, Any]:
         lag = self.lag_bytes()
         return {
             "library": self.library.version, "lines": self.lines,
             "findings_recorded": self.committed, "pending": len(self.pending),
             "uptime_s": round(time.monotonic() - self.started, 1),
-            "database": ({"writable": True} if self.db_error is None else {
-                "writable": False, "error": self.db_error, "failed_tries": self.db_failures,
-                "since_s": round(time.monotonic() - self.db_failing_since, 1),
-                "reading": "paused for files and journals; pipes until "
-                           f"{MAX_PENDING:,} findings wait"}),
+            "database": self._database_state(),
             "sources": [{"name": name, "generation": st.generation,
                          "next_line": st.next_line,
                          "idle_s": round(time.monotonic() - st.last_data, 1),

@@ -48,8 +48,10 @@ def render_table(columns: list[str], rows: list[tuple[Any, ...]], max_width: int
     return "\n".join(out) + "\n"
 
 
-def _ask_daemon(socket: Path | None, message: dict[str, Any]) -> dict[str, Any] | None:
-    """The daemon's answer, or None when no daemon listens (then the file is free)."""
+def _ask_daemon(socket: Path | None, message: dict[str, Any],
+                db: Path | None = None) -> dict[str, Any] | None:
+    """The daemon's answer, or None when no daemon listens (then the file is free) or the
+    daemon holds another database than the `db` asked for."""
     import asyncio
 
     from logwatch.config import default_socket_path
@@ -58,14 +60,17 @@ def _ask_daemon(socket: Path | None, message: dict[str, Any]) -> dict[str, Any] 
     path = socket or default_socket_path()
     if not path.exists():
         return None
+    if db is not None:
+        message = {**message, "db": str(db.resolve())}
     try:
-        return asyncio.run(request(path, message))
+        answer = asyncio.run(request(path, message))
     except (OSError, TimeoutError, ValueError):
         return None
+    return None if answer.get("other_db") else answer
 
 
 def sql(db: Path | None, query: str, fmt: str, socket: Path | None = None) -> int:
-    answer = _ask_daemon(socket, {"op": "sql", "query": query})
+    answer = _ask_daemon(socket, {"op": "sql", "query": query}, db)
     if answer is not None:
         if not answer.get("ok"):
             from logwatch.store.db import DatabaseError
@@ -115,7 +120,7 @@ def history(db: Path | None, limit: int) -> int:
 
 
 def status(db: Path | None, socket: Path | None, as_json: bool) -> int:
-    answer = _ask_daemon(socket, {"op": "status"})
+    answer = _ask_daemon(socket, {"op": "status"}, db)
     if answer is not None and answer.get("ok"):
         state = answer["status"]
         if as_json:

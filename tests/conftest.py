@@ -15,6 +15,24 @@ ROOT = Path(__file__).resolve().parent.parent
 SAMPLES = ROOT / "samples" / "logs"
 
 
+@pytest.fixture(scope="session", autouse=True)
+def private_runtime(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    """Every daemon and client the tests start, unless told otherwise, uses a socket and a
+    history of the test session's own ($RUNTIME_DIRECTORY and $STATE_DIRECTORY, as systemd
+    sets them): never /run/logwatch or the user's real history."""
+    base = tmp_path_factory.mktemp("runtime")
+    base.chmod(0o700)
+    saved = {k: os.environ.get(k) for k in ("RUNTIME_DIRECTORY", "STATE_DIRECTORY")}
+    os.environ["RUNTIME_DIRECTORY"] = str(base / "run")
+    os.environ["STATE_DIRECTORY"] = str(base / "state")
+    yield base
+    for key, value in saved.items():
+        if value is None:
+            os.environ.pop(key, None)
+        else:
+            os.environ[key] = value
+
+
 @pytest.fixture(scope="session")
 def library() -> Library:
     return load_signature_dirs()

@@ -146,7 +146,8 @@ def test_the_client_refuses_a_socket_someone_else_controls(case: str, shared_tmp
     given, bound = prepare(shared_tmp)
     server = FakeServer(bound, INTRUDER)
     home = private_dir(shared_tmp / "home", VICTIM)
-    env = {k: v for k, v in os.environ.items() if k != "XDG_RUNTIME_DIR"}
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("XDG_RUNTIME_DIR", "RUNTIME_DIRECTORY")}
     env.update(TMPDIR=str(shared_tmp), HOME=str(home))
     try:
         out = subprocess.run([*as_user(VICTIM), sys.executable, "-m", "logwatch", "status",
@@ -240,7 +241,8 @@ def _daemon(shared_tmp: Path, *extra: str) -> tuple[list[str], dict[str, str]]:
     os.chown(log, VICTIM, VICTIM)
     config = home / "logwatch.toml"
     config.write_text("")  # not /etc/logwatch/logwatch.toml, whatever this host has
-    env = {k: v for k, v in os.environ.items() if k != "XDG_RUNTIME_DIR"}
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("XDG_RUNTIME_DIR", "RUNTIME_DIRECTORY")}
     env.update(TMPDIR=str(shared_tmp), HOME=str(home))
     return [*as_user(VICTIM), sys.executable, "-m", "logwatch", "daemon", "--config",
             str(config), "--file", str(log), "--db", str(home / "h.duckdb"), *extra], env
@@ -331,7 +333,8 @@ def test_socket_group_members_connect_under_systemd(systemd_user: dict[str, str]
         f"UMask={_shipped('UMask')}\n")
     sock = runtime / _shipped("RuntimeDirectory") / "logwatch.sock"
     runtime_mode = stat.S_IMODE(runtime.stat().st_mode)
-    child_env = {k: v for k, v in os.environ.items() if k != "XDG_RUNTIME_DIR"}
+    child_env = {k: v for k, v in os.environ.items()
+                 if k not in ("XDG_RUNTIME_DIR", "RUNTIME_DIRECTORY")}
     _systemctl(env, "daemon-reload")
     try:
         _systemctl(env, "start", name)  # Type=notify: back once READY=1, the socket bound
