@@ -6,8 +6,7 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from logwatch.core.library import Library, LibraryError, check_examples
-from logwatch.core.lint import lint_library
+from logwatch.core.library import Library, LibraryError
 
 
 def list_signatures(library: Library) -> int:
@@ -50,28 +49,30 @@ def show(library: Library, signature_id: str) -> int:
 
 
 def test(extra: Sequence[Path], base: Path | None) -> int:
-    """Load without the built-in check, then run every example and report each result."""
-    from logwatch.signature_files import load_signature_dirs
+    """Load without the built-in check, then run every example and report each result (in a
+    child process with a deadline: a pattern that never finishes is named, not waited for)."""
+    from logwatch.signature_worker import run_examples_bounded
 
-    library = load_signature_dirs(extra, base=base, check=False)
+    results = run_examples_bounded(extra, base=base)
     failures = 0
-    for sig in sorted(library.signatures, key=lambda s: s.id):
-        problems = check_examples(sig, library.texts[sig.id])
-        total = len(sig.examples) + len(sig.counter_examples)
+    for signature_id, total, problems in results:
         status = "ok" if not problems else "FAIL"
-        print(f"{status:4} {sig.id} ({total} examples)")
+        print(f"{status:4} {signature_id} ({total} examples)")
         for problem in problems:
             print(f"     {problem}")
         failures += bool(problems)
-    print(f"{len(library.signatures) - failures} passed, {failures} failed")
+    print(f"{len(results) - failures} passed, {failures} failed")
     return 1 if failures else 0
 
 
-def lint(library: Library) -> int:
-    issues = lint_library(library)
+def lint(extra: Sequence[Path], base: Path | None) -> int:
+    """Load, check and lint the library in a child process with a deadline."""
+    from logwatch.signature_worker import lint_bounded
+
+    count, issues = lint_bounded(extra, base=base)
     for issue in issues:
         print(issue)
-    print(f"{len(library.signatures)} signatures linted, {len(issues)} issue(s)")
+    print(f"{count} signatures linted, {len(issues)} issue(s)")
     return 1 if issues else 0
 
 

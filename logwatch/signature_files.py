@@ -5,7 +5,14 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 
-from logwatch.core.library import Library, LibraryError, Problem, load_library
+from logwatch.core.library import (
+    Library,
+    LibraryError,
+    Problem,
+    Progress,
+    load_library,
+    no_progress,
+)
 
 PACKAGE_DIR = Path(__file__).resolve().parent
 
@@ -35,8 +42,9 @@ def read_layer(directory: Path) -> list[tuple[str, str]]:
 
 
 def load_signature_dirs(extra: Sequence[Path] = (), base: Path | None = None,
-                        check: bool = True) -> Library:
-    """The shipped library (or `base`) with site directories layered on top."""
+                        check: bool = True, progress: Progress = no_progress) -> Library:
+    """The shipped library (or `base`) with site directories layered on top, in this
+    process and without a time bound (signature_worker.load_bounded has one)."""
     base = base or default_signature_dir()
     header_path = base / "library.toml"
     if not header_path.is_file():
@@ -45,4 +53,4 @@ def load_signature_dirs(extra: Sequence[Path] = (), base: Path | None = None,
                                     "library version and changelog")])
     header = (str(header_path.relative_to(base.parent)), _read(header_path, str(header_path)))
     layers = [read_layer(base)] + [read_layer(d) for d in extra]
-    return load_library(header, layers, check=check)
+    return load_library(header, layers, check=check, progress=progress)

@@ -9,7 +9,7 @@ from __future__ import annotations
 import difflib
 import re
 import tomllib
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -56,6 +56,22 @@ class Problem:
     def __str__(self) -> str:
         where = f"{self.path}:{self.line}" if self.line else self.path
         return f"{where}: {self.message}" + (f" ({self.hint})" if self.hint else "")
+
+
+@dataclass(frozen=True, slots=True)
+class Step:
+    """What the loader is about to do, named for an operator should it never finish."""
+
+    path: str
+    line: int | None
+    what: str  # e.g. "signature 'site.x': example 2"
+
+
+Progress = Callable[[Step], None]
+
+
+def no_progress(step: Step) -> None:
+    pass
 
 
 class LibraryError(Exception):
@@ -278,20 +294,41 @@ def _examples(check: _Checker, data: dict[str, Any], key: str,
     return out
 
 
-def check_examples(signature: Signature, text: str) -> list[Problem]:
-    """Run a signature's examples and counter-examples through parse, assemble and match."""
-    from logwatch.core.matcher import Matcher  # matcher imports findings, which import us not
+def check_examples(signature: Signature, text: str,
+                   progress: Progress = no_progress) -> list[Problem]:
+    """Run a signature's examples and counter-examples through parse, assemble and match.
 
-    matcher = Matcher([signature], engine="python")
+    Each runs under the matcher's time budget; one that runs over is a problem of its own,
+    naming the pattern, for it would cost that budget on every such line at run time."""
+    from logwatch.core.matcher import Matcher  # matcher imports findings, which import us
+
+    matcher = Matcher([signature], engine="python", disable_after=None)
     problems: list[Problem] = []
+    over: set[tuple[str, int, int]] = set()  # (kind, example index, pattern index) reported
+
+    def ran_over(kind: str, index: int, line: int | None) -> bool:
+        """Report patterns that ran over on this example; whether any did."""
+        found = False
+        for _, pattern_index in sorted(matcher.pattern_timeouts):
+            if (kind, index, pattern_index) not in over:
+                over.add((kind, index, pattern_index))
+                problems.append(_over_budget(signature, kind, index, pattern_index, line))
+            found = True
+        matcher.pattern_timeouts.clear()
+        return found
+
     for i, example in enumerate(signature.examples):
-        findings = matcher.match_records(_records(example.text))
         line = _line_of(text, "", "examples", i)
+        progress(Step(signature.path, line, f"signature {signature.id!r}: example {i + 1}"))
+        findings = matcher.match_records(_records(example.text))
+        timed_out = ran_over("example", i, line)
         if not findings:
-            lied = _literal_soundness(signature, example, text, i)
-            problems.extend(lied or [Problem(
-                signature.path, line, f"example {i + 1} does not match",
-                example.text.splitlines()[0][:120] if example.text else "")])
+            lied = _literal_soundness(signature, example, text, i, over)
+            if not timed_out and not lied:
+                problems.append(Problem(
+                    signature.path, line, f"example {i + 1} does not match",
+                    example.text.splitlines()[0][:120] if example.text else ""))
+            problems.extend(lied)
             continue
         if example.captures is not None:
             got = findings[0].captures
@@ -301,24 +338,54 @@ def check_examples(signature: Signature, text: str) -> list[Problem]:
                         signature.path, line,
                         f"example {i + 1}: capture {name!r} is {got.get(name)!r}, "
                         f"expected {want!r}"))
-        problems.extend(_literal_soundness(signature, example, text, i))
+        problems.extend(_literal_soundness(signature, example, text, i, over))
     for i, counter in enumerate(signature.counter_examples):
-        if matcher.match_records(_records(counter.text)):
-            problems.append(Problem(signature.path, _line_of(text, "", "counter_examples", i),
+        line = _line_of(text, "", "counter_examples", i)
+        progress(Step(signature.path, line,
+                      f"signature {signature.id!r}: counter-example {i + 1}"))
+        matched = matcher.match_records(_records(counter.text))
+        if not ran_over("counter-example", i, line) and matched:
+            problems.append(Problem(signature.path, line,
                                     f"counter-example {i + 1} matches but must not"))
     return problems
 
 
-def _literal_soundness(signature: Signature, example: Example, text: str,
-                       index: int) -> list[Problem]:
-    """Whatever a pattern matches must contain one of its literals, or the prefilter lies."""
+def _over_budget(signature: Signature, kind: str, index: int, pattern_index: int,
+                 line: int | None) -> Problem:
+    from logwatch.core.matcher import MATCH_TIMEOUT_S
+
+    return Problem(signature.path, line,
+                   f"{kind} {index + 1}: pattern {pattern_index + 1} ran over the "
+                   f"{MATCH_TIMEOUT_S * 1000:g} ms match budget on it",
+                   "it backtracks catastrophically on such lines; make the repeats "
+                   "unambiguous, e.g. (a|aa)+ -> a+")
+
+
+def _literal_soundness(signature: Signature, example: Example, text: str, index: int,
+                       over: set[tuple[str, int, int]]) -> list[Problem]:
+    """Whatever a pattern matches must contain one of its literals, or the prefilter lies.
+
+    Every pattern runs on the example, under the match budget: one the matcher never
+    reached (an earlier pattern matched) would run on other lines at run time."""
+    from logwatch.core.matcher import MATCH_TIMEOUT_S, compile_pattern
+
     problems = []
+    line = _line_of(text, "", "examples", index)
     for record in _records(example.text):
-        for pattern in signature.patterns:
-            m = regex.search(pattern.regex, record.message, regex.MULTILINE)
+        for number, pattern in enumerate(signature.patterns):
+            if ("example", index, number) in over:
+                continue  # it ran over on this example already
+            try:
+                m = compile_pattern(pattern.regex).search(record.message,
+                                                          timeout=MATCH_TIMEOUT_S)
+            except TimeoutError:
+                if ("example", index, number) not in over:
+                    over.add(("example", index, number))
+                    problems.append(_over_budget(signature, "example", index, number, line))
+                continue
             if m and not any(lit in m.group(0) for lit in pattern.literals):
                 problems.append(Problem(
-                    signature.path, _line_of(text, "", "examples", index),
+                    signature.path, line,
                     f"example {index + 1}: matched text {m.group(0)[:80]!r} contains none of "
                     f"the pattern's literals", "the prefilter would skip this line"))
     return problems
@@ -356,11 +423,12 @@ def parse_library_header(path: str, text: str) -> tuple[str, tuple[dict[str, Any
 
 
 def load_library(header: tuple[str, str], layers: Sequence[Sequence[tuple[str, str]]],
-                 check: bool = True) -> Library:
+                 check: bool = True, progress: Progress = no_progress) -> Library:
     """Build a library from `library.toml` and layers of signature files given as (path, text).
 
     A later layer overrides an earlier one signature by signature (site signatures over the
-    shipped library); within one layer an id may appear only once.
+    shipped library); within one layer an id may appear only once. `progress` is told each
+    step before it starts (a caller bounding the load in time names the one that ran over).
     """
     version, changelog, problems = parse_library_header(*header)
     by_id: dict[str, Signature] = {}
@@ -370,6 +438,7 @@ def load_library(header: tuple[str, str], layers: Sequence[Sequence[tuple[str, s
         seen_in: dict[str, str] = {}
         for path, text in files:
             sources.append(path)
+            progress(Step(path, None, "reading it and compiling its patterns"))
             signature, file_problems = parse_signature(path, text)
             problems.extend(file_problems)
             if signature is None:
@@ -384,7 +453,7 @@ def load_library(header: tuple[str, str], layers: Sequence[Sequence[tuple[str, s
             texts[signature.id] = text
     if check:
         for signature in by_id.values():
-            problems.extend(check_examples(signature, texts[signature.id]))
+            problems.extend(check_examples(signature, texts[signature.id], progress))
     if problems:
         raise LibraryError(problems)
     return Library(version, changelog, tuple(by_id.values()), tuple(sources), texts)

@@ -1,0 +1,187 @@
+"""A hostile or careless signature never hangs anything: loading, testing and linting run
+under a hard bound (the regex time bound per example, a child process with a deadline behind
+it), matching has a per-record budget, and a signature that keeps running over is disabled."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+from datetime import datetime
+from pathlib import Path
+
+import pytest
+
+from logwatch.core.assemble import assemble
+from logwatch.core.library import LibraryError
+from logwatch.core.matcher import DISABLE_AFTER_TIMEOUTS, Matcher
+from logwatch.core.signature import Example, Pattern, Signature
+from logwatch.core.vllm_format import parse_line
+from logwatch.signature_worker import load_bounded
+from tests.conftest import ROOT
+
+# `regex` handles `(a+)+$` well, but `(a|aa)+$` is Fibonacci-exponential: 40 a's take ~40 s
+# without a bound, 60 a's longer than anyone waits.
+CATASTROPHIC = r"boom (a|aa)+$"
+SLOW_TEXT = "boom " + "a" * 60 + "b"
+# Compiling this takes minutes and gigabytes: no match timeout can stop it.
+HUGE_COMPILE = r"boom (?:(?:a{1000}){1000}){100}"
+BOUND_S = 30  # today's code hangs far longer than this on each case
+
+
+def signature_file(pattern: str, example: str = "boom aaaa",
+                   counter: str = "nothing to see", extra_pattern: str | None = None) -> str:
+    second = (f"\n[[patterns]]\nregex = '''{extra_pattern}'''\nliterals = [\"boom \"]\n"
+              if extra_pattern else "")
+    return f"""\
+id = "site.evil"
+version = 1
+status = "experimental"
+severity = "error"
+fatal = false
+category = "cuda_error"
+title = "Evil"
+remedy = "investigate"
+explanation = "x"
+
+[[patterns]]
+regex = '''{pattern}'''
+literals = ["boom "]
+{second}
+[[examples]]
+text = '''{example}'''
+
+[[counter_examples]]
+text = '''{counter}'''
+"""
+
+
+def site_dir(tmp_path: Path, text: str) -> Path:
+    site = tmp_path / "site"
+    (site / "local").mkdir(parents=True, exist_ok=True)
+    (site / "local" / "evil.toml").write_text(text)
+    return site
+
+
+def cli(*args: str, timeout: float = BOUND_S) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "logwatch", *args], capture_output=True,
+                          text=True, cwd=ROOT, timeout=timeout, check=False)
+
+
+@pytest.fixture
+def log(tmp_path: Path) -> Path:
+    path = tmp_path / "vllm.log"
+    path.write_text("hello\nboom aaa\n")
+    return path
+
+
+def test_scan_refuses_a_positive_example_that_backtracks(tmp_path: Path, log: Path) -> None:
+    site = site_dir(tmp_path, signature_file(CATASTROPHIC, example=SLOW_TEXT))
+    done = cli("scan", str(log), "--signatures", str(site))
+    assert done.returncode == 2, done.stderr
+    assert "site/local/evil.toml" in done.stderr and "example 1" in done.stderr
+    assert "ran over the" in done.stderr and "pattern 1" in done.stderr
+
+
+def test_scan_refuses_a_counter_example_that_backtracks(tmp_path: Path, log: Path) -> None:
+    """A counter-example that times out used to count as "does not match": accepted."""
+    site = site_dir(tmp_path, signature_file(CATASTROPHIC, counter=SLOW_TEXT))
+    done = cli("scan", str(log), "--signatures", str(site))
+    assert done.returncode == 2, done.stderr
+    assert "site/local/evil.toml" in done.stderr and "counter-example 1" in done.stderr
+    assert "ran over the" in done.stderr
+
+
+def test_a_second_pattern_that_backtracks_on_an_example_is_refused(tmp_path: Path,
+                                                                   log: Path) -> None:
+    """Pattern 1 matches first; pattern 2 would run on every other line with the literal."""
+    site = site_dir(tmp_path, signature_file(r"^boom a", example=SLOW_TEXT,
+                                             extra_pattern=CATASTROPHIC))
+    done = cli("scan", str(log), "--signatures", str(site))
+    assert done.returncode == 2, done.stderr
+    assert "site/local/evil.toml" in done.stderr and "pattern 2" in done.stderr
+
+
+def test_signatures_test_reports_the_example_that_backtracks(tmp_path: Path) -> None:
+    site = site_dir(tmp_path, signature_file(CATASTROPHIC, example=SLOW_TEXT))
+    done = cli("signatures", "--signatures", str(site), "test")
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert "FAIL site.evil" in done.stdout and "site/local/evil.toml" in done.stdout
+    assert "example 1: pattern 1 ran over the" in done.stdout
+
+
+def test_signatures_lint_is_bounded(tmp_path: Path) -> None:
+    site = site_dir(tmp_path, signature_file(r"^boom a", example=SLOW_TEXT,
+                                             extra_pattern=CATASTROPHIC))
+    done = cli("signatures", "--signatures", str(site), "lint")
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert "site/local/evil.toml" in done.stderr and "pattern 2" in done.stderr
+
+
+def test_a_pattern_that_never_finishes_compiling_is_refused(tmp_path: Path,
+                                                            log: Path) -> None:
+    """No regex timeout covers compiling: the child's deadline and memory ceiling do,
+    whichever comes first."""
+    site = site_dir(tmp_path, signature_file(HUGE_COMPILE))
+    started = time.monotonic()
+    with pytest.raises(LibraryError) as info:
+        load_bounded([site], deadline=1.0)
+    assert time.monotonic() - started < BOUND_S
+    (problem,) = info.value.problems
+    assert problem.path == "site/local/evil.toml"
+    assert problem.message.startswith("reading it and compiling its patterns ")
+    assert "did not finish within 1 s" in problem.message or "of memory" in problem.message
+    # the command line goes through the same bound
+    done = cli("scan", str(log), "--signatures", str(site))
+    assert done.returncode == 2, done.stderr
+    assert "site/local/evil.toml: reading it and compiling its patterns " in done.stderr
+    assert "the signature is refused" in done.stderr
+
+
+def _evil(number: int) -> Signature:
+    return Signature(
+        id=f"site.evil{number}", version=1, status="experimental", severity="error",
+        fatal=False, category="cuda_error", title="evil",
+        patterns=(Pattern(r"^boom(a|aa)+$", ("boom",)),), explanation="", remedy="investigate",
+        examples=(Example("boom"),), counter_examples=(Example("x"),))
+
+
+def _good() -> Signature:
+    return Signature(
+        id="site.good", version=1, status="experimental", severity="error", fatal=False,
+        category="cuda_error", title="good", patterns=(Pattern(r"^boom", ("boom",)),),
+        explanation="", remedy="investigate", examples=(Example("boom"),),
+        counter_examples=(Example("x"),))
+
+
+def _record() -> object:
+    (record,) = assemble([parse_line("t", 1, "boom" + "a" * 60 + "!", datetime(2026, 1, 1))])
+    return record
+
+
+def test_one_record_spends_one_budget_however_many_patterns_run_over() -> None:
+    """Each pattern used to get its own 50 ms: 200 bad signatures cost 10 s on one line."""
+    matcher = Matcher([_evil(n) for n in range(200)], engine="python")
+    matcher.match_record(_record())  # type: ignore[arg-type]
+    assert sum(matcher.timeouts.values()) <= 2
+    assert sum(matcher.skipped.values()) >= 198
+
+
+def test_a_good_signature_still_matches_beside_one_that_runs_over() -> None:
+    matcher = Matcher([_evil(1), _good()], engine="python")
+    found = matcher.match_record(_record())  # type: ignore[arg-type]
+    assert [f.signature.id for f in found] == ["site.good"]
+    assert matcher.timeouts["site.evil1"] == 1
+
+
+def test_a_signature_that_keeps_running_over_is_disabled_and_reported() -> None:
+    disabled: list[tuple[str, str]] = []
+    matcher = Matcher([_evil(1), _good()], engine="python",
+                      on_disable=lambda sig, why: disabled.append((sig.id, why)))
+    for _ in range(DISABLE_AFTER_TIMEOUTS + 3):
+        found = matcher.match_record(_record())  # type: ignore[arg-type]
+        assert [f.signature.id for f in found] == ["site.good"]
+    assert matcher.timeouts["site.evil1"] == DISABLE_AFTER_TIMEOUTS  # not tried any more
+    assert list(matcher.disabled) == ["site.evil1"]
+    assert disabled == [("site.evil1", matcher.disabled["site.evil1"])]
+    assert f"{DISABLE_AFTER_TIMEOUTS} times" in disabled[0][1]
