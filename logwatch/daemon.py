@@ -158,13 +158,13 @@ class Daemon:
         if self._reloading is not None:
             self._reload_again = True
             return
+        self._reload_again = False
         self._reloading = asyncio.get_running_loop().create_task(self._reload())
 
     async def _reload(self) -> None:
         loop = asyncio.get_running_loop()
         try:
             while True:
-                self._reload_again = False
                 try:
                     library, matcher = await loop.run_in_executor(None, self._load_library)
                 except (LibraryError, OSError) as exc:
@@ -173,6 +173,7 @@ class Daemon:
                     self._swap_library(library, matcher)
                 if not self._reload_again:
                     return
+                self._reload_again = False
         finally:
             self._reloading = None
 

@@ -4,20 +4,27 @@ it), matching has a per-record budget, and a signature that keeps running over i
 
 from __future__ import annotations
 
+import asyncio
+import json
 import subprocess
 import sys
+import threading
 import time
 from datetime import datetime
 from pathlib import Path
+from typing import Any
 
 import pytest
 
+from logwatch.control import request, subscribe
 from logwatch.core.assemble import assemble
-from logwatch.core.library import LibraryError
+from logwatch.core.library import Library, LibraryError
 from logwatch.core.matcher import DISABLE_AFTER_TIMEOUTS, Matcher
 from logwatch.core.signature import Example, Pattern, Signature
 from logwatch.core.vllm_format import parse_line
+from logwatch.daemon import Daemon
 from logwatch.signature_worker import load_bounded
+from logwatch.store.db import Store, open_store
 from tests.conftest import ROOT
 
 # `regex` handles `(a+)+$` well, but `(a|aa)+$` is Fibonacci-exponential: 40 a's take ~40 s
@@ -185,3 +192,122 @@ def test_a_signature_that_keeps_running_over_is_disabled_and_reported() -> None:
     assert list(matcher.disabled) == ["site.evil1"]
     assert disabled == [("site.evil1", matcher.disabled["site.evil1"])]
     assert f"{DISABLE_AFTER_TIMEOUTS} times" in disabled[0][1]
+
+
+def test_scan_disables_a_signature_that_keeps_running_over(tmp_path: Path) -> None:
+    """Examples fine, the pattern catastrophic on other lines: a few budgets, then off."""
+    site = site_dir(tmp_path, signature_file(CATASTROPHIC))
+    log = tmp_path / "slow.log"
+    log.write_text("".join(f"{SLOW_TEXT}\n" for _ in range(50)))
+    done = cli("scan", "--mode", "full", str(log), "--signatures", str(site))
+    assert done.returncode == 0, done.stderr
+    assert "warning: signature site.evil was disabled: its patterns ran over" in done.stdout
+
+
+GOOD_SITE = """\
+id = "site.boom"
+version = 1
+status = "experimental"
+severity = "error"
+fatal = false
+category = "cuda_error"
+title = "Boom"
+remedy = "investigate"
+explanation = "got {n}"
+
+[[patterns]]
+regex = '''^boom (?P<n>\\d+)'''
+literals = ["boom "]
+
+[[examples]]
+text = '''boom 7'''
+
+[[counter_examples]]
+text = '''no boom here'''
+"""
+
+
+def test_the_daemon_keeps_working_while_a_reload_runs_over(tmp_path: Path) -> None:
+    """A signature that never compiles is dropped into a watched site directory: while the
+    reload runs, the socket answers and a followed file's findings keep coming; then the
+    refusal is published and the running library stays. Today the reload runs on the event
+    loop and blocks it for minutes."""
+    site, log, sock = tmp_path / "site", tmp_path / "vllm.log", tmp_path / "lw.sock"
+    (site / "local").mkdir(parents=True)
+    (site / "local" / "boom.toml").write_text(GOOD_SITE)
+    log.write_bytes(b"")
+    proc = subprocess.Popen([sys.executable, "-m", "logwatch", "daemon", "--file", str(log),
+                             "--db", str(tmp_path / "h.duckdb"), "--socket", str(sock),
+                             "--signatures", str(site)], cwd=ROOT,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+    async def exercise() -> tuple[list[int], list[dict[str, Any]], dict[str, Any]]:
+        reader, writer = await subscribe(sock, wait=30)
+        events: list[dict[str, Any]] = []
+
+        async def collect() -> None:
+            while True:
+                event = json.loads(await reader.readline())
+                events.append(event)
+                if event["event"] == "library":
+                    return
+
+        collector = asyncio.create_task(collect())
+        (site / "local" / "evil.toml").write_text(
+            signature_file(HUGE_COMPILE))
+        during: list[int] = []  # lines written while the status said a reload runs
+        number = 0
+        deadline = time.monotonic() + 90
+        while not collector.done():
+            assert time.monotonic() < deadline, "the reload never ended"
+            answer = await request(sock, {"op": "status"}, timeout=5)
+            number += 1
+            with open(log, "ab") as out:
+                out.write(f"boom {number}\n".encode())
+            if answer["status"]["reloading"]:
+                during.append(number)
+            await asyncio.sleep(0.1)
+        status = (await request(sock, {"op": "status"}, timeout=5))["status"]
+        writer.close()
+        return during, events, status
+
+    try:
+        during, events, status = asyncio.run(exercise())
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
+    refused = events[-1]
+    assert refused["event"] == "library" and refused["loaded"] is False
+    assert "local/evil.toml: reading it and compiling its patterns" in refused["error"]
+    found_before = {int(e["captures"]["n"]) for e in events if e["event"] == "finding"}
+    assert during, "no status answer saw the reload running"
+    assert found_before & set(during), "no finding was recorded while the reload ran"
+    assert status["reloading"] is False and status["library"] == "0.1.0"
+
+
+def test_reload_requests_while_one_runs_make_one_more(tmp_path: Path,
+                                                     library: Library) -> None:
+    release = threading.Event()
+    calls: list[int] = []
+
+    def slow_load() -> Library:
+        calls.append(1)
+        release.wait(30)
+        return library
+
+    async def main(store: Store) -> None:
+        daemon = Daemon([], library, store, reload_library=slow_load)
+        for _ in range(5):
+            daemon.reload()
+        await asyncio.sleep(0)
+        assert daemon.status()["reloading"] is True
+        release.set()
+        deadline = time.monotonic() + 30
+        while daemon.status()["reloading"]:
+            assert time.monotonic() < deadline
+            await asyncio.sleep(0.01)
+        assert daemon.events.count(f"library {library.version} loaded") == 2
+
+    with open_store(tmp_path / "h.duckdb") as store:
+        asyncio.run(main(store))
+    assert len(calls) == 2
