@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import subprocess
 import sys
 import threading
@@ -23,8 +24,10 @@ from logwatch.core.matcher import DISABLE_AFTER_TIMEOUTS, Matcher
 from logwatch.core.signature import Example, Pattern, Signature
 from logwatch.core.vllm_format import parse_line
 from logwatch.daemon import Daemon
+from logwatch.signature_files import read_library
 from logwatch.signature_worker import load_bounded
 from logwatch.store.db import Store, open_store
+from logwatch.vetted_cache import VettedCache, library_digest
 from tests.conftest import ROOT
 
 # `regex` handles `(a+)+$` well, but `(a|aa)+$` is Fibonacci-exponential: 40 a's take ~40 s
@@ -311,3 +314,27 @@ def test_reload_requests_while_one_runs_make_one_more(tmp_path: Path,
     with open_store(tmp_path / "h.duckdb") as store:
         asyncio.run(main(store))
     assert len(calls) == 2
+
+
+def test_a_vetted_library_loads_in_process_and_a_change_is_checked_again(
+        tmp_path: Path) -> None:
+    cache = VettedCache(tmp_path / "cache")
+    site = site_dir(tmp_path, GOOD_SITE)
+    assert load_bounded([site], cache=cache).get("site.boom") is not None
+    assert cache.holds(library_digest(read_library([site])))
+    # no time at all for a child: only the cache can answer
+    assert load_bounded([site], deadline=0.0, cache=cache).get("site.boom") is not None
+    (site / "local" / "evil.toml").write_text(signature_file(CATASTROPHIC, counter=SLOW_TEXT))
+    with pytest.raises(LibraryError, match="counter-example 1: pattern 1 ran over"):
+        load_bounded([site], cache=cache)
+    assert not cache.holds(library_digest(read_library([site])))
+    with pytest.raises(LibraryError, match="did not finish within 0 s"):
+        load_bounded([site], deadline=0.0, cache=cache)
+
+
+def test_a_file_that_is_not_a_regular_file_is_refused_without_reading_it(
+        tmp_path: Path) -> None:
+    site = site_dir(tmp_path, GOOD_SITE)
+    os.mkfifo(site / "local" / "pipe.toml")  # reading it would block for ever
+    with pytest.raises(LibraryError, match=r"pipe\.toml: not a regular file"):
+        load_bounded([site], cache=VettedCache(tmp_path / "cache"))
