@@ -12,7 +12,7 @@ import tomllib
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import regex
 
@@ -28,6 +28,9 @@ from logwatch.core.signature import (
     Pattern,
     Signature,
 )
+
+if TYPE_CHECKING:
+    from logwatch.core.findings import Finding
 
 SIGNATURE_KEYS = {
     "id": "required", "version": "required", "status": "required", "severity": "required",
@@ -298,37 +301,46 @@ def check_examples(signature: Signature, text: str,
                    progress: Progress = no_progress) -> list[Problem]:
     """Run a signature's examples and counter-examples through parse, assemble and match.
 
-    Each runs under the matcher's time budget; one that runs over is a problem of its own,
-    naming the pattern, for it would cost that budget on every such line at run time."""
-    from logwatch.core.matcher import Matcher  # matcher imports findings, which import us
+    Every pattern also runs alone on each of them under the full match budget: one that runs
+    over is a problem naming it, for it would cost that budget on every such line."""
+    from logwatch.core.matcher import MATCH_TIMEOUT_S, Matcher  # matcher imports findings,
+    # which import us
 
     matcher = Matcher([signature], engine="python", disable_after=None)
     problems: list[Problem] = []
-    over: set[tuple[str, int, int]] = set()  # (kind, example index, pattern index) reported
 
-    def ran_over(kind: str, index: int, line: int | None) -> bool:
-        """Report patterns that ran over on this example; whether any did."""
-        found = False
-        for _, pattern_index in sorted(matcher.pattern_timeouts):
-            if (kind, index, pattern_index) not in over:
-                over.add((kind, index, pattern_index))
-                problems.append(_over_budget(signature, kind, index, pattern_index, line))
-            found = True
-        matcher.pattern_timeouts.clear()
-        return found
+    def run(kind: str, index: int, line: int | None, records: list[Any]
+            ) -> tuple[list[Finding], list[tuple[int, str]]]:
+        """The matcher's findings and each pattern's matches alone; overruns reported."""
+        matcher.timeouts.clear()
+        findings = matcher.match_records(records)
+        over, matches = _each_pattern(signature, records)
+        for number in over:
+            problems.append(Problem(
+                signature.path, line, f"{kind} {index + 1}: pattern {number + 1} ran over the "
+                f"{MATCH_TIMEOUT_S * 1000:g} ms match budget on it", OVER_BUDGET_HINT))
+        if matcher.timeouts and not over:
+            problems.append(Problem(
+                signature.path, line, f"{kind} {index + 1}: the patterns together ran over "
+                f"the {MATCH_TIMEOUT_S * 1000:g} ms match budget on it", OVER_BUDGET_HINT))
+        return findings, matches
 
     for i, example in enumerate(signature.examples):
         line = _line_of(text, "", "examples", i)
         progress(Step(signature.path, line, f"signature {signature.id!r}: example {i + 1}"))
-        findings = matcher.match_records(_records(example.text))
-        timed_out = ran_over("example", i, line)
+        before = len(problems)
+        findings, matches = run("example", i, line, _records(example.text))
+        lied = [Problem(signature.path, line,
+                        f"example {i + 1}: matched text {matched[:80]!r} contains none of "
+                        f"the pattern's literals", "the prefilter would skip this line")
+                for number, matched in matches
+                if not any(lit in matched for lit in signature.patterns[number].literals)]
+        problems.extend(lied)
         if not findings:
-            lied = _literal_soundness(signature, example, text, i, over)
-            if not timed_out and not lied:
+            if len(problems) == before:
                 problems.append(Problem(
                     signature.path, line, f"example {i + 1} does not match",
                     example.text.splitlines()[0][:120] if example.text else ""))
-            problems.extend(lied)
             continue
         if example.captures is not None:
             got = findings[0].captures
@@ -338,57 +350,40 @@ def check_examples(signature: Signature, text: str,
                         signature.path, line,
                         f"example {i + 1}: capture {name!r} is {got.get(name)!r}, "
                         f"expected {want!r}"))
-        problems.extend(_literal_soundness(signature, example, text, i, over))
     for i, counter in enumerate(signature.counter_examples):
         line = _line_of(text, "", "counter_examples", i)
         progress(Step(signature.path, line,
                       f"signature {signature.id!r}: counter-example {i + 1}"))
-        matched = matcher.match_records(_records(counter.text))
-        if not ran_over("counter-example", i, line) and matched:
+        if run("counter-example", i, line, _records(counter.text))[0]:
             problems.append(Problem(signature.path, line,
                                     f"counter-example {i + 1} matches but must not"))
     return problems
 
 
-def _over_budget(signature: Signature, kind: str, index: int, pattern_index: int,
-                 line: int | None) -> Problem:
-    from logwatch.core.matcher import MATCH_TIMEOUT_S
-
-    return Problem(signature.path, line,
-                   f"{kind} {index + 1}: pattern {pattern_index + 1} ran over the "
-                   f"{MATCH_TIMEOUT_S * 1000:g} ms match budget on it",
-                   "it backtracks catastrophically on such lines; make the repeats "
-                   "unambiguous, e.g. (a|aa)+ -> a+")
+OVER_BUDGET_HINT = ("it backtracks catastrophically on such lines; make the repeats "
+                    "unambiguous, e.g. (a|aa)+ -> a+")
 
 
-def _literal_soundness(signature: Signature, example: Example, text: str, index: int,
-                       over: set[tuple[str, int, int]]) -> list[Problem]:
-    """Whatever a pattern matches must contain one of its literals, or the prefilter lies.
-
-    Every pattern runs on the example, under the match budget: one the matcher never
-    reached (an earlier pattern matched) would run on other lines at run time."""
+def _each_pattern(signature: Signature, records: list[Any]
+                  ) -> tuple[list[int], list[tuple[int, str]]]:
+    """Every pattern alone on every record, under the full match budget: (the patterns that
+    ran over, (pattern, matched text) of each first match). A pattern the matcher never
+    reached (an earlier one matched) would run on other lines at run time."""
     from logwatch.core.matcher import MATCH_TIMEOUT_S, compile_pattern
 
-    problems = []
-    line = _line_of(text, "", "examples", index)
-    for record in _records(example.text):
-        for number, pattern in enumerate(signature.patterns):
-            if ("example", index, number) in over:
-                continue  # it ran over on this example already
+    over: list[int] = []
+    matches: list[tuple[int, str]] = []
+    for number, pattern in enumerate(signature.patterns):
+        compiled = compile_pattern(pattern.regex)
+        for record in records:
             try:
-                m = compile_pattern(pattern.regex).search(record.message,
-                                                          timeout=MATCH_TIMEOUT_S)
+                m = compiled.search(record.message, timeout=MATCH_TIMEOUT_S)
             except TimeoutError:
-                if ("example", index, number) not in over:
-                    over.add(("example", index, number))
-                    problems.append(_over_budget(signature, "example", index, number, line))
-                continue
-            if m and not any(lit in m.group(0) for lit in pattern.literals):
-                problems.append(Problem(
-                    signature.path, line,
-                    f"example {index + 1}: matched text {m.group(0)[:80]!r} contains none of "
-                    f"the pattern's literals", "the prefilter would skip this line"))
-    return problems
+                over.append(number)
+                break
+            if m:
+                matches.append((number, m.group(0)))
+    return over, matches
 
 
 def _records(text: str) -> list[Any]:
