@@ -152,12 +152,32 @@ def _logrotate(tmp_path: Path, log: Path, directive: str) -> None:
 
 
 def _followed_log(tmp_path: Path) -> tuple[Path, Path, subprocess.Popen[bytes]]:
-    """An empty logs/vllm.log (directory mode logrotate accepts) and a daemon following it."""
-    db, logs = tmp_path / "h.duckdb", tmp_path / "logs"
+    """An empty logs/vllm.log (directory mode logrotate accepts) and a daemon following it
+    (its socket answers once the file is open)."""
+    db, logs, sock = tmp_path / "h.duckdb", tmp_path / "logs", tmp_path / "lw.sock"
     logs.mkdir(mode=0o755)
     log = logs / "vllm.log"
     log.touch()
-    return db, log, start("--file", str(log), "--db", str(db), "--until-idle", "3")
+    proc = start("--file", str(log), "--db", str(db), "--until-idle", "3", "--socket",
+                 str(sock))
+    wait_for_socket(sock, proc)
+    return db, log, proc
+
+
+def wait_for_socket(sock: Path, proc: subprocess.Popen[bytes], timeout: float = 60) -> None:
+    """Until the daemon answers on its socket: its sources are open by then."""
+    import asyncio
+
+    from logwatch.control import request
+
+    deadline = time.monotonic() + timeout
+    while True:
+        assert proc.poll() is None and time.monotonic() < deadline, "the daemon did not start"
+        try:
+            if asyncio.run(request(sock, {"op": "status"}))["ok"]:
+                return
+        except OSError:
+            time.sleep(0.05)
 
 
 @pytest.mark.skipif(LOGROTATE is None, reason="logrotate is not installed")

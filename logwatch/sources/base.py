@@ -23,6 +23,25 @@ class Chunk:
     path: str | None = None  # a file source's path (how far behind the writer it is)
 
 
+def slices(chunk: Chunk, size: int) -> list[Chunk]:
+    """A chunk cut at line ends into pieces of about `size` bytes (a line longer than that
+    stays whole), so that a backlog is scanned in bites the event loop can wait between."""
+    if len(chunk.data) <= size:
+        return [chunk]
+    pieces, start = [], 0
+    while start < len(chunk.data):
+        end = chunk.data.find(b"\n", start + size - 1) + 1 or len(chunk.data)
+        if len(chunk.data) - end < size // 4:  # no crumb of a piece at the end
+            end = len(chunk.data)
+        first, last = chunk.offset + start, chunk.offset + end
+        pieces.append(Chunk(chunk.source, chunk.generation, chunk.data[start:end], first,
+                            chunk.new_generation and start == 0,
+                            tuple(m for m in chunk.marks if first < m[0] <= last),
+                            chunk.path))
+        start = end
+    return pieces
+
+
 class Source(Protocol):
     name: str
 
