@@ -135,12 +135,12 @@ def test_a_pattern_that_never_finishes_compiling_is_refused(tmp_path: Path,
     site = site_dir(tmp_path, signature_file(HUGE_COMPILE))
     started = time.monotonic()
     with pytest.raises(LibraryError) as info:
-        load_bounded([site], deadline=1.0)
+        load_bounded([site], deadline=3.0)
     assert time.monotonic() - started < BOUND_S
     (problem,) = info.value.problems
     assert problem.path == "site/local/evil.toml"
     assert problem.message.startswith("reading it and compiling its patterns ")
-    assert "did not finish within 1 s" in problem.message or "of memory" in problem.message
+    assert "did not finish within 3 s" in problem.message or "of memory" in problem.message
     # the command line goes through the same bound
     done = cli("scan", str(log), "--signatures", str(site))
     assert done.returncode == 2, done.stderr
