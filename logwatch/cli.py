@@ -179,9 +179,10 @@ def _snapshot_options(args: argparse.Namespace) -> Any:
 
 
 def _load(args: argparse.Namespace, check: bool = True) -> Library:
-    from logwatch.signature_files import load_signature_dirs
+    """The library, loaded and checked in a child process with a deadline."""
+    from logwatch.signature_worker import load_bounded
 
-    return load_signature_dirs(args.signatures, base=args.library, check=check)
+    return load_bounded(args.signatures, base=args.library, check=check)
 
 
 def _cmd_scan(args: argparse.Namespace) -> int:
@@ -226,12 +227,12 @@ def _cmd_signatures(args: argparse.Namespace) -> int:
 
     if args.action == "test":
         return signature_cmds.test(args.signatures, args.library)
+    if args.action == "lint":
+        return signature_cmds.lint(args.signatures, args.library)
     library = _load(args)
     if args.action == "list":
         return signature_cmds.list_signatures(library)
-    if args.action == "show":
-        return signature_cmds.show(library, args.id)
-    return signature_cmds.lint(library)
+    return signature_cmds.show(library, args.id)
 
 
 def _cmd_snapshot(args: argparse.Namespace) -> int:

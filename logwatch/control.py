@@ -4,7 +4,8 @@ turns the connection into a stream of events.
 
 Requests: {"op": "status"} | {"op": "sql", "query": "..."} | {"op": "incidents", "limit": N}
 | {"op": "snapshot", "hash": H (optional)} | {"op": "subscribe", "events": [kinds...]}
-| {"op": "reload"}. Event kinds: lines, finding, committed, incident, library, snapshot.
+| {"op": "reload"}. Event kinds: lines, finding, committed, incident, library, snapshot,
+signature_disabled.
 Responses: {"ok": true, ...} or {"ok": false, "error": "..."}. A slow subscriber never stalls
 ingestion: its queue is bounded and events that do not fit are dropped and counted in the
 next event it gets.

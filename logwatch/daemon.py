@@ -29,6 +29,7 @@ from logwatch.core.findings import Finding
 from logwatch.core.library import Library, LibraryError
 from logwatch.core.matcher import Matcher
 from logwatch.core.redact import redact_head
+from logwatch.core.signature import Signature
 from logwatch.core.visible import visible
 from logwatch.library_watch import LibraryWatch
 from logwatch.logs import get as get_logger
@@ -124,7 +125,9 @@ class Daemon:
         self.started = time.monotonic()
         self.sources = list(sources)
         self.library = library
-        self.matcher = Matcher(library.signatures)
+        self.matcher = Matcher(library.signatures, on_disable=self._signature_disabled)
+        self._reloading: asyncio.Task[None] | None = None  # the reload running, if any
+        self._reload_again = False  # asked for while it runs: one more after it
         self.writer = LiveWriter(store, library)
         self.quiet_flush = quiet_flush
         self.hold = hold
@@ -172,23 +175,51 @@ class Daemon:
         self._stop.set()
 
     def reload(self) -> None:
-        """Load, validate (every example) and swap the library; keep the running one on any
-        problem. Scanners built from now on use the new library."""
+        """Load and check the library again off the loop (in a child process with a deadline:
+        a hostile signature cannot stall ingestion), then swap it in on the loop; keep the
+        running one on any problem. Requests while a reload runs make one more after it."""
         if self.reload_library is None:
             return
-        try:
-            library = self.reload_library()
-        except (LibraryError, OSError) as exc:
-            self.events.append(f"reload refused, keeping library {self.library.version}: {exc}")
-            self.log.error("reload_refused", library=self.library.version,
-                           problems=str(exc).splitlines()[:20])
-            self.notifier.status("reload refused: "
-                                 + visible(str(exc).splitlines()[0][:120]))
-            if self.control is not None:
-                self.control.publish("library", loaded=False, version=self.library.version,
-                                     error=str(exc)[:4000])
+        if self._reloading is not None:
+            self._reload_again = True
             return
-        self.library, self.matcher = library, Matcher(library.signatures)
+        self._reload_again = False
+        self._reloading = asyncio.get_running_loop().create_task(self._reload())
+
+    async def _reload(self) -> None:
+        loop = asyncio.get_running_loop()
+        try:
+            while True:
+                try:
+                    library, matcher = await loop.run_in_executor(None, self._load_library)
+                except (LibraryError, OSError) as exc:
+                    self._refuse_library(exc)
+                else:
+                    self._swap_library(library, matcher)
+                if not self._reload_again:
+                    return
+                self._reload_again = False
+        finally:
+            self._reloading = None
+
+    def _load_library(self) -> tuple[Library, Matcher]:
+        """In a worker thread: the bounded load, and compiling what it checked."""
+        assert self.reload_library is not None
+        library = self.reload_library()
+        return library, Matcher(library.signatures, on_disable=self._signature_disabled)
+
+    def _refuse_library(self, exc: LibraryError | OSError) -> None:
+        self.events.append(f"reload refused, keeping library {self.library.version}: {exc}")
+        self.log.error("reload_refused", library=self.library.version,
+                       problems=str(exc).splitlines()[:20])
+        self.notifier.status("reload refused: " + visible(str(exc).splitlines()[0][:120]))
+        if self.control is not None:
+            self.control.publish("library", loaded=False, version=self.library.version,
+                                 error=str(exc)[:4000])
+
+    def _swap_library(self, library: Library, matcher: Matcher) -> None:
+        """Scanners built from now on use the new library."""
+        self.library, self.matcher = library, matcher
         self.writer.library = library
         for source, stream in list(self.streams.items()):  # settle, then new scanners
             self._collect(source, stream, stream.scanner.flush())
@@ -202,6 +233,15 @@ class Daemon:
                                  signatures=len(library.signatures))
         self.log.info("library_loaded", library=library.version,
                       signatures=len(library.signatures))
+
+    def _signature_disabled(self, signature: Signature, reason: str) -> None:
+        """The matcher gave up on a signature that kept running over its budget."""
+        self.events.append(f"signature {signature.id} ({signature.path}) disabled: {reason}")
+        self.log.warning("signature_disabled", signature=signature.id, path=signature.path,
+                         reason=reason)
+        if self.control is not None:
+            self.control.publish("signature_disabled", signature=signature.id,
+                                 path=signature.path, reason=reason)
 
     # -- scanning ---------------------------------------------------------------------------
     def _stream_for(self, chunk: Chunk) -> _Stream:
@@ -250,7 +290,8 @@ class Daemon:
     def status(self) -> dict[str, Any]:
         lag = self.lag_bytes()
         return {
-            "library": self.library.version, "lines": self.lines,
+            "library": self.library.version, "reloading": self._reloading is not None,
+            "lines": self.lines,
             "findings_recorded": self.committed, "pending": len(self.pending),
             "uptime_s": round(time.monotonic() - self.started, 1),
             "database": self._database_state(),

@@ -152,6 +152,7 @@ def scan_inputs(inputs: Sequence[ScanInput], library: Library, engine: str = "au
         mb_per_s=round(totals.bytes / 1e6 / elapsed, 1) if elapsed > 0 else None,
         engine=matcher.scanner.engine, mode=",".join(sorted(set(modes))),
         incidents=len(incidents), match_timeouts=dict(matcher.timeouts),
+        disabled_signatures=dict(matcher.disabled),
     )
     result = triage(incidents, tracker, snapshot_options or SnapshotOptions())
     report = report_dict(library.version, incidents, root, stats)

@@ -7,8 +7,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TextIO
 
-from logwatch.core.library import Library, LibraryError, check_examples
-from logwatch.core.lint import lint_library
+from logwatch.core.library import Library, LibraryError
 from logwatch.core.visible import visible
 
 
@@ -58,28 +57,30 @@ def show(library: Library, signature_id: str) -> int:
 
 
 def test(extra: Sequence[Path], base: Path | None) -> int:
-    """Load without the built-in check, then run every example and report each result."""
-    from logwatch.signature_files import load_signature_dirs
+    """Load without the built-in check, then run every example and report each result (in a
+    child process with a deadline: a pattern that never finishes is named, not waited for)."""
+    from logwatch.signature_worker import run_examples_bounded
 
-    library = load_signature_dirs(extra, base=base, check=False)
+    results = run_examples_bounded(extra, base=base)
     failures = 0
-    for sig in sorted(library.signatures, key=lambda s: s.id):
-        problems = check_examples(sig, library.texts[sig.id])
-        total = len(sig.examples) + len(sig.counter_examples)
+    for signature_id, total, problems in results:
         status = "ok" if not problems else "FAIL"
-        _say(f"{status:4} {sig.id} ({total} examples)")
+        _say(f"{status:4} {signature_id} ({total} examples)")
         for problem in problems:
             _say(f"     {problem}")
         failures += bool(problems)
-    _say(f"{len(library.signatures) - failures} passed, {failures} failed")
+    _say(f"{len(results) - failures} passed, {failures} failed")
     return 1 if failures else 0
 
 
-def lint(library: Library) -> int:
-    issues = lint_library(library)
+def lint(extra: Sequence[Path], base: Path | None) -> int:
+    """Load, check and lint the library in a child process with a deadline."""
+    from logwatch.signature_worker import lint_bounded
+
+    count, issues = lint_bounded(extra, base=base)
     for issue in issues:
         _say(str(issue))
-    _say(f"{len(library.signatures)} signatures linted, {len(issues)} issue(s)")
+    _say(f"{count} signatures linted, {len(issues)} issue(s)")
     return 1 if issues else 0
 
 

@@ -5,9 +5,19 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 
-from logwatch.core.library import Library, LibraryError, Problem, load_library
+from logwatch.core.library import (
+    Library,
+    LibraryError,
+    Problem,
+    Progress,
+    load_library,
+    no_progress,
+)
 
 PACKAGE_DIR = Path(__file__).resolve().parent
+# The largest shipped file is a few KiB; reading a file is not bounded by any deadline.
+MAX_FILE_BYTES = 1 << 20
+Texts = tuple[tuple[str, str], list[list[tuple[str, str]]]]  # header, layers of (label, text)
 
 
 def default_signature_dir() -> Path:
@@ -19,6 +29,11 @@ def default_signature_dir() -> Path:
 
 
 def _read(path: Path, label: str) -> str:
+    if not path.is_file():  # a FIFO would block the read for ever
+        raise LibraryError([Problem(label, None, "not a regular file")])
+    if path.stat().st_size > MAX_FILE_BYTES:
+        raise LibraryError([Problem(label, None, f"larger than {MAX_FILE_BYTES >> 20} MiB; "
+                                                 "a signature file is a few KiB")])
     data = path.read_bytes()
     try:
         return data.decode("utf-8")
@@ -35,8 +50,15 @@ def read_layer(directory: Path) -> list[tuple[str, str]]:
 
 
 def load_signature_dirs(extra: Sequence[Path] = (), base: Path | None = None,
-                        check: bool = True) -> Library:
-    """The shipped library (or `base`) with site directories layered on top."""
+                        check: bool = True, progress: Progress = no_progress) -> Library:
+    """The shipped library (or `base`) with site directories layered on top, in this
+    process and without a time bound (signature_worker.load_bounded has one)."""
+    header, layers = read_library(extra, base)
+    return load_library(header, layers, check=check, progress=progress)
+
+
+def read_library(extra: Sequence[Path] = (), base: Path | None = None) -> Texts:
+    """The texts of `library.toml` and of each layer's signature files, nothing parsed."""
     base = base or default_signature_dir()
     header_path = base / "library.toml"
     if not header_path.is_file():
@@ -44,5 +66,4 @@ def load_signature_dirs(extra: Sequence[Path] = (), base: Path | None = None,
                                     "a signature directory needs a library.toml with the "
                                     "library version and changelog")])
     header = (str(header_path.relative_to(base.parent)), _read(header_path, str(header_path)))
-    layers = [read_layer(base)] + [read_layer(d) for d in extra]
-    return load_library(header, layers, check=check)
+    return header, [read_layer(base)] + [read_layer(d) for d in extra]

@@ -38,6 +38,20 @@ def library() -> Library:
     return load_signature_dirs()
 
 
+@pytest.fixture(scope="session", autouse=True)
+def _vetted_cache_in_a_temp_dir(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    """Commands the tests run remember vetted libraries in a temp dir, never the user's."""
+    saved = {key: os.environ.get(key) for key in ("XDG_CACHE_HOME", "CACHE_DIRECTORY")}
+    os.environ["XDG_CACHE_HOME"] = str(tmp_path_factory.mktemp("cache"))
+    os.environ.pop("CACHE_DIRECTORY", None)
+    yield
+    for key, value in saved.items():
+        if value is None:
+            os.environ.pop(key, None)
+        else:
+            os.environ[key] = value
+
+
 HARNESS = ROOT.parent / "shared" / "tools" / "systemd-user-harness.sh"
 
 

@@ -9,10 +9,10 @@ from __future__ import annotations
 import difflib
 import re
 import tomllib
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import regex
 
@@ -28,6 +28,9 @@ from logwatch.core.signature import (
     Pattern,
     Signature,
 )
+
+if TYPE_CHECKING:
+    from logwatch.core.findings import Finding
 
 SIGNATURE_KEYS = {
     "id": "required", "version": "required", "status": "required", "severity": "required",
@@ -56,6 +59,22 @@ class Problem:
     def __str__(self) -> str:
         where = f"{self.path}:{self.line}" if self.line else self.path
         return f"{where}: {self.message}" + (f" ({self.hint})" if self.hint else "")
+
+
+@dataclass(frozen=True, slots=True)
+class Step:
+    """What the loader is about to do, named for an operator should it never finish."""
+
+    path: str
+    line: int | None
+    what: str  # e.g. "signature 'site.x': example 2"
+
+
+Progress = Callable[[Step], None]
+
+
+def no_progress(step: Step) -> None:
+    pass
 
 
 class LibraryError(Exception):
@@ -278,20 +297,50 @@ def _examples(check: _Checker, data: dict[str, Any], key: str,
     return out
 
 
-def check_examples(signature: Signature, text: str) -> list[Problem]:
-    """Run a signature's examples and counter-examples through parse, assemble and match."""
-    from logwatch.core.matcher import Matcher  # matcher imports findings, which import us not
+def check_examples(signature: Signature, text: str,
+                   progress: Progress = no_progress) -> list[Problem]:
+    """Run a signature's examples and counter-examples through parse, assemble and match.
 
-    matcher = Matcher([signature], engine="python")
+    Every pattern also runs alone on each of them under the full match budget: one that runs
+    over is a problem naming it, for it would cost that budget on every such line."""
+    from logwatch.core.matcher import MATCH_TIMEOUT_S, Matcher  # matcher imports findings,
+    # which import us
+
+    matcher = Matcher([signature], engine="python", disable_after=None)
     problems: list[Problem] = []
+
+    def run(kind: str, index: int, line: int | None, records: list[Any]
+            ) -> tuple[list[Finding], list[tuple[int, str]]]:
+        """The matcher's findings and each pattern's matches alone; overruns reported."""
+        matcher.timeouts.clear()
+        findings = matcher.match_records(records)
+        over, matches = _each_pattern(signature, records)
+        for number in over:
+            problems.append(Problem(
+                signature.path, line, f"{kind} {index + 1}: pattern {number + 1} ran over the "
+                f"{MATCH_TIMEOUT_S * 1000:g} ms match budget on it", OVER_BUDGET_HINT))
+        if matcher.timeouts and not over:
+            problems.append(Problem(
+                signature.path, line, f"{kind} {index + 1}: the patterns together ran over "
+                f"the {MATCH_TIMEOUT_S * 1000:g} ms match budget on it", OVER_BUDGET_HINT))
+        return findings, matches
+
     for i, example in enumerate(signature.examples):
-        findings = matcher.match_records(_records(example.text))
         line = _line_of(text, "", "examples", i)
+        progress(Step(signature.path, line, f"signature {signature.id!r}: example {i + 1}"))
+        before = len(problems)
+        findings, matches = run("example", i, line, _records(example.text))
+        lied = [Problem(signature.path, line,
+                        f"example {i + 1}: matched text {matched[:80]!r} contains none of "
+                        f"the pattern's literals", "the prefilter would skip this line")
+                for number, matched in matches
+                if not any(lit in matched for lit in signature.patterns[number].literals)]
+        problems.extend(lied)
         if not findings:
-            lied = _literal_soundness(signature, example, text, i)
-            problems.extend(lied or [Problem(
-                signature.path, line, f"example {i + 1} does not match",
-                example.text.splitlines()[0][:120] if example.text else "")])
+            if len(problems) == before:
+                problems.append(Problem(
+                    signature.path, line, f"example {i + 1} does not match",
+                    example.text.splitlines()[0][:120] if example.text else ""))
             continue
         if example.captures is not None:
             got = findings[0].captures
@@ -301,27 +350,40 @@ def check_examples(signature: Signature, text: str) -> list[Problem]:
                         signature.path, line,
                         f"example {i + 1}: capture {name!r} is {got.get(name)!r}, "
                         f"expected {want!r}"))
-        problems.extend(_literal_soundness(signature, example, text, i))
     for i, counter in enumerate(signature.counter_examples):
-        if matcher.match_records(_records(counter.text)):
-            problems.append(Problem(signature.path, _line_of(text, "", "counter_examples", i),
+        line = _line_of(text, "", "counter_examples", i)
+        progress(Step(signature.path, line,
+                      f"signature {signature.id!r}: counter-example {i + 1}"))
+        if run("counter-example", i, line, _records(counter.text))[0]:
+            problems.append(Problem(signature.path, line,
                                     f"counter-example {i + 1} matches but must not"))
     return problems
 
 
-def _literal_soundness(signature: Signature, example: Example, text: str,
-                       index: int) -> list[Problem]:
-    """Whatever a pattern matches must contain one of its literals, or the prefilter lies."""
-    problems = []
-    for record in _records(example.text):
-        for pattern in signature.patterns:
-            m = regex.search(pattern.regex, record.message, regex.MULTILINE)
-            if m and not any(lit in m.group(0) for lit in pattern.literals):
-                problems.append(Problem(
-                    signature.path, _line_of(text, "", "examples", index),
-                    f"example {index + 1}: matched text {m.group(0)[:80]!r} contains none of "
-                    f"the pattern's literals", "the prefilter would skip this line"))
-    return problems
+OVER_BUDGET_HINT = ("it backtracks catastrophically on such lines; make the repeats "
+                    "unambiguous, e.g. (a|aa)+ -> a+")
+
+
+def _each_pattern(signature: Signature, records: list[Any]
+                  ) -> tuple[list[int], list[tuple[int, str]]]:
+    """Every pattern alone on every record, under the full match budget: (the patterns that
+    ran over, (pattern, matched text) of each first match). A pattern the matcher never
+    reached (an earlier one matched) would run on other lines at run time."""
+    from logwatch.core.matcher import MATCH_TIMEOUT_S, compile_pattern
+
+    over: list[int] = []
+    matches: list[tuple[int, str]] = []
+    for number, pattern in enumerate(signature.patterns):
+        compiled = compile_pattern(pattern.regex)
+        for record in records:
+            try:
+                m = compiled.search(record.message, timeout=MATCH_TIMEOUT_S)
+            except TimeoutError:
+                over.append(number)
+                break
+            if m:
+                matches.append((number, m.group(0)))
+    return over, matches
 
 
 def _records(text: str) -> list[Any]:
@@ -356,11 +418,12 @@ def parse_library_header(path: str, text: str) -> tuple[str, tuple[dict[str, Any
 
 
 def load_library(header: tuple[str, str], layers: Sequence[Sequence[tuple[str, str]]],
-                 check: bool = True) -> Library:
+                 check: bool = True, progress: Progress = no_progress) -> Library:
     """Build a library from `library.toml` and layers of signature files given as (path, text).
 
     A later layer overrides an earlier one signature by signature (site signatures over the
-    shipped library); within one layer an id may appear only once.
+    shipped library); within one layer an id may appear only once. `progress` is told each
+    step before it starts (a caller bounding the load in time names the one that ran over).
     """
     version, changelog, problems = parse_library_header(*header)
     by_id: dict[str, Signature] = {}
@@ -370,6 +433,7 @@ def load_library(header: tuple[str, str], layers: Sequence[Sequence[tuple[str, s
         seen_in: dict[str, str] = {}
         for path, text in files:
             sources.append(path)
+            progress(Step(path, None, "reading it and compiling its patterns"))
             signature, file_problems = parse_signature(path, text)
             problems.extend(file_problems)
             if signature is None:
@@ -384,7 +448,7 @@ def load_library(header: tuple[str, str], layers: Sequence[Sequence[tuple[str, s
             texts[signature.id] = text
     if check:
         for signature in by_id.values():
-            problems.extend(check_examples(signature, texts[signature.id]))
+            problems.extend(check_examples(signature, texts[signature.id], progress))
     if problems:
         raise LibraryError(problems)
     return Library(version, changelog, tuple(by_id.values()), tuple(sources), texts)

@@ -12,8 +12,8 @@ from typing import Any
 import regex
 
 from logwatch.core.incidents import CONSEQUENCE_CATEGORIES
-from logwatch.core.library import Library, _records
-from logwatch.core.matcher import Matcher
+from logwatch.core.library import Library, Progress, Step, _records, no_progress
+from logwatch.core.matcher import MATCH_TIMEOUT_S, Matcher
 from logwatch.core.signature import Signature
 
 _UNBOUNDED = sre_constants.MAXREPEAT
@@ -166,8 +166,13 @@ def lint_signature(signature: Signature) -> list[LintIssue]:
 
     for number, pattern in enumerate(signature.patterns, 1):
         compiled = regex.compile(pattern.regex, regex.MULTILINE)
-        if not any(compiled.search(m) for m in messages):
-            add("untested-pattern", f"pattern {number} matches none of the examples")
+        try:
+            if not any(compiled.search(m, timeout=MATCH_TIMEOUT_S) for m in messages):
+                add("untested-pattern", f"pattern {number} matches none of the examples")
+        except TimeoutError:
+            add("catastrophic", f"pattern {number} ran over the {MATCH_TIMEOUT_S * 1000:g} ms "
+                                "match budget on an example")
+            continue
         if nested_quantifier(pattern.regex):
             add("catastrophic", f"pattern {number} nests an unbounded quantifier inside "
                                 "another; it can backtrack exponentially")
@@ -178,17 +183,27 @@ def lint_signature(signature: Signature) -> list[LintIssue]:
                 probed = regex.compile(probe, regex.MULTILINE)
             except regex.error:
                 continue
-            if not any(m.group(PROBE) is not None
-                       for text in messages for m in probed.finditer(text)):
+            try:
+                exercised = any(m.group(PROBE) is not None for text in messages
+                                for m in probed.finditer(text, timeout=MATCH_TIMEOUT_S))
+            except TimeoutError:
+                add("catastrophic", f"pattern {number}: probing the branch {alternative!r} "
+                                    "ran over the match budget on an example")
+                continue
+            if not exercised:
                 add("untested-branch", f"pattern {number}: no example exercises the branch "
                                        f"{alternative!r}")
     return issues
 
 
-def lint_library(library: Library) -> list[LintIssue]:
-    issues = [issue for sig in library.signatures for issue in lint_signature(sig)]
-    matcher = Matcher(library.signatures, engine="python")
+def lint_library(library: Library, progress: Progress = no_progress) -> list[LintIssue]:
+    issues: list[LintIssue] = []
     for sig in library.signatures:
+        progress(Step(sig.path, None, f"signature {sig.id!r}: linting its patterns"))
+        issues.extend(lint_signature(sig))
+    matcher = Matcher(library.signatures, engine="python", disable_after=None)
+    for sig in library.signatures:
+        progress(Step(sig.path, None, f"signature {sig.id!r}: looking for shared examples"))
         for number, example in enumerate(sig.examples, 1):
             # consequence signatures (engine/worker failed) legitimately share lines with causes
             claimed = {f.signature.id for f in matcher.match_records(_records(example.text))

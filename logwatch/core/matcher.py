@@ -1,13 +1,15 @@
 """Match records against a signature library: literal prefilter first, full regex after.
 
-Every pattern runs under a time bound, so a pathological pattern costs one timeout (counted
-and reported), never a stalled daemon.
+Matching one record has one time budget, shared by every pattern tried on it, so a
+pathological pattern costs one budget (counted and reported), never a stalled daemon however
+many patterns run over. A signature that runs over again and again is disabled.
 """
 
 from __future__ import annotations
 
+import time
 from collections import Counter
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
 import regex
@@ -18,7 +20,16 @@ from logwatch.core.records import Record
 from logwatch.core.redact import Span, redact_slice, spans_for_parts
 from logwatch.core.signature import Signature
 
+# One record's budget for all its patterns, in CPU time of the matching thread: `regex` counts
+# its timeout in process CPU time (clock()), so a wall-clock budget would be spent by one
+# pattern whenever the machine is busy, and one timeout lasts longer on the wall clock then
+# (about 2x with half a core; benchmarks/match_budget.py).
 MATCH_TIMEOUT_S = 0.05
+# Once the budget is spent, patterns not yet tried on the record share this much more: a
+# healthy pattern takes microseconds, so one that ran over cannot hide the others' findings.
+RESERVE_SHARE = 0.2
+# A signature whose patterns run over this many times is not tried any more.
+DISABLE_AFTER_TIMEOUTS = 3
 FLAGS = regex.MULTILINE
 # vLLM's request logger prints user prompts verbatim; what a user typed is not vLLM's state,
 # however much it looks like an error message.
@@ -38,12 +49,20 @@ def compile_pattern(text: str) -> regex.Pattern[str]:
 
 
 class Matcher:
-    """A compiled library. Not thread-safe for its counters; one per ingestion loop."""
+    """A compiled library. Not thread-safe for its counters; one per ingestion loop.
+
+    `timeout`: one record's budget for every pattern tried on it. A signature whose patterns
+    run over `disable_after` times is disabled (None: never, for checking examples);
+    `on_disable(signature, reason)` is called once when that happens."""
 
     def __init__(self, signatures: Sequence[Signature], engine: str = "auto",
-                 timeout: float = MATCH_TIMEOUT_S) -> None:
+                 timeout: float = MATCH_TIMEOUT_S,
+                 on_disable: Callable[[Signature, str], None] | None = None,
+                 disable_after: int | None = DISABLE_AFTER_TIMEOUTS) -> None:
         self.signatures = list(signatures)
         self.timeout = timeout
+        self.on_disable = on_disable
+        self.disable_after = disable_after
         literals: list[str] = []
         literal_index: dict[str, int] = {}
         self._by_literal: list[list[CompiledPattern]] = []
@@ -62,20 +81,27 @@ class Matcher:
         self.literals = literals
         self._order = {sig.id: i for i, sig in enumerate(self.signatures)}
         self.scanner: LiteralScanner = make_scanner(literals, engine)
-        self.timeouts: Counter[str] = Counter()
+        self.timeouts: Counter[str] = Counter()  # signature id -> patterns that ran over
+        self.pattern_timeouts: Counter[tuple[str, int]] = Counter()  # (id, pattern index)
+        self.skipped: Counter[str] = Counter()  # not tried: the record's budget was spent
+        self.disabled: dict[str, str] = {}  # signature id -> why
 
     def candidates(self, text: str, literal_ids: Iterable[int] | None = None
                    ) -> list[CompiledPattern]:
-        """Patterns whose literals occur in `text` (or the given literal ids), library order."""
+        """Patterns whose literals occur in `text` (or the given literal ids), library order,
+        except that signatures which ran over before come last; disabled ones are left out."""
         seen: dict[tuple[str, int], CompiledPattern] = {}
         ids = self.scanner.present(text) if literal_ids is None else literal_ids
         for literal_id in ids:
             for pattern in self._by_literal[literal_id]:
                 seen.setdefault((pattern.signature.id, pattern.index), pattern)
+        if self.disabled:
+            seen = {k: p for k, p in seen.items() if k[0] not in self.disabled}
         if len(seen) == 1:
             return list(seen.values())
-        order = self._order
-        return sorted(seen.values(), key=lambda p: (order[p.signature.id], p.index))
+        order, suspects = self._order, self.timeouts
+        return sorted(seen.values(), key=lambda p: (p.signature.id in suspects,
+                                                    order[p.signature.id], p.index))
 
     def match_record(self, record: Record, literal_ids: Iterable[int] | None = None
                      ) -> list[Finding]:
@@ -89,12 +115,15 @@ class Matcher:
         done: set[str] = set()
         secrets: list[Span] | None = None  # the message's, found when a capture needs them
         looked = False
+        budget_ends = time.thread_time() + self.timeout
+        reserve_ends = budget_ends + self.timeout * RESERVE_SHARE
         for pattern in self.candidates(message, literal_ids):
             signature = pattern.signature
-            if signature.id in done:
+            if signature.id in done or signature.id in self.disabled:
                 continue
             try:
-                match = pattern.regex.search(message, timeout=self.timeout)
+                match = pattern.regex.search(message, timeout=_left(budget_ends,
+                                                                    reserve_ends))
                 while match is not None:
                     names = [k for k, v in match.groupdict().items() if v is not None]
                     if names and not looked:
@@ -112,10 +141,26 @@ class Matcher:
                         start = message.find("\n", match.start()) + 1
                         if start == 0:
                             break
-                    match = pattern.regex.search(message, start, timeout=self.timeout)
+                    match = pattern.regex.search(message, start,
+                                                 timeout=_left(budget_ends, reserve_ends))
+            except _BudgetSpent:
+                self.skipped[signature.id] += 1
             except TimeoutError:
-                self.timeouts[signature.id] += 1
+                self._ran_over(pattern)
         return findings
+
+    def _ran_over(self, pattern: CompiledPattern) -> None:
+        signature = pattern.signature
+        self.timeouts[signature.id] += 1
+        self.pattern_timeouts[(signature.id, pattern.index)] += 1
+        if self.disable_after is not None and signature.id not in self.disabled \
+                and self.timeouts[signature.id] >= self.disable_after:
+            reason = (f"its patterns ran over the {self.timeout * 1000:g} ms match budget "
+                      f"{self.timeouts[signature.id]} times (pattern {pattern.index + 1} "
+                      f"last); it is not tried any more until the library is reloaded")
+            self.disabled[signature.id] = reason
+            if self.on_disable is not None:
+                self.on_disable(signature, reason)
 
     def match_records(self, records: Iterable[Record]) -> list[Finding]:
         return [f for record in records for f in self.match_record(record)]
@@ -130,3 +175,19 @@ class Matcher:
             process=record.process, pid=record.pid, rank=record.rank,
             time=line.time or record.time, record=record, matched=line,
         )
+
+
+class _BudgetSpent(Exception):
+    """The record's budget and its reserve are spent: the pattern is not tried."""
+
+
+def _left(budget_ends: float, reserve_ends: float) -> float:
+    """Seconds a search may take now: what is left of the record's budget, else of the
+    reserve the patterns not yet tried share."""
+    now = time.thread_time()
+    left = budget_ends - now
+    if left <= 0:
+        left = reserve_ends - now
+        if left <= 0:
+            raise _BudgetSpent
+    return left

@@ -115,6 +115,8 @@ def render_text(report: Mapping[str, Any], colour: bool = False, width: int = 10
     if timeouts:
         out += ["", "warning: the pattern time bound was hit (signature: count): "
                 + ", ".join(f"{k}: {v}" for k, v in timeouts.items())]
+    for signature_id, why in (stats.get("disabled_signatures") or {}).items():
+        out.append(f"warning: signature {signature_id} was disabled: {why}")
     return "\n".join(out) + "\n"
 
 
