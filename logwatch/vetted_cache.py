@@ -10,6 +10,7 @@ written every load is checked (slower, never less safe).
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 import sys
@@ -75,4 +76,5 @@ class VettedCache:
             temporary.write_text("\n".join(kept) + "\n")
             temporary.replace(self.path)
         except OSError:  # read-only home under systemd without CacheDirectory=: no cache
-            temporary.unlink(missing_ok=True)
+            with contextlib.suppress(OSError):  # not even a temporary file could be made
+                temporary.unlink(missing_ok=True)
