@@ -99,6 +99,11 @@ WRITES = [
     "SELEC 1",
 ]
 
+# every statement above again, as what EXPLAIN and EXPLAIN ANALYZE would show or run
+WRAPPED = [f"{wrap} {statement}" for statement in WRITES
+           if statement.strip(" ;") and not statement.upper().startswith("EXPLAIN")
+           for wrap in ("EXPLAIN", "EXPLAIN ANALYZE", "explain analyse")]
+
 READS = [
     ("SELECT count(*) FROM findings", [(3,)]),
     ("FROM meta SELECT value WHERE key = 'schema_version'", None),
@@ -154,7 +159,7 @@ def test_no_statement_of_any_kind_changes_anything(held: Store, tmp_path: Path) 
     wal = tmp_path / "h.duckdb.wal"
     wal_size = wal.stat().st_size
     assert wal_size > 0  # a checkpoint would fold it into the file: the test would see that
-    for statement in WRITES:
+    for statement in WRITES + WRAPPED:
         with held.reader() as cursor, pytest.raises(DatabaseError):
             run_read_only(cursor, statement)
         assert _state(held) == before, statement
