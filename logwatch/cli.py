@@ -176,7 +176,7 @@ def _load(args: argparse.Namespace, check: bool = True) -> Library:
 
 
 def _cmd_scan(args: argparse.Namespace) -> int:
-    from logwatch.core.report import render_text
+    from logwatch.core.report import incomplete_warning, render_text
     from logwatch.scan import InputError, resolve_inputs, run_scan
 
     try:
@@ -204,6 +204,8 @@ def _cmd_scan(args: argparse.Namespace) -> int:
             added = recorder.write(store, report)
         print(f"recorded in {args.db}: " + ", ".join(f"{n} new {t}" for t, n in added.items()),
               file=sys.stderr)
+    for gap in report["incomplete"]:
+        print(f"logwatch: warning: {incomplete_warning(gap)}", file=sys.stderr)
     if args.json:
         json.dump(report, sys.stdout, indent=2, ensure_ascii=False)
         sys.stdout.write("\n")

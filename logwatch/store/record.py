@@ -32,6 +32,7 @@ class _Source:
     label: str
     size: int | None
     scanned: int = 0
+    first_line: int | None = None  # of its first finding
 
 
 @dataclass(slots=True)
@@ -42,9 +43,9 @@ class ScanRecorder:
     findings: list[dict[str, Any]] = field(default_factory=list)
     snapshot_at: Callable[[str, int], str | None] = field(default=lambda source, line: None)
 
-    def source(self, label: str, head: bytes, size: int | None) -> None:
+    def source(self, label: str, head: bytes, size: int | None, kind: str = "file") -> None:
+        """`kind`: file, pipe or stdin."""
         digest = hashlib.sha256(head[:FINGERPRINT_BYTES]).hexdigest()[:24]
-        kind = "stdin" if label == "<stdin>" else "file"
         self.sources[label] = _Source(digest, kind, label, size)
 
     def scanned(self, label: str, position: int) -> None:
