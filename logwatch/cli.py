@@ -188,8 +188,15 @@ def _cmd_scan(args: argparse.Namespace) -> int:
         print("logwatch: stdin (-) can be given once", file=sys.stderr)
         return EXIT_USAGE
     library = _load(args)
+    from logwatch.store.db import DatabaseError, open_store
     from logwatch.store.record import ScanRecorder
 
+    if args.db and Path(args.db).exists():
+        try:  # a damaged or locked history is refused now, not after a long scan
+            open_store(args.db).close()
+        except DatabaseError as exc:
+            print(f"logwatch: {exc} Nothing was scanned.", file=sys.stderr)
+            return EXIT_USAGE
     recorder = ScanRecorder() if args.db else None
     try:
         report = run_scan(inputs, library, engine=args.engine, mode=args.mode,
@@ -197,13 +204,16 @@ def _cmd_scan(args: argparse.Namespace) -> int:
     except InputError as exc:
         print(f"logwatch: {exc}", file=sys.stderr)
         return EXIT_USAGE
+    not_recorded = None  # the report is printed all the same: a scan's findings are not lost
     if recorder is not None:
-        from logwatch.store.db import open_store
-
-        with open_store(args.db) as store:
-            added = recorder.write(store, report)
-        print(f"recorded in {args.db}: " + ", ".join(f"{n} new {t}" for t, n in added.items()),
-              file=sys.stderr)
+        try:
+            with open_store(args.db) as store:
+                added = recorder.write(store, report)
+        except DatabaseError as exc:
+            not_recorded = exc
+        else:
+            print(f"recorded in {args.db}: "
+                  + ", ".join(f"{n} new {t}" for t, n in added.items()), file=sys.stderr)
     for gap in report["incomplete"]:
         print(f"logwatch: warning: {incomplete_warning(gap)}", file=sys.stderr)
     if args.json:
@@ -212,6 +222,11 @@ def _cmd_scan(args: argparse.Namespace) -> int:
     else:
         colour = sys.stdout.isatty() and not os.environ.get("NO_COLOR")
         sys.stdout.write(render_text(report, colour=colour))
+    if not_recorded is not None:
+        sys.stdout.flush()  # the report first, then why it was not recorded
+        print(f"logwatch: {not_recorded} This scan was not recorded; its report is on "
+              "standard output.", file=sys.stderr)
+        return EXIT_USAGE
     return EXIT_FATAL_FOUND if any(i["fatal"] for i in report["incidents"]) else EXIT_OK
 
 

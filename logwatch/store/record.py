@@ -7,6 +7,7 @@ grew since adds only its new lines' findings.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 from collections.abc import Callable
@@ -14,9 +15,11 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
+import duckdb
+
 from logwatch.core.findings import Finding, evidence_text
 from logwatch.core.incidents import incident_key
-from logwatch.store.db import Store
+from logwatch.store.db import Store, database_error
 
 FINGERPRINT_BYTES = 4096  # the start of a log (pids, timestamps) names it; growth keeps it
 
@@ -62,7 +65,14 @@ class ScanRecorder:
         })
 
     def write(self, store: Store, report: dict[str, Any]) -> dict[str, int]:
-        """Store everything; returns how many new rows each table gained."""
+        """Store everything; returns how many new rows each table gained. A DuckDB error
+        (a damaged file, a full disk) rolls it all back and raises DatabaseError."""
+        try:
+            return self._write(store, report)
+        except duckdb.Error as exc:
+            raise database_error(store.path, exc, "recording the scan") from exc
+
+    def _write(self, store: Store, report: dict[str, Any]) -> dict[str, int]:
         now = datetime.now()
         library = report["library_version"]
         scan_id = _id(now.isoformat(), *sorted(s.id for s in self.sources.values()))
@@ -127,7 +137,9 @@ class ScanRecorder:
             store.insert("diagnoses", diagnosis_rows, conflict="REPLACE")
             store.con.execute("COMMIT")
         except BaseException:
-            store.con.execute("ROLLBACK")
+            # on a damaged file the rollback may fail too; the first error is the one to report
+            with contextlib.suppress(duckdb.Error):
+                store.con.execute("ROLLBACK")
             raise
         after = _counts(store)
         return {table: after[table] - before[table] for table in after}
