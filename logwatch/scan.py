@@ -179,9 +179,12 @@ def scan_inputs(inputs: Sequence[ScanInput], library: Library, engine: str = "au
     for index, incident in enumerate(report["incidents"]):
         incident["snapshot"] = result.by_incident.get(index)
     report["diagnoses"] = [d.to_dict() for d in result.diagnoses]
-    if recorder is not None:
-        for finding_row in recorder.findings:  # every finding's snapshot is recorded too
-            result.snapshot_at(finding_row["source_label"], finding_row["line"])
+    if recorder is not None:  # the snapshot of every launch with findings is recorded too
+        for label, first_line in recorder.first_lines().items():
+            result.snapshot_at(label, first_line)
+            for segment in tracker.segments.get(label, []):
+                if segment.start_line > first_line:
+                    result.snapshot_at(label, segment.start_line)
     report["snapshots"] = result.snapshots
     if recorder is not None:
         recorder.snapshot_at = result.snapshot_at
