@@ -161,7 +161,7 @@ def scan_inputs(inputs: Sequence[ScanInput], library: Library, engine: str = "au
             raise InputError(f"{item.label}: cannot read: {exc}") from exc
         if size is not None and read is not None and read < size:
             incomplete.append({"source": item.label, "expected_bytes": size, "read_bytes": read})
-        done_bytes += size or 0
+        done_bytes += size if size is not None else scanner.stats.bytes
         for name, value in asdict(scanner.stats).items():
             setattr(totals, name, getattr(totals, name) + value)
     elapsed = time.perf_counter() - started

@@ -22,7 +22,7 @@ import duckdb
 
 from logwatch.core.findings import Finding, evidence_text
 from logwatch.core.incidents import incident_key
-from logwatch.store.db import Store, database_error
+from logwatch.store.db import DatabaseError, Store, database_error
 
 FINGERPRINT_BYTES = 4096  # the start of a log (pids, timestamps) names it; growth keeps it
 
@@ -104,12 +104,17 @@ class ScanRecorder:
                 if s.first_line is not None}
 
     def _spill(self) -> None:
-        if self._spool is None:
-            # open across calls until write() or close(); unlinked already, gone at exit
-            self._spool = tempfile.TemporaryFile(prefix="logwatch-scan-")  # noqa: SIM115
         # the spool is this process's own unlinked file: pickle reads back only what it wrote
         data = zlib.compress(pickle.dumps(self._held, protocol=pickle.HIGHEST_PROTOCOL), 1)
-        self._spool.write(len(data).to_bytes(8, "little") + data)
+        try:
+            if self._spool is None:
+                # open across calls until write() or close(); unlinked already, gone at exit
+                self._spool = tempfile.TemporaryFile(prefix="logwatch-scan-")  # noqa: SIM115
+            self._spool.write(len(data).to_bytes(8, "little") + data)
+        except OSError as exc:  # not the input's fault: say where the spool is
+            raise DatabaseError(f"cannot hold the findings to record in a temporary file in "
+                                f"{tempfile.gettempdir()} ({exc.strerror or exc}); set TMPDIR "
+                                "to a directory with space") from exc
         self.spooled += 1
         self._held = []
 
