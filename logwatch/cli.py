@@ -186,7 +186,7 @@ def _load(args: argparse.Namespace, check: bool = True) -> Library:
 
 
 def _cmd_scan(args: argparse.Namespace) -> int:
-    from logwatch.core.report import render_text
+    from logwatch.core.report import incomplete_warning, render_text
     from logwatch.scan import InputError, resolve_inputs, run_scan
 
     try:
@@ -198,8 +198,15 @@ def _cmd_scan(args: argparse.Namespace) -> int:
         print("logwatch: stdin (-) can be given once", file=sys.stderr)
         return EXIT_USAGE
     library = _load(args)
+    from logwatch.store.db import DatabaseError, open_store
     from logwatch.store.record import ScanRecorder
 
+    if args.db and Path(args.db).exists():
+        try:  # a damaged or locked history is refused now, not after a long scan
+            open_store(args.db).close()
+        except DatabaseError as exc:
+            _warn(f"logwatch: {exc} Nothing was scanned.")
+            return EXIT_USAGE
     recorder = ScanRecorder() if args.db else None
     try:
         report = run_scan(inputs, library, engine=args.engine, mode=args.mode,
@@ -207,18 +214,31 @@ def _cmd_scan(args: argparse.Namespace) -> int:
     except InputError as exc:
         _warn(f"logwatch: {exc}")
         return EXIT_USAGE
+    not_recorded = None  # the report is printed all the same: a scan's findings are not lost
     if recorder is not None:
-        from logwatch.store.db import keep_files_private, open_store
+        from logwatch.store.db import keep_files_private
 
         keep_files_private()
-        with open_store(args.db) as store:
-            added = recorder.write(store, report)
-        _warn(f"recorded in {args.db}: " + ", ".join(f"{n} new {t}" for t, n in added.items()))
+        try:
+            with open_store(args.db) as store:
+                added = recorder.write(store, report)
+        except DatabaseError as exc:
+            not_recorded = exc
+        else:
+            _warn(f"recorded in {args.db}: "
+                  + ", ".join(f"{n} new {t}" for t, n in added.items()))
+    for gap in report["incomplete"]:
+        _warn(f"logwatch: warning: {incomplete_warning(gap)}")
     if args.json:  # DEL, C1 and bidi controls escaped too; the values load unchanged
         sys.stdout.write(json_escaped(json.dumps(report, indent=2, ensure_ascii=False)) + "\n")
     else:
         colour = sys.stdout.isatty() and not os.environ.get("NO_COLOR")
         sys.stdout.write(render_text(report, colour=colour))
+    if not_recorded is not None:
+        sys.stdout.flush()  # the report first, then why it was not recorded
+        _warn(f"logwatch: {not_recorded} This scan was not recorded; its report is on "
+              "standard output.")
+        return EXIT_USAGE
     return EXIT_FATAL_FOUND if any(i["fatal"] for i in report["incidents"]) else EXIT_OK
 
 

@@ -279,7 +279,8 @@ class ControlServer:
 
     def _query(self, sql: str, params: list[Any]) -> QueryResult:
         with self.daemon.writer.store.reader() as cursor:  # its own connection
-            return run_read_only(cursor, sql, params, self.limits)
+            return run_read_only(cursor, sql, params, self.limits,
+                                 self.daemon.writer.store.path)
 
 
 def _check_server(writer: asyncio.StreamWriter, path: Path) -> None:

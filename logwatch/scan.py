@@ -1,9 +1,10 @@
-"""`logwatch scan`: read files, .gz files or stdin, and produce the triage report."""
+"""`logwatch scan`: read files, .gz files, pipes or stdin, and produce the triage report."""
 
 from __future__ import annotations
 
 import gzip
 import os
+import stat
 import sys
 import time
 import zlib
@@ -31,14 +32,23 @@ class InputError(Exception):
     """A scan input that cannot be read; the message names it."""
 
 
+GZIP_MAGIC = b"\x1f\x8b"
+
+
 @dataclass(frozen=True, slots=True)
 class ScanInput:
     label: str
     path: Path | None  # None: stdin
+    stream: bool = False  # a pipe, FIFO or terminal: read once, front to back; no size, no seek
 
     @property
     def is_gzip(self) -> bool:
+        """Named like a gzip file (any input starting with the gzip magic is one as well)."""
         return self.path is not None and self.path.suffix == ".gz"
+
+    @property
+    def kind(self) -> str:
+        return "stdin" if self.path is None else "pipe" if self.stream else "file"
 
 
 def resolve_inputs(names: Sequence[str]) -> list[ScanInput]:
@@ -46,7 +56,7 @@ def resolve_inputs(names: Sequence[str]) -> list[ScanInput]:
     inputs = []
     for name in names:
         if name == "-":
-            inputs.append(ScanInput("<stdin>", None))
+            inputs.append(ScanInput("<stdin>", None, stream=True))
             continue
         path = Path(name)
         if not path.exists():
@@ -55,7 +65,8 @@ def resolve_inputs(names: Sequence[str]) -> list[ScanInput]:
             raise InputError(f"{name}: is a directory (give the log files inside it)")
         if not os.access(path, os.R_OK):
             raise InputError(f"{name}: permission denied")
-        inputs.append(ScanInput(name, path))
+        # /dev/stdin, <(...) (/dev/fd/N) and named pipes: not regular files, read as streams
+        inputs.append(ScanInput(name, path, stream=not stat.S_ISREG(path.stat().st_mode)))
     return inputs
 
 
@@ -114,34 +125,43 @@ def scan_inputs(inputs: Sequence[ScanInput], library: Library, engine: str = "au
 
     totals = ScanStats()
     started = time.perf_counter()
-    total_bytes = sum(i.path.stat().st_size for i in inputs if i.path is not None)
+    # what each file holds as the scan starts: reading less than that means it shrank
+    sizes = [None if i.path is None or i.stream else i.path.stat().st_size for i in inputs]
+    total_bytes = 0 if None in sizes else sum(s or 0 for s in sizes)  # 0: unknown (a pipe)
     done_bytes = 0
     modes: list[str] = []
-    for item in inputs:
+    incomplete: list[dict[str, Any]] = []
+    for item, size in zip(inputs, sizes, strict=True):
         try:
             with _open(item, stdin) as (raw, position):
                 stream = _Peekable(raw, WRAP_SAMPLE_BYTES)
                 if recorder is not None:
-                    recorder.source(item.label, stream.head,
-                                    item.path.stat().st_size if item.path else None)
+                    recorder.source(item.label, stream.head, size, item.kind)
                 wrap_width = hard_wrap_width(stream.head) if mode != "prefilter" else None
                 full = mode == "full" or wrap_width is not None
                 modes.append("full" if full else "prefilter")
-                reference = (datetime.fromtimestamp(item.path.stat().st_mtime) if item.path
-                             else datetime.now())
+                reference = (datetime.fromtimestamp(item.path.stat().st_mtime)
+                             if item.path is not None and not item.stream else datetime.now())
                 scanner = BlockScanner(matcher, item.label, reference, full=full,
                                        wrap_width=wrap_width)
-                for block in read_blocks(stream):  # type: ignore[arg-type]
-                    record(scanner.feed(block))
-                    if on_progress is not None:
-                        consumed = position() if item.path else scanner.stats.bytes
-                        on_progress(done_bytes + consumed, total_bytes)
+                try:
+                    for block in read_blocks(stream):  # type: ignore[arg-type]
+                        record(scanner.feed(block))
+                        if on_progress is not None:
+                            consumed = position() if position else scanner.stats.bytes
+                            on_progress(done_bytes + consumed, total_bytes)
+                except EOFError:  # a gzip that ends early: shrank under the reader, or broken
+                    if position is None or size is None or position() >= size:
+                        raise
+                read = position() if position else None
                 record(scanner.finish())
                 if recorder is not None:
                     recorder.scanned(item.label, scanner.stats.bytes)
         except (EOFError, OSError, zlib.error, gzip.BadGzipFile) as exc:
             raise InputError(f"{item.label}: cannot read: {exc}") from exc
-        done_bytes += item.path.stat().st_size if item.path else 0
+        if size is not None and read is not None and read < size:
+            incomplete.append({"source": item.label, "expected_bytes": size, "read_bytes": read})
+        done_bytes += size if size is not None else scanner.stats.bytes
         for name, value in asdict(scanner.stats).items():
             setattr(totals, name, getattr(totals, name) + value)
     elapsed = time.perf_counter() - started
@@ -156,12 +176,16 @@ def scan_inputs(inputs: Sequence[ScanInput], library: Library, engine: str = "au
     )
     result = triage(incidents, tracker, snapshot_options or SnapshotOptions())
     report = report_dict(library.version, incidents, root, stats)
+    report["incomplete"] = incomplete
     for index, incident in enumerate(report["incidents"]):
         incident["snapshot"] = result.by_incident.get(index)
     report["diagnoses"] = [d.to_dict() for d in result.diagnoses]
-    if recorder is not None:
-        for finding_row in recorder.findings:  # every finding's snapshot is recorded too
-            result.snapshot_at(finding_row["source_label"], finding_row["line"])
+    if recorder is not None:  # the snapshot of every launch with findings is recorded too
+        for label, first_line in recorder.first_lines().items():
+            result.snapshot_at(label, first_line)
+            for segment in tracker.segments.get(label, []):
+                if segment.start_line > first_line:
+                    result.snapshot_at(label, segment.start_line)
     report["snapshots"] = result.snapshots
     if recorder is not None:
         recorder.snapshot_at = result.snapshot_at
@@ -169,26 +193,28 @@ def scan_inputs(inputs: Sequence[ScanInput], library: Library, engine: str = "au
 
 
 class _open:
-    """Context manager yielding (binary stream, function giving bytes consumed so far)."""
+    """Context manager yielding (binary stream, function giving the file bytes consumed so
+    far, or None for a stream). Gzip is recognised by name or by its first two bytes."""
 
     def __init__(self, item: ScanInput, stdin: IO[bytes] | None) -> None:
         self.item, self.stdin = item, stdin
         self._raw: BinaryIO | None = None
         self._gz: gzip.GzipFile | None = None
 
-    def __enter__(self) -> tuple[BinaryIO, Callable[[], int]]:
+    def __enter__(self) -> tuple[BinaryIO, Callable[[], int] | None]:
         if self.item.path is None:
-            stream = self.stdin or sys.stdin.buffer
-            return stream, lambda: 0  # type: ignore[return-value]
-        try:
-            self._raw = open(self.item.path, "rb")
-        except OSError as exc:
-            raise InputError(f"{self.item.label}: {exc.strerror or exc}") from exc
-        raw = self._raw
-        if self.item.is_gzip:
-            self._gz = gzip.GzipFile(fileobj=raw, mode="rb")
-            return self._gz, raw.tell  # type: ignore[return-value]
-        return raw, raw.tell
+            raw: BinaryIO = self.stdin or sys.stdin.buffer  # type: ignore[assignment]
+        else:
+            try:
+                self._raw = raw = open(self.item.path, "rb")  # a FIFO: waits for a writer
+            except OSError as exc:
+                raise InputError(f"{self.item.label}: {exc.strerror or exc}") from exc
+        position = None if self.item.stream else raw.tell  # a pipe cannot tell (ESPIPE)
+        magic = _Peekable(raw, len(GZIP_MAGIC))
+        if self.item.is_gzip or magic.head == GZIP_MAGIC:
+            self._gz = gzip.GzipFile(fileobj=magic, mode="rb")  # type: ignore[call-overload]
+            return self._gz, position  # type: ignore[return-value]
+        return magic, position  # type: ignore[return-value]
 
     def __exit__(self, *exc: object) -> None:
         if self._gz is not None:

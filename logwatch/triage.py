@@ -4,7 +4,7 @@ its own lines), refined by what the operator passes (--cmdline, --model-dir, --p
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from logwatch.core.diagnose import Diagnosis, diagnose
@@ -80,12 +80,16 @@ class Triage:
     snapshots: dict[str, dict[str, Any]]  # by hash, every snapshot incidents refer to
     by_incident: dict[int, str]  # incident index -> snapshot hash
     resolver: SnapshotResolver
+    _digests: dict[int, str] = field(default_factory=dict)  # id(snapshot) -> its hash
 
     def snapshot_at(self, source: str, line: int) -> str:
-        """The hash of the snapshot in force at a line (recorded in `snapshots` too)."""
-        snap = self.resolver.at(source, line)
-        digest = snap.content_hash()
-        self.snapshots.setdefault(digest, snap.to_dict())
+        """The hash of the snapshot in force at a line (recorded in `snapshots` too). Called
+        for every recorded finding: a launch's snapshot is hashed once."""
+        snap = self.resolver.at(source, line)  # one object per launch, kept by the resolver
+        digest = self._digests.get(id(snap))
+        if digest is None:
+            digest = self._digests[id(snap)] = snap.content_hash()
+            self.snapshots.setdefault(digest, snap.to_dict())
         return digest
 
 

@@ -44,7 +44,8 @@ def test_json_report_schema() -> None:
     result = run("scan", "--json", str(DEMO))
     report = json.loads(result.stdout)
     assert set(report) == {"library_version", "incidents", "root_cause", "stats", "diagnoses",
-                           "snapshots"}
+                           "snapshots", "incomplete"}
+    assert report["incomplete"] == []  # inputs that shrank while they were read
     root = report["incidents"][report["root_cause"]]
     for key in ("signature", "signature_version", "category", "severity", "fatal", "count",
                 "first_seen", "last_seen", "processes", "ranks", "captures", "evidence",

@@ -54,6 +54,13 @@ def report_dict(library_version: str, incidents: list[Incident], root_cause: int
     }
 
 
+def incomplete_warning(gap: Mapping[str, Any]) -> str:
+    """One input that ended before the size it had when the scan started."""
+    return (f"{gap['source']}: the file shrank while it was scanned (expected "
+            f"{gap['expected_bytes']:,} bytes, read {gap['read_bytes']:,}); the report covers "
+            "only what was read")
+
+
 def _paint(text: str, code: str, colour: bool) -> str:
     return f"\x1b[{code}m{text}\x1b[0m" if colour else text
 
@@ -81,6 +88,8 @@ def render_text(report: Mapping[str, Any], colour: bool = False, width: int = 10
         out.append("No fatal incident, but errors below need attention.")
     else:
         out.append("No fatal incident and no error: vLLM looks healthy in this log.")
+    for gap in report.get("incomplete") or []:
+        out.append(_paint(f"warning: {incomplete_warning(gap)}", "1;33", colour))
 
     problems = [(n, i) for n, i in enumerate(incidents) if i["severity"] != "info" and n != root]
     context = [i for n, i in enumerate(incidents) if i["severity"] == "info" and n != root]

@@ -12,6 +12,7 @@ import threading
 import time
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
+from shlex import quote
 from typing import Any
 
 import duckdb
@@ -23,6 +24,34 @@ DB_FILENAME = "logwatch.duckdb"
 
 class DatabaseError(Exception):
     """The database cannot be used; the message says why and what to do."""
+
+
+# what DuckDB says of a file whose bytes are not what it wrote (a checksum, the header)
+DAMAGE_MARKERS = ("corrupt database file", "not a valid duckdb database")
+
+
+def is_damage(exc: BaseException) -> bool:
+    return any(marker in str(exc).lower() for marker in DAMAGE_MARKERS)
+
+
+def damaged(path: str | Path | None, exc: BaseException) -> DatabaseError:
+    """The operator's way out of a damaged file: move it aside, and a new history starts."""
+    detail = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+    if path is None:
+        return DatabaseError(f"the database file is damaged ({detail}); move it aside and "
+                             "restart logwatch to start a new history")
+    return DatabaseError(
+        f"{path}: the database file is damaged and logwatch cannot use it (DuckDB: {detail}). "
+        f"logwatch leaves it as it is: move it aside (mv {quote(str(path))} "
+        f"{quote(str(path) + '.damaged')}) and run again "
+        "to start a new history there; keep the old file to recover what it held.")
+
+
+def database_error(path: str | Path | None, exc: BaseException, doing: str) -> DatabaseError:
+    """A DuckDB error as an operator reads it: the file, what was being done, what to do."""
+    if is_damage(exc):
+        return damaged(path, exc)
+    return DatabaseError(f"{path or 'the database'}: {doing} failed: {exc}")
 
 
 def default_db_path(env: Mapping[str, str] | None = None) -> Path:
@@ -149,8 +178,10 @@ def connect(path: Path, read_only: bool, config: dict[str, Any] | None = None
         if "lock" in str(exc).lower():
             raise DatabaseError(f"{path}: in use by another process (the logwatch daemon owns "
                                 "it while it runs; ask it through `logwatch sql`)") from exc
-        raise DatabaseError(f"{path}: {exc}") from exc
+        raise database_error(path, exc, "opening") from exc
     except duckdb.Error as exc:
+        if is_damage(exc):
+            raise damaged(path, exc) from exc
         raise DatabaseError(f"{path}: not a usable DuckDB database: {exc}") from exc
 
 
@@ -208,6 +239,9 @@ def open_store(path: str | Path, service: bool = False) -> Store:
             con.execute("COMMIT")
         for name, body in VIEWS.items():
             con.execute(f"CREATE OR REPLACE VIEW {name} AS {body}")
+    except duckdb.Error as exc:
+        con.close()
+        raise database_error(path, exc, "opening") from exc
     except BaseException:
         con.close()
         raise

@@ -28,7 +28,7 @@ from typing import Any
 
 import duckdb
 
-from logwatch.store.db import DatabaseError, connect
+from logwatch.store.db import DatabaseError, connect, damaged, is_damage
 
 # Table functions a query may call: generators and the catalog (all read). Anything else is
 # refused, whether it writes (checkpoint, force_checkpoint), runs SQL given as a string that
@@ -189,9 +189,10 @@ class _Deadline:
 
 
 def run_read_only(con: duckdb.DuckDBPyConnection, sql: str, params: Sequence[Any] = (),
-                  limits: QueryLimits = DEFAULT_LIMITS) -> QueryResult:
+                  limits: QueryLimits = DEFAULT_LIMITS,
+                  path: str | Path | None = None) -> QueryResult:
     """One checked statement in a read-only transaction on `con` (a cursor of its own),
-    fetched within the limits."""
+    fetched within the limits. `path`: the file, named when it turns out to be damaged."""
     deadline = _Deadline(con, limits.seconds)
     try:
         check_read_only(con, sql)
@@ -221,6 +222,8 @@ def run_read_only(con: duckdb.DuckDBPyConnection, sql: str, params: Sequence[Any
                if deadline.expired else "the query was stopped (logwatch is shutting down)")
         raise DatabaseError(why) from exc
     except duckdb.Error as exc:
+        if is_damage(exc):
+            raise damaged(path, exc) from exc
         raise DatabaseError(f"query failed: {exc}") from exc
     finally:
         with contextlib.suppress(duckdb.Error):
@@ -235,6 +238,6 @@ def read_only_query(path: str | Path, sql: str, params: Sequence[Any] = (),
         raise DatabaseError(f"{path}: no database yet (record one with `logwatch scan --db`)")
     con = connect(path, read_only=True, config={"enable_external_access": False})
     try:
-        return run_read_only(con, sql, params, limits)
+        return run_read_only(con, sql, params, limits, path)
     finally:
         con.close()

@@ -7,16 +7,22 @@ grew since adds only its new lines' findings.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
-from collections.abc import Callable
+import pickle
+import tempfile
+import zlib
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any
+from typing import IO, Any, NamedTuple
+
+import duckdb
 
 from logwatch.core.findings import Finding, evidence_text
 from logwatch.core.incidents import incident_key
-from logwatch.store.db import Store
+from logwatch.store.db import DatabaseError, Store, database_error
 
 FINGERPRINT_BYTES = 4096  # the start of a log (pids, timestamps) names it; growth keeps it
 
@@ -32,19 +38,45 @@ class _Source:
     label: str
     size: int | None
     scanned: int = 0
+    first_line: int | None = None  # of its first finding
+
+
+# Findings travel in batches of this many rows: held in memory, spooled to a temporary file,
+# and inserted into DuckDB; so memory does not grow with a log's number of findings.
+RECORD_BATCH = 10_000
+
+
+class _FindingRow(NamedTuple):
+    """What a finding contributes to its row, before its incident and snapshot are known."""
+    source_label: str
+    source_id: str
+    line: int
+    signature: str
+    signature_version: int
+    time: datetime | None
+    process: str | None
+    pid: int | None
+    rank: str | None
+    captures: str
+    text: str
+    key: str
 
 
 @dataclass(slots=True)
 class ScanRecorder:
-    """Collects what a scan saw; `write` stores it in one transaction."""
+    """Collects what a scan saw; `write` stores it in one transaction. Findings are held a
+    batch at a time: full batches go to an anonymous temporary file (zlib-compressed)."""
 
+    batch_size: int = RECORD_BATCH
     sources: dict[str, _Source] = field(default_factory=dict)  # by label
-    findings: list[dict[str, Any]] = field(default_factory=list)
     snapshot_at: Callable[[str, int], str | None] = field(default=lambda source, line: None)
+    spooled: int = 0  # batches written to the spool file
+    _held: list[_FindingRow] = field(default_factory=list)
+    _spool: IO[bytes] | None = None
 
-    def source(self, label: str, head: bytes, size: int | None) -> None:
+    def source(self, label: str, head: bytes, size: int | None, kind: str = "file") -> None:
+        """`kind`: file, pipe or stdin."""
         digest = hashlib.sha256(head[:FINGERPRINT_BYTES]).hexdigest()[:24]
-        kind = "stdin" if label == "<stdin>" else "file"
         self.sources[label] = _Source(digest, kind, label, size)
 
     def scanned(self, label: str, position: int) -> None:
@@ -52,16 +84,65 @@ class ScanRecorder:
 
     def finding(self, f: Finding) -> None:
         source = self.sources[f.source]
-        self.findings.append({
-            "source_label": f.source, "source_id": source.id, "line": f.lineno,
-            "signature": f.signature.id, "signature_version": f.signature.version,
-            "time": f.time, "process": f.process, "pid": f.pid, "rank": f.rank,
-            "captures": json.dumps(f.captures, sort_keys=True),
-            "text": evidence_text(f.matched), "key": "|".join(incident_key(f)),
-        })
+        if source.first_line is None or f.lineno < source.first_line:
+            source.first_line = f.lineno
+        self._held.append(_FindingRow(
+            f.source, source.id, f.lineno, f.signature.id, f.signature.version, f.time,
+            f.process, f.pid, f.rank, json.dumps(f.captures, sort_keys=True),
+            evidence_text(f.matched), "|".join(incident_key(f))))
+        if len(self._held) >= self.batch_size:
+            self._spill()
+
+    @property
+    def held(self) -> int:
+        """Findings held in memory now (never more than a batch)."""
+        return len(self._held)
+
+    def first_lines(self) -> dict[str, int]:
+        """The line of each source's first finding, for sources that have one."""
+        return {label: s.first_line for label, s in self.sources.items()
+                if s.first_line is not None}
+
+    def _spill(self) -> None:
+        # the spool is this process's own unlinked file: pickle reads back only what it wrote
+        data = zlib.compress(pickle.dumps(self._held, protocol=pickle.HIGHEST_PROTOCOL), 1)
+        try:
+            if self._spool is None:
+                # open across calls until write() or close(); unlinked already, gone at exit
+                self._spool = tempfile.TemporaryFile(prefix="logwatch-scan-")  # noqa: SIM115
+            self._spool.write(len(data).to_bytes(8, "little") + data)
+        except OSError as exc:  # not the input's fault: say where the spool is
+            raise DatabaseError(f"cannot hold the findings to record in a temporary file in "
+                                f"{tempfile.gettempdir()} ({exc.strerror or exc}); set TMPDIR "
+                                "to a directory with space") from exc
+        self.spooled += 1
+        self._held = []
+
+    def _batches(self) -> Iterator[list[_FindingRow]]:
+        """Every finding, a batch at a time, in the order they were seen."""
+        if self._spool is not None:
+            self._spool.seek(0)
+            while size := int.from_bytes(self._spool.read(8), "little"):
+                yield pickle.loads(zlib.decompress(self._spool.read(size)))
+        if self._held:
+            yield self._held
+
+    def close(self) -> None:
+        """Drop the findings held and spooled (written already, or not wanted any more)."""
+        self._held = []
+        if self._spool is not None:
+            self._spool.close()
+            self._spool = None
 
     def write(self, store: Store, report: dict[str, Any]) -> dict[str, int]:
-        """Store everything; returns how many new rows each table gained."""
+        """Store everything; returns how many new rows each table gained. A DuckDB error
+        (a damaged file, a full disk) rolls it all back and raises DatabaseError."""
+        try:
+            return self._write(store, report)
+        except duckdb.Error as exc:
+            raise database_error(store.path, exc, "recording the scan") from exc
+
+    def _write(self, store: Store, report: dict[str, Any]) -> dict[str, int]:
         now = datetime.now()
         library = report["library_version"]
         scan_id = _id(now.isoformat(), *sorted(s.id for s in self.sources.values()))
@@ -84,16 +165,6 @@ class ScanRecorder:
                 "last_time": _time(inc["last_seen"]["time"]), "processes": inc["processes"],
                 "ranks": inc["ranks"], "captures": json.dumps(inc["captures"], sort_keys=True),
                 "title": inc["title"], "explanation": inc["explanation"]})
-        finding_rows = [{
-            "id": _id(f["source_id"], f["line"], f["signature"]),
-            "incident_id": incident_ids.get((f["signature"], f["key"])),
-            "source_id": f["source_id"], "line": f["line"], "signature": f["signature"],
-            "signature_version": f["signature_version"], "library_version": library,
-            "snapshot_hash": self.snapshot_at(f["source_label"], f["line"]), "time": f["time"],
-            "process": f["process"], "pid": f["pid"], "rank": f["rank"],
-            "captures": f["captures"], "text": f["text"]} for f in self.findings]
-        snapshot_rows = [snapshot_row(digest, body, now)
-                         for digest, body in report.get("snapshots", {}).items()]
         diagnosis_rows = []
         for diag in report.get("diagnoses", []):
             index = diag.get("incident")
@@ -110,6 +181,7 @@ class ScanRecorder:
                         "first_seen": now, "last_seen": now} for s in self.sources.values()]
         checkpoint_rows = [{"source_id": s.id, "position": s.scanned, "cursor": None,
                             "fingerprint": s.id, "updated": now} for s in self.sources.values()]
+        stats = {**report["stats"], "incomplete": report.get("incomplete", [])}
         before = _counts(store)
         store.con.execute("BEGIN TRANSACTION")
         try:
@@ -119,17 +191,35 @@ class ScanRecorder:
             store.insert("checkpoints", checkpoint_rows, conflict="REPLACE")
             store.insert("scans", [{"id": scan_id, "started": now, "library_version": library,
                                     "inputs": [s.label for s in self.sources.values()],
-                                    "stats": json.dumps(report["stats"], default=str)}])
-            store.insert("snapshots", snapshot_rows)
+                                    "stats": json.dumps(stats, default=str)}])
             store.insert("incidents", incident_rows, conflict="REPLACE")
-            store.insert("findings", finding_rows)
+            for batch in self._batches():
+                store.insert("findings", [self._finding_row(f, incident_ids, library)
+                                          for f in batch])
+            # after the findings: snapshot_at adds the snapshot of each finding it resolves
+            store.insert("snapshots", [snapshot_row(digest, body, now) for digest, body
+                                       in report.get("snapshots", {}).items()])
             store.insert("diagnoses", diagnosis_rows, conflict="REPLACE")
             store.con.execute("COMMIT")
         except BaseException:
-            store.con.execute("ROLLBACK")
+            # on a damaged file the rollback may fail too; the first error is the one to report
+            with contextlib.suppress(duckdb.Error):
+                store.con.execute("ROLLBACK")
             raise
+        finally:
+            self.close()
         after = _counts(store)
         return {table: after[table] - before[table] for table in after}
+
+    def _finding_row(self, f: _FindingRow, incident_ids: dict[tuple[str, str], str],
+                     library: str) -> dict[str, Any]:
+        return {"id": _id(f.source_id, f.line, f.signature),
+                "incident_id": incident_ids.get((f.signature, f.key)),
+                "source_id": f.source_id, "line": f.line, "signature": f.signature,
+                "signature_version": f.signature_version, "library_version": library,
+                "snapshot_hash": self.snapshot_at(f.source_label, f.line), "time": f.time,
+                "process": f.process, "pid": f.pid, "rank": f.rank, "captures": f.captures,
+                "text": f.text}
 
 
 def _time(text: str | None) -> datetime | None:
