@@ -21,6 +21,11 @@ class Chunk:
     # the last whole entry before the scanner's safe point
     marks: tuple[tuple[int, str], ...] = ()
     path: str | None = None  # a file source's path (how far behind the writer it is)
+    # bytes of the generation `data` stands for, when not len(data): a line over the
+    # source's limit is handed on cut (more), a last line without a newline gets one (less)
+    span: int | None = None
+    first_line: int | None = None  # number of data's first line, when a source starts
+    # mid-generation without a checkpoint (a file followed from its end)
 
 
 class Source(Protocol):

@@ -12,6 +12,7 @@ import asyncio
 import contextlib
 import json
 import re
+import time
 from collections.abc import AsyncIterator, Sequence
 from typing import Any
 
@@ -40,13 +41,15 @@ def cursor_time_usec(cursor: str) -> int | None:
 class JournalSource:
     def __init__(self, selector: Sequence[str], name: str | None = None,
                  after_cursor: str | None = None, offset: int = 0,
-                 journalctl: str = "journalctl") -> None:
-        """`selector`: journalctl arguments, e.g. ["-u", "vllm.service"] or ["--file", p]."""
+                 journalctl: str = "journalctl", start_at: str = "start") -> None:
+        """`selector`: journalctl arguments, e.g. ["-u", "vllm.service"] or ["--file", p].
+        `start_at`: "end" makes a first run (no cursor) skip what the journal holds."""
         self.selector = list(selector)
         self.name = name or "journal:" + " ".join(self.selector)
         self.cursor = after_cursor
         self.offset = offset  # bytes handed on so far in this generation
         self.journalctl = journalctl
+        self.start_at = start_at
         self.events: list[str] = []
         self._process: asyncio.subprocess.Process | None = None
         self._since_usec: int | None = None
@@ -64,6 +67,8 @@ class JournalSource:
             cmd.append(f"--after-cursor={self.cursor}")
         elif self._since_usec is not None:
             cmd.append(f"--since=@{self._since_usec // 1_000_000}")
+        elif self.start_at == "end":
+            cmd.append("--lines=0")  # only what arrives from now on
         else:
             cmd.append("--no-tail")  # the first run reads what the journal already holds
         return cmd
@@ -78,8 +83,11 @@ class JournalSource:
         attempt = 0
         first = self.offset == 0
         while True:
+            command = self.command()
+            if "--lines=0" in command:  # a restart before the first entry: from this time
+                self._since_usec = int(time.time() * 1e6)  # (entry cursors dedupe a repeat)
             self._process = process = await asyncio.create_subprocess_exec(
-                *self.command(), stdout=asyncio.subprocess.PIPE,
+                *command, stdout=asyncio.subprocess.PIPE,
                 stderr=asyncio.subprocess.PIPE, limit=16 << 20)
             assert process.stdout is not None
             got_any = False
