@@ -12,7 +12,6 @@ import asyncio
 import contextlib
 import json
 import re
-import time
 from collections.abc import AsyncIterator, Sequence
 from typing import Any
 
@@ -43,7 +42,7 @@ class JournalSource:
                  after_cursor: str | None = None, offset: int = 0,
                  journalctl: str = "journalctl", start_at: str = "start") -> None:
         """`selector`: journalctl arguments, e.g. ["-u", "vllm.service"] or ["--file", p].
-        `start_at`: "end" makes a first run (no cursor) skip what the journal holds."""
+        `start_at`: "end" makes a first run (no cursor) skip what the journal holds now."""
         self.selector = list(selector)
         self.name = name or "journal:" + " ".join(self.selector)
         self.cursor = after_cursor
@@ -67,8 +66,6 @@ class JournalSource:
             cmd.append(f"--after-cursor={self.cursor}")
         elif self._since_usec is not None:
             cmd.append(f"--since=@{self._since_usec // 1_000_000}")
-        elif self.start_at == "end":
-            cmd.append("--lines=0")  # only what arrives from now on
         else:
             cmd.append("--no-tail")  # the first run reads what the journal already holds
         return cmd
@@ -79,15 +76,32 @@ class JournalSource:
             with contextlib.suppress(ProcessLookupError):
                 self._process.terminate()
 
+    async def _last_cursor(self) -> str | None:
+        """The cursor of the newest entry the selector matches now (None: no entry)."""
+        process = await asyncio.create_subprocess_exec(
+            self.journalctl, *self.selector, "-n", "1", "-o", "json", "--all", "--no-pager",
+            "--boot=all", stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.DEVNULL)
+        out, _ = await process.communicate()
+        for raw in reversed(out.splitlines()):
+            with contextlib.suppress(ValueError):
+                entry = json.loads(raw)
+                if isinstance(entry, dict) and isinstance(entry.get("__CURSOR"), str):
+                    return str(entry["__CURSOR"])
+        return None
+
     async def chunks(self) -> AsyncIterator[Chunk]:
         attempt = 0
         first = self.offset == 0
+        if self.start_at == "end" and not self.cursor:
+            self.cursor = await self._last_cursor()
+            if self.cursor:  # nothing to match; a checkpoint after that entry anchors the start
+                self.events.append("started at the end of the journal (after its newest entry)")
+                yield Chunk(self.name, self.generation, b"", self.offset, True,
+                            ((self.offset, self.cursor),))
+                first = False
         while True:
-            command = self.command()
-            if "--lines=0" in command:  # a restart before the first entry: from this time
-                self._since_usec = int(time.time() * 1e6)  # (entry cursors dedupe a repeat)
             self._process = process = await asyncio.create_subprocess_exec(
-                *command, stdout=asyncio.subprocess.PIPE,
+                *self.command(), stdout=asyncio.subprocess.PIPE,
                 stderr=asyncio.subprocess.PIPE, limit=16 << 20)
             assert process.stdout is not None
             got_any = False

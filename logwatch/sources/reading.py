@@ -99,16 +99,37 @@ class LineSplitter:
         out: list[Piece] = []
         view = memoryview(block)
         first = block.find(b"\n")
-        if self._dropped or len(self._head) + first > self.limit:  # the long line ends here
-            self._keep(view[:first])
+        self._keep(view[:first])  # the line in progress ends here
+        if self._dropped:
             out.append(Piece(bytes(self._head) + b"\n", self.pending + 1))
-            lines = bytes(view[first + 1:last + 1])
+            text = b""
         else:
-            lines = bytes(self._head) + bytes(view[:last + 1])
-        if lines:
-            out.append(Piece(lines, len(lines)))
+            text = bytes(self._head) + b"\n"
         self._head, self._dropped = bytearray(), 0
+        body = view[first + 1:last + 1]
+        if len(body) > self.limit:  # blocks larger than the limit: a line in them may be over
+            out += self._complete(text, bytes(body))
+        elif lines := text + bytes(body):
+            out.append(Piece(lines, len(lines)))
         self._keep(view[last + 1:])
+        return out
+
+    def _complete(self, text: bytes, body: bytes) -> list[Piece]:
+        """Complete lines, each over the limit cut, the others together."""
+        out: list[Piece] = []
+        run, pos = bytearray(text), 0
+        while pos < len(body):
+            end = body.find(b"\n", pos)
+            if end - pos > self.limit:
+                if run:
+                    out.append(Piece(bytes(run), len(run)))
+                    run = bytearray()
+                out.append(Piece(body[pos:pos + self.limit] + b"\n", end + 1 - pos))
+            else:
+                run += body[pos:end + 1]
+            pos = end + 1
+        if run:
+            out.append(Piece(bytes(run), len(run)))
         return out
 
     def finish(self) -> Piece | None:
