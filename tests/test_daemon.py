@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import os
 import random
 import shutil
@@ -11,12 +12,15 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Callable
 from datetime import datetime
 from pathlib import Path
+from typing import Any
 
 import duckdb
 import pytest
 
+from logwatch.control import request
 from logwatch.core.block_scan import BlockScanner
 from logwatch.core.library import Library
 from logwatch.core.matcher import Matcher
@@ -152,12 +156,29 @@ def _logrotate(tmp_path: Path, log: Path, directive: str) -> None:
 
 
 def _followed_log(tmp_path: Path) -> tuple[Path, Path, subprocess.Popen[bytes]]:
-    """An empty logs/vllm.log (directory mode logrotate accepts) and a daemon following it."""
+    """An empty logs/vllm.log (directory mode logrotate accepts) and a daemon following it,
+    listening on tmp_path/lw.sock."""
     db, logs = tmp_path / "h.duckdb", tmp_path / "logs"
     logs.mkdir(mode=0o755)
     log = logs / "vllm.log"
     log.touch()
-    return db, log, start("--file", str(log), "--db", str(db), "--until-idle", "3")
+    proc = start("--file", str(log), "--db", str(db), "--until-idle", "3", "--socket",
+                 str(tmp_path / "lw.sock"))
+    _until_status(tmp_path / "lw.sock", lambda st: True)  # up before the writer starts
+    return db, log, proc
+
+
+def _until_status(sock: Path, condition: Callable[[dict[str, Any]], bool]) -> None:
+    """Wait until the daemon on `sock` answers with a status that meets `condition`."""
+    deadline = time.monotonic() + 60
+    while True:
+        try:
+            if condition(asyncio.run(request(sock, {"op": "status"}))["status"]):
+                return
+        except OSError:
+            pass
+        assert time.monotonic() < deadline, "the daemon did not get there"
+        time.sleep(0.02)
 
 
 @pytest.mark.skipif(LOGROTATE is None, reason="logrotate is not installed")
@@ -165,7 +186,7 @@ def test_logrotate_create_with_a_writer_that_keeps_its_fd(tmp_path: Path) -> Non
     db, log, proc = _followed_log(tmp_path)
     reopen = threading.Event()
     writer = _writer(log, 400, 0.004, reopen=reopen)
-    time.sleep(0.6)
+    _until_status(tmp_path / "lw.sock", lambda st: st["lines"] >= 20)  # reading it
     _logrotate(tmp_path, log, "create 0644")
     time.sleep(0.3)  # the writer goes on writing into vllm.log.1 through its old fd ...
     reopen.set()  # ... then reopens vllm.log, like a restarted vLLM
@@ -179,7 +200,7 @@ def test_logrotate_create_with_a_writer_that_keeps_its_fd(tmp_path: Path) -> Non
 def test_logrotate_copytruncate_loses_only_the_copy_window(tmp_path: Path) -> None:
     db, log, proc = _followed_log(tmp_path)
     writer = _writer(log, 400, 0.004)
-    time.sleep(0.6)
+    _until_status(tmp_path / "lw.sock", lambda st: st["lines"] >= 20)  # reading it
     _logrotate(tmp_path, log, "copytruncate")
     writer.join(timeout=30)
     assert proc.wait(timeout=60) == 0

@@ -220,7 +220,16 @@ class FileSource:
                     if generation is None:
                         dev, ino = item.opened.device_inode
                         generation = f"{dev}:{ino}:{fingerprint(fh)}"
-                    fh.seek(offset)
+                    if fh is item.opened.raw:
+                        fh.seek(offset)
+                    else:  # decompressing up to the offset: a block at a time, not all at once
+                        skipped = 0
+                        while skipped < offset and not self._closed:
+                            read = len(fh.read(min(READ_BYTES, offset - skipped)))
+                            if not read:
+                                break
+                            skipped += read
+                            await asyncio.sleep(0)
                 except DECODE_ERRORS as exc:
                     self.events.append(f"{item.path}: cannot read it: {exc}")
                     continue
