@@ -203,3 +203,31 @@ def test_from_end_on_a_journal_skips_what_it_holds_and_anchors_a_cursor(tmp_path
     assert second.returncode == 0, second.stderr
     assert [s for s, _ in findings(db)] == ["distributed.cuda_error"]
     assert "started at the end of the journal" in first.stderr
+
+
+def test_a_glob_from_the_end_skips_the_files_it_starts_with_not_those_that_appear(
+        tmp_path: Path) -> None:
+    import asyncio
+
+    from logwatch.sources.base import Chunk
+    from logwatch.sources.globbed import GlobSource
+
+    (tmp_path / "a.log").write_bytes(spec_line(0) + spec_line(1))
+
+    async def main() -> list[Chunk]:
+        source = GlobSource(str(tmp_path / "*.log"), rescan=0.05, poll_interval=0.05,
+                            start_at="end")
+        got: list[Chunk] = []
+        async for chunk in source.chunks():
+            got.append(chunk)
+            if len(got) == 1:
+                (tmp_path / "b.log").write_bytes(spec_line(2))
+            if any(c.data for c in got):
+                break
+        await source.close()
+        return got
+
+    anchor, new = asyncio.run(asyncio.wait_for(main(), 30))
+    assert (anchor.source, anchor.data, anchor.offset, anchor.first_line) == (
+        f"file:{tmp_path / 'a.log'}", b"", 2 * len(spec_line(0)), 3)
+    assert (new.source, new.data, new.offset) == (f"file:{tmp_path / 'b.log'}", spec_line(2), 0)

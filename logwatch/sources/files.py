@@ -309,11 +309,12 @@ class FileSource:
             elif self.start_at == "end" and opened is not None:
                 offset, line = await asyncio.to_thread(_end_of_last_line, opened[0])
                 opened[0].seek(offset)
-                generation, new_generation = self._generation(*opened), False
-                self.events.append(f"started at the end of {self.path}: line {line}, "
-                                   f"byte {offset}")
-                # nothing to match; it anchors the start, so a checkpoint records it
-                yield self._chunk(generation, b"", offset, True, line=line)
+                if offset:  # (no complete line yet: nothing to skip, read it from 0)
+                    generation, new_generation = self._generation(*opened), False
+                    self.events.append(f"started at the end of {self.path}: line {line}, "
+                                       f"byte {offset}")
+                    # nothing to match; it anchors the start, so a checkpoint records it
+                    yield self._chunk(generation, b"", offset, True, line=line)
             while opened is None and not self._closed:
                 await wake.wait(self.poll_interval)
                 opened = self._open()
