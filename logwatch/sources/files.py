@@ -28,18 +28,10 @@ from typing import IO, Any
 from logwatch.logs import get as get_logger
 from logwatch.sources.base import Chunk
 from logwatch.sources.inotify import open_watch
-from logwatch.sources.reading import LineSplitter, NotRegular, open_regular
-from logwatch.sources.rotated import (
-    DECODE_ERRORS,
-    OpenRotated,
-    fingerprint,
-    open_rotated,
-    rotated_siblings,
-    same_head,
-)
+from logwatch.sources.reading import READ_BYTES, LineSplitter, NotRegular, open_regular
+from logwatch.sources.rotated import Unread, fingerprint, read_unread, same_head, unread_after
 from logwatch.wakeup import Wakeup
 
-READ_BYTES = 8 << 20
 START_AT = ("start", "end")  # where a first run (no checkpoint) starts in the current file
 
 
@@ -50,16 +42,6 @@ class FilePosition:
     generation: str  # "dev:ino:sha(first bytes)/length"
     offset: int
     line: int
-
-
-@dataclass(slots=True)
-class _Unread:
-    """A rotated generation to read: the rest of ours, or a newer one never read."""
-
-    opened: OpenRotated
-    path: Path
-    generation: str | None  # None: never read, named from its own first bytes
-    offset: int
 
 
 def _end_of_last_line(fh: IO[bytes]) -> tuple[int, int]:
@@ -170,90 +152,11 @@ class FileSource:
     def _generation(fh: IO[bytes], st: os.stat_result) -> str:
         return f"{st.st_dev}:{st.st_ino}:{fingerprint(fh)}"
 
-    # -- rotated generations ----------------------------------------------------------------
-    def _unread(self, generation: str, offset: int,
-                current: os.stat_result | None) -> list[_Unread] | None:
-        """Our generation among the rotated files (by its first bytes; of several, the one
-        with its device and inode, else the newest), to be read from `offset`, then every
-        newer one from 0, oldest first; None when it is not there. `current` (the file
-        followed now) is never one of them, whatever its name has become meanwhile."""
-        dev, ino, stored = [*generation.split(":", 2), "", ""][:3]
-        named = (int(dev), int(ino)) if dev.isdigit() and ino.isdigit() else None
-        found: list[tuple[OpenRotated, Path, bool]] = []  # oldest first
-        for rotated in rotated_siblings(self.path):
-            opened = open_rotated(rotated)
-            if opened is None:
-                continue
-            if current is not None and opened.device_inode == (current.st_dev, current.st_ino):
-                opened.close()
-                continue
-            try:
-                ours = same_head(opened.fh, stored)
-            except DECODE_ERRORS:
-                opened.close()
-                continue
-            found.append((opened, rotated.path, ours))
-        same_inode = [i for i, (o, _, ours) in enumerate(found)
-                      if ours and o.device_inode == named]
-        matching = same_inode or [i for i, (_, _, ours) in enumerate(found) if ours]
-        start = matching[-1] if matching else None
-        for i, (opened, _, _) in enumerate(found):
-            if start is None or i < start:
-                opened.close()
-        if start is None:
-            return None
-        return [_Unread(opened, path, generation if i == start else None,
-                        offset if i == start else 0)
-                for i, (opened, path, _) in enumerate(found) if i >= start]
-
-    async def _read_unread(self, unread: list[_Unread]) -> AsyncIterator[Chunk]:
-        """Each rotated generation to its end; a last line without a newline is handed on
-        (nothing more will be written to it)."""
-        try:
-            for item in unread:
-                if self._closed:
-                    return
-                fh = item.opened.fh
-                generation, new = item.generation, item.generation is None
-                offset = item.offset
-                try:
-                    if generation is None:
-                        dev, ino = item.opened.device_inode
-                        generation = f"{dev}:{ino}:{fingerprint(fh)}"
-                    if fh is item.opened.raw:
-                        fh.seek(offset)
-                    else:  # decompressing up to the offset: a block at a time, not all at once
-                        skipped = 0
-                        while skipped < offset and not self._closed:
-                            read = len(fh.read(min(READ_BYTES, offset - skipped)))
-                            if not read:
-                                break
-                            skipped += read
-                            await asyncio.sleep(0)
-                except DECODE_ERRORS as exc:
-                    self.events.append(f"{item.path}: cannot read it: {exc}")
-                    continue
-                splitter = LineSplitter()
-                while not self._closed:
-                    try:
-                        block = fh.read(READ_BYTES)
-                    except DECODE_ERRORS as exc:  # a compressed file cut short
-                        self.events.append(f"{item.path}: read up to a damaged part: {exc}")
-                        block = b""
-                    if not block:
-                        break
-                    for piece in splitter.feed(block):
-                        yield self._chunk(generation, piece.data, offset, new, piece.span)
-                        offset, new = offset + piece.span, False
-                if (last := splitter.finish()) is not None and not self._closed:
-                    yield self._chunk(generation, last.data, offset, new, last.span)
-                    offset += last.span
-                if offset > item.offset:
-                    self.events.append(f"read {generation} from rotated file {item.path}, "
-                                       f"bytes {item.offset} to {offset}")
-        finally:
-            for item in unread:
-                item.opened.close()
+    async def _read_unread(self, unread: list[Unread]) -> AsyncIterator[Chunk]:
+        """The rotated generations `unread_after` found, as chunks of this source."""
+        async for generation, piece, offset, new in read_unread(unread, self.events,
+                                                                lambda: self._closed):
+            yield self._chunk(generation, piece.data, offset, new, piece.span)
 
     # -- following --------------------------------------------------------------------------
     async def _resume(self, opened: tuple[IO[bytes], os.stat_result] | None
@@ -276,7 +179,7 @@ class FileSource:
         if is_current(same_inode=True):
             self._resumed = True
             return
-        unread = self._unread(generation, offset, st)
+        unread = unread_after(self.path, generation, offset, st)
         if unread is not None:
             async for chunk in self._read_unread(unread):
                 yield chunk
@@ -344,7 +247,7 @@ class FileSource:
                         and now.st_dev == current.st_dev:
                     if now.st_size < offset + splitter.pending:  # copytruncate
                         unread = None if new_generation else \
-                            self._unread(generation, offset, current)
+                            unread_after(self.path, generation, offset, current)
                         if unread is not None:
                             async for chunk in self._read_unread(unread):
                                 yield chunk
@@ -376,7 +279,7 @@ class FileSource:
                             fh, st = replacement
                             # rotated again meanwhile: the generations between, oldest first
                             unread = None if new_generation else \
-                                self._unread(generation, offset, st)
+                                unread_after(self.path, generation, offset, st)
                             if unread is not None:
                                 async for chunk in self._read_unread(unread):
                                     yield chunk

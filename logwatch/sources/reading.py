@@ -20,6 +20,7 @@ from typing import IO
 # A line longer than this is cut for matching: its first LINE_LIMIT bytes are handed on as a
 # line, the rest is read and dropped (never held) up to its newline.
 LINE_LIMIT = 64 << 20
+READ_BYTES = 8 << 20  # one read of a log file
 
 
 class NotRegular(Exception):

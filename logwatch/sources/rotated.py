@@ -1,5 +1,6 @@
 """A followed file's rotated generations: found by name beside it, ordered oldest first,
-opened (decompressed where logrotate compressed them) and recognised by their first bytes.
+opened (decompressed where logrotate compressed them), recognised by their first bytes, and
+read from where the checkpoint left off through every newer one.
 
 Names logrotate gives: `vllm.log.1`, `vllm.log.2.gz` (numbered: a higher number is older,
 each rotation shifts them up), or with `dateext` `vllm.log-20261130`, `vllm.log-20261130-
@@ -13,18 +14,20 @@ least stable across restarts.
 
 from __future__ import annotations
 
+import asyncio
 import bz2
 import gzip
 import hashlib
 import lzma
+import os
 import re
 import zlib
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any, Protocol
 
-from logwatch.sources.reading import NotRegular, open_regular
+from logwatch.sources.reading import READ_BYTES, LineSplitter, NotRegular, Piece, open_regular
 
 FINGERPRINT_BYTES = 1024
 
@@ -163,3 +166,99 @@ def open_rotated(rotated: Rotated) -> OpenRotated | None:
     raw, st = opened
     fh = DECOMPRESS[rotated.compression](raw) if rotated.compression else raw
     return OpenRotated(fh, raw, (st.st_dev, st.st_ino))
+
+
+@dataclass(slots=True)
+class Unread:
+    """A rotated generation to read: the rest of ours, or a newer one never read."""
+
+    opened: OpenRotated
+    path: Path
+    generation: str | None  # None: never read, named from its own first bytes
+    offset: int
+
+
+def unread_after(path: Path, generation: str, offset: int,
+                 current: os.stat_result | None) -> list[Unread] | None:
+    """`generation` among the rotated files of `path` (by its first bytes; of several, the
+    one with its device and inode, else the newest), to be read from `offset`, then every
+    newer one from 0, oldest first; None when it is not there. `current` (the file followed
+    now) is never one of them, whatever its name has become meanwhile."""
+    dev, ino, stored = [*generation.split(":", 2), "", ""][:3]
+    named = (int(dev), int(ino)) if dev.isdigit() and ino.isdigit() else None
+    found: list[tuple[OpenRotated, Path, bool]] = []  # oldest first
+    for rotated in rotated_siblings(path):
+        opened = open_rotated(rotated)
+        if opened is None:
+            continue
+        if current is not None and opened.device_inode == (current.st_dev, current.st_ino):
+            opened.close()
+            continue
+        try:
+            ours = same_head(opened.fh, stored)
+        except DECODE_ERRORS:
+            opened.close()
+            continue
+        found.append((opened, rotated.path, ours))
+    same_inode = [i for i, (o, _, ours) in enumerate(found) if ours and o.device_inode == named]
+    matching = same_inode or [i for i, (_, _, ours) in enumerate(found) if ours]
+    start = matching[-1] if matching else None
+    for i, (opened, _, _) in enumerate(found):
+        if start is None or i < start:
+            opened.close()
+    if start is None:
+        return None
+    return [Unread(opened, rotated_path, generation if i == start else None,
+                   offset if i == start else 0)
+            for i, (opened, rotated_path, _) in enumerate(found) if i >= start]
+
+
+async def read_unread(unread: list[Unread], events: list[str], closed: Callable[[], bool]
+                      ) -> AsyncIterator[tuple[str, Piece, int, bool]]:
+    """(generation, piece, offset, first of its generation) through each rotated generation
+    to its end; a last line without a newline is handed on (nothing more is written to it).
+    What was read, and what could not be, goes to `events`."""
+    try:
+        for item in unread:
+            if closed():
+                return
+            fh, generation, offset = item.opened.fh, item.generation, item.offset
+            new = generation is None
+            try:
+                if generation is None:
+                    dev, ino = item.opened.device_inode
+                    generation = f"{dev}:{ino}:{fingerprint(fh)}"
+                if fh is item.opened.raw:
+                    fh.seek(offset)
+                else:  # decompressing up to the offset: a block at a time, not all at once
+                    skipped = 0
+                    while skipped < offset and not closed():
+                        read = len(fh.read(min(READ_BYTES, offset - skipped)))
+                        if not read:
+                            break
+                        skipped += read
+                        await asyncio.sleep(0)
+            except DECODE_ERRORS as exc:
+                events.append(f"{item.path}: cannot read it: {exc}")
+                continue
+            splitter = LineSplitter()
+            while not closed():
+                try:
+                    block = fh.read(READ_BYTES)
+                except DECODE_ERRORS as exc:  # a compressed file cut short
+                    events.append(f"{item.path}: read up to a damaged part: {exc}")
+                    block = b""
+                if not block:
+                    break
+                for piece in splitter.feed(block):
+                    yield generation, piece, offset, new
+                    offset, new = offset + piece.span, False
+            if (last := splitter.finish()) is not None and not closed():
+                yield generation, last, offset, new
+                offset += last.span
+            if offset > item.offset:
+                events.append(f"read {generation} from rotated file {item.path}, "
+                              f"bytes {item.offset} to {offset}")
+    finally:
+        for item in unread:
+            item.opened.close()
