@@ -12,15 +12,22 @@ from typing import Any
 
 from logwatch import __version__
 from logwatch.core.library import Library, LibraryError
+from logwatch.core.visible import json_escaped, visible
 
 EXIT_OK = 0
 EXIT_FATAL_FOUND = 1
 EXIT_USAGE = 2
 
 
+def _warn(message: str) -> None:
+    """A line for the operator on stderr. What it quotes (file names, log text, SQL, database
+    values) is shown visibly, never obeyed by the terminal."""
+    print(visible(message, lines=True), file=sys.stderr)
+
+
 class _Parser(argparse.ArgumentParser):
     def error(self, message: str) -> None:  # type: ignore[override]
-        self.exit(EXIT_USAGE, f"logwatch: error: {message}\n")
+        self.exit(EXIT_USAGE, visible(f"logwatch: error: {message}", lines=True) + "\n")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -67,7 +74,9 @@ def build_parser() -> argparse.ArgumentParser:
     sql.add_argument("--db", type=Path, metavar="PATH", help="database (default: %(default)s)",
                      default=None)
     fmt = sql.add_mutually_exclusive_group()
-    fmt.add_argument("--json", action="store_true", help="rows as a JSON array of objects")
+    fmt.add_argument("--json", action="store_true",
+                     help='{"columns": [...], "rows": [{column: value}], "truncated": null or '
+                          'why the rows were cut}')
     fmt.add_argument("--csv", action="store_true", help="rows as CSV with a header")
     hist = sub.add_parser("history", help="recent incidents with their diagnoses")
     hist.add_argument("--db", type=Path, metavar="PATH", default=None)
@@ -185,7 +194,7 @@ def _cmd_scan(args: argparse.Namespace) -> int:
     try:
         inputs = resolve_inputs(args.paths)
     except InputError as exc:
-        print(f"logwatch: {exc}", file=sys.stderr)
+        _warn(f"logwatch: {exc}")
         return EXIT_USAGE
     if sum(1 for i in inputs if i.path is None) > 1:
         print("logwatch: stdin (-) can be given once", file=sys.stderr)
@@ -198,18 +207,16 @@ def _cmd_scan(args: argparse.Namespace) -> int:
         report = run_scan(inputs, library, engine=args.engine, mode=args.mode,
                           snapshot_options=_snapshot_options(args), recorder=recorder)
     except InputError as exc:
-        print(f"logwatch: {exc}", file=sys.stderr)
+        _warn(f"logwatch: {exc}")
         return EXIT_USAGE
     if recorder is not None:
         from logwatch.store.db import open_store
 
         with open_store(args.db) as store:
             added = recorder.write(store, report)
-        print(f"recorded in {args.db}: " + ", ".join(f"{n} new {t}" for t, n in added.items()),
-              file=sys.stderr)
-    if args.json:
-        json.dump(report, sys.stdout, indent=2, ensure_ascii=False)
-        sys.stdout.write("\n")
+        _warn(f"recorded in {args.db}: " + ", ".join(f"{n} new {t}" for t, n in added.items()))
+    if args.json:  # DEL, C1 and bidi controls escaped too; the values load unchanged
+        sys.stdout.write(json_escaped(json.dumps(report, indent=2, ensure_ascii=False)) + "\n")
     else:
         colour = sys.stdout.isatty() and not os.environ.get("NO_COLOR")
         sys.stdout.write(render_text(report, colour=colour))
@@ -262,7 +269,7 @@ def _cmd_daemon(args: argparse.Namespace) -> int:
         print("logwatch: daemon: the configuration has problems; not starting:",
               file=sys.stderr)
         for problem in config.problems:
-            print(f"  {problem}", file=sys.stderr)
+            _warn(f"  {problem}")
         return EXIT_USAGE
     if not args.file and not args.stdin and not selectors and not config.targets:
         print("logwatch: daemon: give --file PATH, a --journal-* selector, --stdin, or "
@@ -325,22 +332,26 @@ def _cmd_daemon(args: argparse.Namespace) -> int:
             from logwatch.control import ControlServer
 
             socket_path = args.socket or default_socket_path(config.get("socket.path"))
+            from logwatch.store.operator_sql import QueryLimits
+
             daemon.control = ControlServer(daemon, socket_path,
                                            config.get("socket.group") or None)
+            daemon.control.limits = QueryLimits(seconds=float(config.get("socket.query_seconds")),
+                                                rows=int(config.get("socket.query_rows")))
         if args.metrics:
             from logwatch.metrics import MetricsServer, daemon_samples, parse_listen
 
             try:
                 host, port = parse_listen(args.metrics)
             except ValueError as exc:
-                print(f"logwatch: daemon: --metrics {exc}", file=sys.stderr)
+                _warn(f"logwatch: daemon: --metrics {exc}")
                 return EXIT_USAGE
             daemon.metrics = MetricsServer(host, port, lambda: daemon_samples(daemon))
         code = asyncio.run(daemon.run())
         for event in daemon.events + [e for s in sources
                                       if isinstance(s, FileSource | GlobSource | JournalSource)
                                       for e in s.events]:
-            print(f"logwatch daemon: {event}", file=sys.stderr)
+            _warn(f"logwatch daemon: {event}")
         print(f"logwatch daemon: {daemon.lines:,} lines read, {daemon.committed:,} new "
               "findings recorded", file=sys.stderr)
         return code
@@ -352,9 +363,9 @@ def _cmd_config(args: argparse.Namespace) -> int:
     overrides = {"database.path": str(args.db)} if getattr(args, "db", None) else None
     config = load_config(args.config, overrides)
     if args.command == "show-config":
-        sys.stdout.write(render(config))
+        sys.stdout.write(visible(render(config), lines=True))
     for problem in config.problems:
-        print(f"  {problem}", file=sys.stderr)
+        _warn(f"  {problem}")
     if args.command == "check-config":
         if config.problems:
             print(f"logwatch: {len(config.problems)} problem(s) in the configuration",
@@ -400,7 +411,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
             daemon.control = ControlServer(daemon, args.socket)
         asyncio.run(daemon.run())
     for event in source.events + daemon.events:
-        print(f"logwatch run: {event}", file=sys.stderr)
+        _warn(f"logwatch run: {event}")
     print(f"logwatch run: {daemon.lines:,} lines read, {daemon.committed:,} new findings "
           f"recorded (snapshot {digest})", file=sys.stderr)
     code = source.returncode if source.returncode is not None else 1
@@ -437,12 +448,12 @@ def main(argv: Sequence[str] | None = None) -> int:
             return _cmd_config(args)
         return _cmd_signatures(args)
     except DatabaseError as exc:
-        print(f"logwatch: {exc}", file=sys.stderr)
+        _warn(f"logwatch: {exc}")
         return EXIT_USAGE
     except LibraryError as exc:
         print("logwatch: the signature library did not load:", file=sys.stderr)
         for problem in exc.problems:
-            print(f"  {problem}", file=sys.stderr)
+            _warn(f"  {problem}")
         return EXIT_USAGE
     except BrokenPipeError:
         sys.stderr.close()  # `logwatch scan x | head` is fine

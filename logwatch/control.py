@@ -17,18 +17,24 @@ import contextlib
 import grp
 import json
 import os
+from concurrent.futures import ThreadPoolExecutor
 from datetime import date, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from logwatch.store.db import DatabaseError, run_read_only
+from logwatch.store.db import DatabaseError
+from logwatch.store.operator_sql import DEFAULT_LIMITS, QueryLimits, QueryResult, run_read_only
 
 if TYPE_CHECKING:
     from logwatch.daemon import Daemon
 
 SUBSCRIBER_QUEUE = 256  # events; a "lines" event holds at most 64 KiB of text
 MAX_REQUEST_BYTES = 1 << 20
-SQL_ROW_LIMIT = 10_000
+# Socket queries run on threads of their own (never the default pool, which sources use),
+# at most this many at once; more are answered "busy" at once rather than queued.
+SQL_CONCURRENT = 2
+EVENT_KINDS = frozenset({"lines", "finding", "committed", "incident", "library", "snapshot"})
+OPS = ("status", "sql", "incidents", "snapshot", "subscribe", "reload")
 
 
 def _json(value: Any) -> Any:
@@ -63,6 +69,10 @@ class ControlServer:
         self.subscribers: set[Subscriber] = set()
         self._server: asyncio.base_events.Server | None = None
         self._clients: set[asyncio.Task[None]] = set()
+        self.limits: QueryLimits = DEFAULT_LIMITS
+        self._queries = ThreadPoolExecutor(max_workers=SQL_CONCURRENT,
+                                           thread_name_prefix="logwatch-sql")
+        self._running_queries = 0
 
     def wants(self, kind: str) -> bool:
         """Whether any subscriber takes this kind of event (skip building it otherwise)."""
@@ -93,10 +103,16 @@ class ControlServer:
         if self.group:
             os.chown(self.path, -1, grp.getgrnam(self.group).gr_gid)
 
+    async def stop_queries(self) -> None:
+        """Interrupt the queries running and refuse new ones (the daemon is stopping)."""
+        self._queries.shutdown(wait=False, cancel_futures=True)
+        await asyncio.to_thread(self.daemon.writer.store.interrupt_readers)
+
     async def close(self) -> None:
-        """Stop listening and drop every client, however stalled its socket is."""
+        """Stop listening, stop running queries and drop every client, however stalled."""
         if self._server is not None:
             self._server.close()
+        await self.stop_queries()
         for task in list(self._clients):
             task.cancel()
         if self._clients:
@@ -129,10 +145,22 @@ class ControlServer:
                     continue
                 if request.get("op") == "subscribe":
                     kinds = request.get("events")
-                    await self._stream(writer, frozenset(map(str, kinds))
-                                       if isinstance(kinds, list) else None)
+                    if kinds is not None and (not isinstance(kinds, list)
+                                              or not EVENT_KINDS.issuperset(kinds)):
+                        await self._send(writer, {"ok": False, "error": (
+                            "events: a list of event kinds, from "
+                            f"{', '.join(sorted(EVENT_KINDS))}")})
+                        continue
+                    await self._stream(writer, None if kinds is None else frozenset(kinds))
                     return
-                await self._send(writer, await self.answer(request))
+                try:
+                    reply = await self.answer(request)
+                except (ValueError, TypeError) as exc:  # a field of the wrong kind
+                    reply = {"ok": False, "error": f"bad request: {exc}"}
+                except Exception as exc:  # never a dropped connection for the client
+                    self.daemon.log.exception("control_request_failed", op=request.get("op"))
+                    reply = {"ok": False, "error": f"internal error: {type(exc).__name__}"}
+                await self._send(writer, reply)
         except (ConnectionError, asyncio.CancelledError):
             return
         finally:
@@ -165,41 +193,64 @@ class ControlServer:
             return {"ok": True, "events": daemon.events[-5:]}
         if op == "snapshot":  # one configuration snapshot: by hash, else the newest
             digest = request.get("hash")
-            query, params = (("SELECT hash, first_recorded, body FROM snapshots WHERE hash = ?",
-                              [str(digest)]) if digest else
-                             ("SELECT hash, first_recorded, body FROM snapshots "
-                              "ORDER BY first_recorded DESC LIMIT 1", []))
-            try:
-                _, rows = await asyncio.to_thread(self._query, query, params)
-            except DatabaseError as exc:
-                return {"ok": False, "error": str(exc)}
-            if not rows:
+            if digest is not None and not isinstance(digest, str):
+                raise ValueError("hash: a string")
+            sql, params = (("SELECT hash, first_recorded, body FROM snapshots WHERE hash = ?",
+                            [digest]) if digest else
+                           ("SELECT hash, first_recorded, body FROM snapshots "
+                            "ORDER BY first_recorded DESC LIMIT 1", []))
+            result = await self._run_query(sql, params)
+            if isinstance(result, dict):
+                return result
+            if not result.rows:
                 return {"ok": False, "error": "no such snapshot" if digest else
                         "no snapshot recorded yet (`logwatch run` records what it starts)"}
-            digest, recorded, body = rows[0]
+            digest, recorded, body = result.rows[0]
             return {"ok": True, "hash": digest, "recorded": recorded,
                     "snapshot": json.loads(body) if isinstance(body, str) else body,
                     "sources": {k: v for k, v in daemon.snapshots.items() if v == digest}}
-        if op in ("sql", "incidents"):
-            query = str(request.get("query", "")) if op == "sql" else (
-                "SELECT * FROM incident_timeline ORDER BY last_time DESC NULLS LAST LIMIT "
-                f"{max(1, min(int(request.get('limit', 20)), 1000))}")
-            try:
-                columns, rows = await asyncio.to_thread(self._query, query)
-            except DatabaseError as exc:
-                return {"ok": False, "error": str(exc)}
-            return {"ok": True, "columns": columns, "rows": rows[:SQL_ROW_LIMIT],
-                    "truncated": len(rows) > SQL_ROW_LIMIT}
-        return {"ok": False, "error": f"unknown op {op!r}; try status, sql, incidents, "
-                                      "snapshot, subscribe, reload"}
+        if op == "sql":
+            query = request.get("query")
+            if not isinstance(query, str):
+                raise ValueError("query: a string holding one SQL statement")
+            result = await self._run_query(query)
+        elif op == "incidents":
+            limit = request.get("limit", 20)
+            if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= 1000:
+                raise ValueError("limit: a whole number from 1 to 1000")
+            result = await self._run_query("SELECT * FROM incident_timeline "
+                                           "ORDER BY last_time DESC NULLS LAST LIMIT ?", [limit])
+        else:
+            return {"ok": False, "error": f"unknown op {op!r}; try {', '.join(OPS)}"}
+        if isinstance(result, dict):
+            return result
+        return {"ok": True, "columns": result.columns, "rows": result.rows,
+                "truncated": result.truncated}
 
-    def _query(self, sql: str, params: list[Any] | None = None
-               ) -> tuple[list[str], list[tuple[Any, ...]]]:
+    async def _run_query(self, sql: str, params: list[Any] | None = None
+                         ) -> QueryResult | dict[str, Any]:
+        """A read-only query on the query threads, within the limits; an error answer when
+        it fails or too many run already."""
+        if self._running_queries >= SQL_CONCURRENT:  # counted on the loop: no lock needed
+            return {"ok": False, "error": f"busy: {self._running_queries} queries are running "
+                                          "(the most at once); try again"}
+        self._running_queries += 1
+        try:
+            return await asyncio.get_running_loop().run_in_executor(
+                self._queries, self._query, sql, params or [])
+        except RuntimeError:  # the executor is shut down
+            return {"ok": False, "error": "logwatch is shutting down: no more queries"}
+        except DatabaseError as exc:
+            return {"ok": False, "error": str(exc)}
+        finally:
+            self._running_queries -= 1
+
+    def _query(self, sql: str, params: list[Any]) -> QueryResult:
         with self.daemon.writer.store.reader() as cursor:  # its own connection
-            return run_read_only(cursor, sql, params or [])
+            return run_read_only(cursor, sql, params, self.limits)
 
 
-async def request(path: Path, message: dict[str, Any], timeout: float = 10.0
+async def request(path: Path, message: dict[str, Any], timeout: float = 30.0
                   ) -> dict[str, Any]:
     """One request to a running daemon (raises OSError when none listens)."""
     reader, writer = await asyncio.wait_for(asyncio.open_unix_connection(

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
 import signal
 import threading
 import time
@@ -28,11 +29,12 @@ from logwatch.core.findings import Finding
 from logwatch.core.library import Library, LibraryError
 from logwatch.core.matcher import Matcher
 from logwatch.core.redact import redact
+from logwatch.core.visible import visible
 from logwatch.library_watch import LibraryWatch
 from logwatch.logs import get as get_logger
 from logwatch.notify import Notifier
 from logwatch.snapshot.targets import TargetSnapshot, TargetSnapshots
-from logwatch.sources.base import Chunk, Source
+from logwatch.sources.base import Chunk, Source, slices
 from logwatch.store.db import Store
 from logwatch.store.live import Checkpoint, LiveFinding, LiveWriter
 from logwatch.wakeup import Wakeup
@@ -65,6 +67,19 @@ BATCH_FINDINGS = 500
 # 5,000 commits is about every 7 hours of positions alone, sooner while findings come.
 RECYCLE_COMMITS = 5_000
 MARKS_KEPT = 10_000  # journald entries remembered before the checkpoint
+# Readers wait while this many findings wait to be written (a backlog full of failures, or
+# a database that cannot be written): memory stays bounded, and what is not read yet stays
+# in the file or the journal.
+MAX_PENDING = 10_000
+# A chunk is scanned in slices of about this size (~10 ms each on a failure-heavy backlog),
+# with a pause of PAUSE_SECONDS after every BUSY_SECONDS of scanning (see `_breathe`).
+SLICE_BYTES = 64 << 10
+BUSY_SECONDS = 0.05
+PAUSE_SECONDS = 0.002
+# A failed commit is retried after 0.5 s, then twice as long each time, at most this long.
+RETRY_MAX_SECONDS = 30.0
+# Exit status when stopped with findings the database never took.
+EXIT_UNWRITTEN = 75  # EX_TEMPFAIL
 
 
 @dataclass(slots=True)
@@ -143,6 +158,7 @@ class Daemon:
         # cursors) and the snapshot checks use the default pool
         self._db_thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="logwatch-db")
         self._inflight: asyncio.Future[None] | None = None
+        self._writing: tuple[list[LiveFinding], list[Checkpoint]] = ([], [])  # in flight
         self._last_beat = 0.0
         self._last_write = 0.0  # the last commit
         self._last_batch = 0.0  # the last commit with findings
@@ -150,6 +166,14 @@ class Daemon:
         self.recycle_commits = RECYCLE_COMMITS
         self._wake_at = float("-inf")  # the batcher's latest scheduled wake-up
         self._last_lines = 0
+        # a database that cannot be written: why, since when, failed tries, the next try
+        self.db_error: str | None = None
+        self.db_failing_since = 0.0
+        self.db_failures = 0
+        self._retry_at = 0.0
+        self._busy = 0.0  # seconds of scanning since the readers last paused (see _breathe)
+        self._room = asyncio.Event()  # readers may go on: the database takes what is read
+        self._room.set()
 
     def stop(self) -> None:
         self._stop.set()
@@ -165,7 +189,8 @@ class Daemon:
             self.events.append(f"reload refused, keeping library {self.library.version}: {exc}")
             self.log.error("reload_refused", library=self.library.version,
                            problems=str(exc).splitlines()[:20])
-            self.notifier.status(f"reload refused: {str(exc).splitlines()[0][:120]}")
+            self.notifier.status("reload refused: "
+                                 + visible(str(exc).splitlines()[0][:120]))
             if self.control is not None:
                 self.control.publish("library", loaded=False, version=self.library.version,
                                      error=str(exc)[:4000])
@@ -216,14 +241,29 @@ class Daemon:
                 return f"{cursor}#{line - first_line}"
         return None
 
+    def lag_bytes(self) -> dict[str, int]:
+        """How far each file source is behind its writer (bytes not read yet)."""
+        lag = {}
+        for source, (path, offset) in self.read_positions.items():
+            with contextlib.suppress(OSError):
+                lag[source] = max(0, os.stat(path).st_size - offset)
+        return lag
+
     def status(self) -> dict[str, Any]:
+        lag = self.lag_bytes()
         return {
             "library": self.library.version, "lines": self.lines,
             "findings_recorded": self.committed, "pending": len(self.pending),
             "uptime_s": round(time.monotonic() - self.started, 1),
+            "database": ({"writable": True} if self.db_error is None else {
+                "writable": False, "error": self.db_error, "failed_tries": self.db_failures,
+                "since_s": round(time.monotonic() - self.db_failing_since, 1),
+                "reading": "paused for files and journals; pipes until "
+                           f"{MAX_PENDING:,} findings wait"}),
             "sources": [{"name": name, "generation": st.generation,
                          "next_line": st.next_line,
-                         "idle_s": round(time.monotonic() - st.last_data, 1)}
+                         "idle_s": round(time.monotonic() - st.last_data, 1),
+                         **({"behind_bytes": lag[name]} if name in lag else {})}
                         for name, st in self.streams.items()],
             "events": self.events[-10:],
         }
@@ -281,6 +321,8 @@ class Daemon:
             self.checkpoints[source] = Checkpoint(source, stream.generation, safe, safe_line)
         if len(self.pending) >= BATCH_FINDINGS:
             self._flush_now.set()
+        if len(self.pending) >= MAX_PENDING:
+            self._room.clear()
 
     def _commit_soon(self) -> None:
         """Wake the batcher for pending findings: now, or when the commit gap is over."""
@@ -389,16 +431,47 @@ class Daemon:
     async def _read(self, source: Source) -> None:
         log = self.log.bind(source=source.name)
         seen = 0
+        # a file or a journal can be read again later; a pipe's writer blocks when unread
+        replayable = getattr(source, "replayable", True)
         async for chunk in source.chunks():
             if chunk.new_generation:
                 log.info("reading", generation=chunk.generation, offset=chunk.offset)
-            self.handle(chunk)
+            # a backlog comes as one big chunk after another with no wait between: scan it
+            # in slices, letting the socket, the batcher and the watchdog run between them,
+            # and wait while the writes lag behind
+            for piece in slices(chunk, SLICE_BYTES):
+                began = time.monotonic()
+                self.handle(piece)
+                await self._breathe(time.monotonic() - began)
+                while not self._room.is_set() and (
+                        replayable or len(self.pending) >= MAX_PENDING):
+                    await self._room.wait()
             events = getattr(source, "events", [])
             for event in events[seen:]:
                 log.info("source_event", detail=event)
             seen = len(events)
             if self._stop.is_set():
                 break
+
+    async def _breathe(self, busy: float) -> None:
+        """After a slice of `busy` seconds of scanning: yield to the loop, and after
+        BUSY_SECONDS of scanning, pause briefly. A request on the socket needs a few turns
+        of the loop (accept, read, answer); with a reader ready at every turn each would
+        wait a slice, so the pause lets them all run at once."""
+        self._busy += busy
+        if self._busy < BUSY_SECONDS:
+            await asyncio.sleep(0)
+            return
+        self._busy = 0.0
+        await asyncio.sleep(PAUSE_SECONDS)
+
+    def _update_room(self) -> None:
+        """Readers go on while the database takes what is read and the backlog of
+        findings to write is bounded; they wait otherwise (see `_read`)."""
+        if self.db_error is None and len(self.pending) < MAX_PENDING:
+            self._room.set()
+        else:
+            self._room.clear()
 
     def _beat(self) -> None:
         """WATCHDOG=1 from the ingestion loop, STATUS= with rate and findings."""
@@ -408,6 +481,8 @@ class Daemon:
         rate = (self.lines - self._last_lines) / (now - self._last_beat)
         self._last_beat, self._last_lines = now, self.lines
         self.notifier.watchdog()
+        if self.db_error is not None:
+            return  # STATUS= says the database is unwritable (_write_failed) until it is not
         fatal = len(self.incidents_seen.get(True, ()))
         self.notifier.status(f"{rate:,.0f} lines/s, {self.committed:,} findings recorded, "
                              f"{fatal} fatal incident(s), library {self.library.version}")
@@ -422,35 +497,89 @@ class Daemon:
             self._flush_now.clear()
             self.settle()
             now = time.monotonic()
-            if self.pending:
+            if self.db_error is not None and now < self._retry_at:
+                due = False  # the database failed: wait for the next try
+            elif self.pending:
                 due = (now - self._last_batch >= COMMIT_GAP_SECONDS
-                       or len(self.pending) >= BATCH_FINDINGS)
+                       or len(self.pending) >= BATCH_FINDINGS or self.db_error is not None)
                 if not due:
                     self._commit_soon()
             else:
-                due = now - self._last_write >= CHECKPOINT_SECONDS
+                due = (now - self._last_write >= CHECKPOINT_SECONDS
+                       or (self.db_error is not None and bool(self.checkpoints)))
             batch, points = self._take() if due else ([], [])
             if batch or points:  # the write runs in a thread; shielded, so a stop waits for it
                 self._last_write = time.monotonic()
                 if batch:
                     self._last_batch = self._last_write
+                self._writing = (batch, points)
                 self._inflight = asyncio.get_running_loop().run_in_executor(
                     self._db_thread, self._write, batch, points)
-                await asyncio.shield(self._inflight)
-                if self.control is not None and self._new_incidents:
-                    for incident, signature, fatal in self._new_incidents:
-                        self.control.publish("incident", id=incident, signature=signature,
-                                             fatal=fatal)
-                    self._new_incidents = []
-                if self.control is not None and batch:  # durable now: tell the watchers
-                    self.control.publish("committed", count=len(batch), findings=[
-                        {"source": lf.finding.source, "line": lf.finding.lineno,
-                         "signature": lf.finding.signature.id} for lf in batch[:1000]])
+                try:
+                    await asyncio.shield(self._inflight)
+                except Exception as exc:  # any failure: keep it all, retry
+                    self._write_failed(batch, points, exc)
+                else:
+                    self._written(batch)
+                self._inflight, self._writing = None, ([], [])
             self._beat()
             if self.until_idle is not None:
                 last = max((st.last_data for st in self.streams.values()), default=self.started)
-                if time.monotonic() - last >= self.until_idle:
+                if time.monotonic() - last >= self.until_idle and self.db_error is None:
                     self.stop()
+
+    def _written(self, batch: list[LiveFinding]) -> None:
+        """A commit landed: tell the watchers, and the operator if the database is back."""
+        if self.db_error is not None:
+            self.log.info("database_writable_again", after_s=round(
+                time.monotonic() - self.db_failing_since, 1), failed_tries=self.db_failures)
+            self.events.append(f"database writable again after {self.db_failures} failed "
+                               "commit(s); reading resumed")
+            self.db_error, self.db_failures = None, 0
+            self._last_beat = 0.0  # a STATUS= that says so, now
+        self._update_room()
+        if self.control is not None and self._new_incidents:
+            for incident, signature, fatal in self._new_incidents:
+                self.control.publish("incident", id=incident, signature=signature,
+                                     fatal=fatal)
+            self._new_incidents = []
+        if self.control is not None and batch:  # durable now: tell the watchers
+            self.control.publish("committed", count=len(batch), findings=[
+                {"source": lf.finding.source, "line": lf.finding.lineno,
+                 "signature": lf.finding.signature.id} for lf in batch[:1000]])
+
+    def _write_failed(self, batch: list[LiveFinding], points: list[Checkpoint],
+                      exc: BaseException) -> None:
+        """A commit failed (disk full, I/O error, ...): nothing of it is lost. Its findings go
+        back before those read since, a source's position goes back unless a newer one came
+        (it covers the findings kept), files and journals stop being read, and it is tried
+        again after a growing pause."""
+        self.pending[:0] = batch
+        for point in points:
+            self.checkpoints.setdefault(point.source, point)
+        now = time.monotonic()
+        if self.db_error is None:
+            self.db_failing_since = now
+        self.db_failures += 1
+        self.db_error = f"{type(exc).__name__}: {str(exc)[:500]}"
+        delay = min(RETRY_MAX_SECONDS, 0.5 * 2 ** (self.db_failures - 1))
+        self._retry_at = now + delay
+        self._wake_batcher_at(self._retry_at)
+        self._update_room()
+        log = self.log.error if self.db_failures == 1 else self.log.warning
+        log("database_unwritable", db=str(self.writer.store.path), error=self.db_error,
+            failed_tries=self.db_failures, pending=len(self.pending), retry_in_s=delay)
+        if self.db_failures == 1:
+            self.events.append(f"database {self.writer.store.path} unwritable ({self.db_error})"
+                               "; findings kept, files and journals paused, retrying")
+        self.notifier.status(f"DATABASE UNWRITABLE ({visible(self.db_error[:100])}): "
+                             f"{len(self.pending):,} findings waiting, reading paused, "
+                             f"retry {self.db_failures} in {delay:g} s")
+        if "invalidated" in str(exc).lower():  # DuckDB's fatal errors need a new connection
+            try:
+                self.writer.store.recycle()
+            except Exception as reopen:  # the next failure says it again
+                self.log.warning("database_reopen_failed", error=str(reopen)[:500])
 
     async def run(self) -> int:
         """Until stopped (SIGTERM/SIGINT) or every source has ended; then settle and commit."""
@@ -495,6 +624,8 @@ class Daemon:
             await asyncio.wait([stopper, all_read], return_when=asyncio.FIRST_COMPLETED)
         finally:
             self.notifier.stopping()
+            if self.control is not None:  # a query running on the history must not hold us
+                await self.control.stop_queries()
             for task in (*readers, stopper):
                 task.cancel()
             batcher.cancel()
@@ -505,15 +636,36 @@ class Daemon:
             for source in self.sources:
                 await source.close()
             if self._inflight is not None:  # let a batch being written land first
-                with contextlib.suppress(Exception):
+                try:
                     await self._inflight
+                except Exception as exc:  # kept for the last try below
+                    self._write_failed(*self._writing, exc)
             watch.stop()
             self.settle(everything=True)
-            self.commit()
+            unwritten = await self._last_commit()
             self._db_thread.shutdown(wait=False)  # idle: the last write has landed
             if self.control is not None:
                 await self.control.close()
             if self.metrics is not None:
                 await self.metrics.close()
             self.log.info("stopped", lines=self.lines, findings=self.committed)
-        return 0
+        return EXIT_UNWRITTEN if unwritten else 0
+
+    async def _last_commit(self, tries: int = 4) -> int:
+        """Write what is pending before stopping, trying a few times over ~2 s (a stop must
+        not wait for a disk to be freed); the findings left unwritten, said loudly."""
+        for attempt in range(tries):
+            batch, points = self._take()
+            try:
+                self._write(batch, points)
+                return 0
+            except Exception as exc:  # retried, then reported
+                self._write_failed(batch, points, exc)
+                if attempt + 1 < tries:
+                    await asyncio.sleep(0.25 * 2 ** attempt)
+        self.log.error("stopped_with_unwritten_findings", findings=len(self.pending),
+                       db=str(self.writer.store.path), error=self.db_error)
+        self.events.append(f"stopped with {len(self.pending):,} finding(s) the database "
+                           f"never took ({self.db_error}); their lines are read again at "
+                           "the next start where the source allows (files, journald)")
+        return len(self.pending)

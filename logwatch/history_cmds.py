@@ -1,4 +1,8 @@
-"""`logwatch sql` and `logwatch history`: read the DuckDB history without changing it."""
+"""`logwatch sql` and `logwatch history`: read the DuckDB history without changing it.
+
+Values come from logs and file names: the table, the CSV and `status` show their control
+characters visibly; JSON escapes them (ensure_ascii), and loads back to the stored value.
+"""
 
 from __future__ import annotations
 
@@ -9,7 +13,9 @@ from datetime import date, datetime
 from pathlib import Path
 from typing import Any
 
-from logwatch.store.db import default_db_path, read_only_query
+from logwatch.core.visible import visible
+from logwatch.store.db import default_db_path
+from logwatch.store.operator_sql import QueryResult, read_only_query
 
 
 def _cell(value: Any) -> Any:
@@ -18,17 +24,27 @@ def _cell(value: Any) -> Any:
     return value
 
 
-def render_table(columns: list[str], rows: list[tuple[Any, ...]], max_width: int = 48) -> str:
+def _shown(value: Any) -> Any:
+    """A CSV cell for a terminal: text (a list's or a struct's too) with its control characters
+    shown, numbers as they are."""
+    value = _cell(value)
+    return value if value is None or isinstance(value, int | float) else visible(str(value))
+
+
+def render_table(columns: list[str], rows: list[tuple[Any, ...]], max_width: int = 48,
+                 truncated: str | None = None) -> str:
     def text(value: Any) -> str:
-        cell = "" if value is None else str(_cell(value))
+        cell = "" if value is None else visible(str(_cell(value)))
         return cell if len(cell) <= max_width else cell[: max_width - 1] + "…"
 
+    columns = [visible(c) for c in columns]
     body = [[text(v) for v in row] for row in rows]
     widths = [max([len(c)] + [len(r[i]) for r in body]) for i, c in enumerate(columns)]
     line = "  ".join(c.ljust(w) for c, w in zip(columns, widths, strict=True))
     out = [line, "  ".join("-" * w for w in widths)]
     out += ["  ".join(v.ljust(w) for v, w in zip(r, widths, strict=True)) for r in body]
-    out.append(f"({len(rows)} row{'s' if len(rows) != 1 else ''})")
+    count = f"{len(rows):,} row{'s' if len(rows) != 1 else ''}"
+    out.append(f"({count}; truncated: {visible(truncated)})" if truncated else f"({count})")
     return "\n".join(out) + "\n"
 
 
@@ -55,19 +71,26 @@ def sql(db: Path | None, query: str, fmt: str, socket: Path | None = None) -> in
             from logwatch.store.db import DatabaseError
 
             raise DatabaseError(str(answer.get("error")))
-        columns, rows = answer["columns"], [tuple(r) for r in answer["rows"]]
+        result = QueryResult(answer["columns"], [tuple(r) for r in answer["rows"]],
+                             answer.get("truncated") or None)
     else:
-        columns, rows = read_only_query(db or default_db_path(), query)
+        result = read_only_query(db or default_db_path(), query)
+    columns, rows, truncated = result.columns, result.rows, result.truncated
     if fmt == "json":
-        json.dump([{c: _cell(v) for c, v in zip(columns, row, strict=True)} for row in rows],
-                  sys.stdout, indent=2, default=str)
+        json.dump({"columns": columns,
+                   "rows": [{c: _cell(v) for c, v in zip(columns, row, strict=True)}
+                            for row in rows],
+                   "truncated": truncated}, sys.stdout, indent=2, default=str)
         sys.stdout.write("\n")
     elif fmt == "csv":
         writer = csv.writer(sys.stdout)
-        writer.writerow(columns)
-        writer.writerows([[_cell(v) for v in row] for row in rows])
+        writer.writerow([visible(c) for c in columns])
+        writer.writerows([[_shown(v) for v in row] for row in rows])
     else:
-        sys.stdout.write(render_table(columns, rows))
+        sys.stdout.write(render_table(columns, rows, truncated=truncated))
+    if truncated and fmt != "table":  # the table says it in its last line
+        sys.stderr.write(f"logwatch sql: {len(rows):,} rows shown, "
+                         f"truncated: {visible(str(truncated))}\n")
     return 0
 
 
@@ -85,9 +108,9 @@ LIMIT {limit}
 
 
 def history(db: Path | None, limit: int) -> int:
-    columns, rows = read_only_query(db or default_db_path(),
-                                    HISTORY_QUERY.format(limit=max(1, int(limit))))
-    sys.stdout.write(render_table(columns, rows))
+    result = read_only_query(db or default_db_path(),
+                             HISTORY_QUERY.format(limit=max(1, int(limit))))
+    sys.stdout.write(render_table(result.columns, result.rows))
     return 0
 
 
@@ -100,17 +123,27 @@ def status(db: Path | None, socket: Path | None, as_json: bool) -> int:
             sys.stdout.write("\n")
             return 0
         print(f"daemon running {state['uptime_s']:.0f} s: {state['lines']:,} lines read, "
-              f"{state['findings_recorded']:,} findings recorded, library {state['library']}")
+              f"{state['findings_recorded']:,} findings recorded, "
+              f"library {visible(str(state['library']))}")
+        database = state.get("database", {})
+        if database.get("writable") is False:
+            print(f"  DATABASE UNWRITABLE for {database['since_s']:.0f} s "
+                  f"({database['failed_tries']} failed commits): "
+                  f"{visible(str(database['error']))}; {state['pending']:,} findings "
+                  f"waiting; reading {database['reading']}")
         for source in state["sources"]:
-            print(f"  {source['name']}: line {source['next_line']:,}, idle "
-                  f"{source['idle_s']:.0f} s ({source['generation']})")
+            behind = source.get("behind_bytes")
+            catching_up = f", {behind:,} bytes behind" if behind else ""
+            print(f"  {visible(str(source['name']))}: line {source['next_line']:,}, idle "
+                  f"{source['idle_s']:.0f} s{catching_up} "
+                  f"({visible(str(source['generation']))})")
         for event in state["events"]:
-            print(f"  event: {event}")
+            print(f"  event: {visible(str(event))}")
         return 0
-    _, rows = read_only_query(
+    rows = read_only_query(
         db or default_db_path(),
         "SELECT (SELECT count(*) FROM findings), (SELECT count(*) FROM incidents WHERE fatal), "
-        "(SELECT max(updated) FROM checkpoints)")
+        "(SELECT max(updated) FROM checkpoints)").rows
     findings, fatal, updated = rows[0]
     summary = {"daemon": None, "findings": findings, "fatal_incidents": fatal,
                "last_checkpoint": _cell(updated)}

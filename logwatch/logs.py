@@ -1,14 +1,21 @@
 """Configure structlog once, at the entry point: JSON to journald under systemd (detected by
-JOURNAL_STREAM naming our stderr), readable console lines on a terminal, JSON otherwise."""
+JOURNAL_STREAM naming our stderr), readable console lines on a terminal, JSON otherwise.
+
+On a terminal every value (file names, log text, exception messages) is shown with its control
+characters visible; JSON escapes them itself and keeps the values as they were."""
 
 from __future__ import annotations
 
+import io
 import logging
 import os
 import sys
+from collections.abc import MutableMapping
 from typing import Any, TextIO
 
 import structlog
+
+from logwatch.core.visible import visible, visible_data
 
 
 def under_journald(stream: TextIO, env: dict[str, str] | None = None) -> bool:
@@ -24,24 +31,38 @@ def under_journald(stream: TextIO, env: dict[str, str] | None = None) -> bool:
     return st.st_dev == int(dev) and st.st_ino == int(ino)
 
 
+def _visible_values(_logger: Any, _method: str,
+                    event: MutableMapping[str, Any]) -> MutableMapping[str, Any]:
+    """Console only: every key and value with its control characters shown."""
+    return {visible(k): v if k == "exc_info" else visible_data(v) for k, v in event.items()}
+
+
+def _visible_traceback(stream: TextIO, exc_info: Any) -> None:
+    """A plain traceback (its messages quote file names and log text), shown visibly."""
+    text = io.StringIO()
+    structlog.dev.plain_traceback(text, exc_info)
+    stream.write(visible(text.getvalue(), lines=True))
+
+
 def configure(stream: TextIO | None = None, level: int = logging.INFO) -> str:
     """Set up structlog for this process; returns the renderer chosen ("journal", "console",
     "json")."""
     stream = stream or sys.stderr
     if under_journald(stream):
-        renderer: Any = structlog.processors.JSONRenderer()
+        renderers: list[Any] = [structlog.processors.JSONRenderer()]
         kind = "journal"
     elif stream.isatty():
-        renderer = structlog.dev.ConsoleRenderer(colors=not os.environ.get("NO_COLOR"))
+        renderers = [_visible_values, structlog.dev.ConsoleRenderer(
+            colors=not os.environ.get("NO_COLOR"), exception_formatter=_visible_traceback)]
         kind = "console"
     else:
-        renderer = structlog.processors.JSONRenderer()
+        renderers = [structlog.processors.JSONRenderer()]
         kind = "json"
     structlog.configure(
         processors=[structlog.contextvars.merge_contextvars,
                     structlog.processors.add_log_level,
                     structlog.processors.TimeStamper(fmt="iso", utc=True),
-                    renderer],
+                    *renderers],
         wrapper_class=structlog.make_filtering_bound_logger(level),
         logger_factory=structlog.PrintLoggerFactory(stream),
         cache_logger_on_first_use=True)

@@ -6,6 +6,8 @@ import os
 import time
 from typing import TextIO
 
+from logwatch.core.visible import visible
+
 SHOW_AFTER_S = 2.0  # quick scans stay quiet; LOGWATCH_PROGRESS_AFTER overrides (seconds)
 
 
@@ -14,7 +16,7 @@ class Progress:
 
     def __init__(self, stream: TextIO, label: str, width: int = 30) -> None:
         self.stream = stream
-        self.label = label
+        self.label = visible(label)  # a file name may hold control characters
         self.width = width
         self.enabled = stream.isatty()
         self.show_after = float(os.environ.get("LOGWATCH_PROGRESS_AFTER", SHOW_AFTER_S))

@@ -5,18 +5,26 @@ from __future__ import annotations
 import sys
 from collections.abc import Sequence
 from pathlib import Path
+from typing import TextIO
 
 from logwatch.core.library import Library, LibraryError, check_examples
 from logwatch.core.lint import lint_library
+from logwatch.core.visible import visible
+
+
+def _say(text: str, file: TextIO | None = None) -> None:
+    """print(), with the control characters of signature files (text, examples, file names)
+    shown rather than obeyed by the terminal."""
+    print(visible(text, lines=True), file=file)
 
 
 def list_signatures(library: Library) -> int:
-    print(f"signature library {library.version}: {len(library.signatures)} signatures")
+    _say(f"signature library {library.version}: {len(library.signatures)} signatures")
     width = max(len(s.id) for s in library.signatures)
     for sig in sorted(library.signatures, key=lambda s: s.id):
         fatal = "fatal" if sig.fatal else "     "
-        print(f"{sig.id:<{width}}  v{sig.version:<2} {sig.status:<12} {sig.severity:<8} "
-              f"{fatal} {sig.category:<24} {sig.title}")
+        _say(f"{sig.id:<{width}}  v{sig.version:<2} {sig.status:<12} {sig.severity:<8} "
+             f"{fatal} {sig.category:<24} {sig.title}")
     return 0
 
 
@@ -26,26 +34,26 @@ def show(library: Library, signature_id: str) -> int:
         from logwatch.core.library import did_you_mean
 
         hint = did_you_mean(signature_id, [s.id for s in library.signatures])
-        print(f"logwatch: no signature {signature_id!r}" + (f"; {hint}" if hint else ""),
-              file=sys.stderr)
+        _say(f"logwatch: no signature {signature_id!r}" + (f"; {hint}" if hint else ""),
+             file=sys.stderr)
         return 2
-    print(f"{sig.id} v{sig.version} ({sig.status}) — {sig.title}")
-    print(f"  file:      {sig.path}")
-    print(f"  severity:  {sig.severity}{' (fatal)' if sig.fatal else ''}")
-    print(f"  category:  {sig.category}    remedy: {sig.remedy}")
+    _say(f"{sig.id} v{sig.version} ({sig.status}) — {sig.title}")
+    _say(f"  file:      {sig.path}")
+    _say(f"  severity:  {sig.severity}{' (fatal)' if sig.fatal else ''}")
+    _say(f"  category:  {sig.category}    remedy: {sig.remedy}")
     if sig.vllm_versions:
-        print(f"  vLLM:      {sig.vllm_versions}")
+        _say(f"  vLLM:      {sig.vllm_versions}")
     for number, pattern in enumerate(sig.patterns, 1):
-        print(f"  pattern {number}: {pattern.regex}")
-        print(f"    literals: {', '.join(repr(x) for x in pattern.literals)}")
+        _say(f"  pattern {number}: {pattern.regex}")
+        _say(f"    literals: {', '.join(repr(x) for x in pattern.literals)}")
     for cond in sig.conditions:
-        print(f"  condition: {cond.capture} {cond.op} {cond.value:g}")
-    print("  explanation:")
+        _say(f"  condition: {cond.capture} {cond.op} {cond.value:g}")
+    _say("  explanation:")
     for line in sig.explanation.splitlines():
-        print(f"    {line}")
-    print(f"  examples: {len(sig.examples)}, counter-examples: {len(sig.counter_examples)}")
+        _say(f"    {line}")
+    _say(f"  examples: {len(sig.examples)}, counter-examples: {len(sig.counter_examples)}")
     for ref in sig.references:
-        print(f"  see: {ref}")
+        _say(f"  see: {ref}")
     return 0
 
 
@@ -59,19 +67,19 @@ def test(extra: Sequence[Path], base: Path | None) -> int:
         problems = check_examples(sig, library.texts[sig.id])
         total = len(sig.examples) + len(sig.counter_examples)
         status = "ok" if not problems else "FAIL"
-        print(f"{status:4} {sig.id} ({total} examples)")
+        _say(f"{status:4} {sig.id} ({total} examples)")
         for problem in problems:
-            print(f"     {problem}")
+            _say(f"     {problem}")
         failures += bool(problems)
-    print(f"{len(library.signatures) - failures} passed, {failures} failed")
+    _say(f"{len(library.signatures) - failures} passed, {failures} failed")
     return 1 if failures else 0
 
 
 def lint(library: Library) -> int:
     issues = lint_library(library)
     for issue in issues:
-        print(issue)
-    print(f"{len(library.signatures)} signatures linted, {len(issues)} issue(s)")
+        _say(str(issue))
+    _say(f"{len(library.signatures)} signatures linted, {len(issues)} issue(s)")
     return 1 if issues else 0
 
 

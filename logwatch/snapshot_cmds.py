@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from logwatch.core.snapshot import Snapshot, diff_dicts
+from logwatch.core.visible import visible
 from logwatch.snapshot.capture import take_snapshot
 from logwatch.triage import SnapshotOptions, gpu_for
 
@@ -68,11 +69,12 @@ def render_snapshot(snapshot: Snapshot) -> str:
                                              if k.startswith(("VLLM_", "CUDA_", "HF_", "NCCL_"))))
     for problem in d["problems"]:
         out.append(f"  problem: {problem}")
-    return "\n".join(out) + "\n"
+    # argv, environment and model files are the host's: their control characters are shown
+    return "\n".join(visible(line) for line in out) + "\n"
 
 
 def _fail(message: str) -> SystemExit:
-    print(f"logwatch: {message}", file=sys.stderr)
+    print(visible(f"logwatch: {message}", lines=True), file=sys.stderr)
     return SystemExit(2)
 
 
@@ -88,13 +90,14 @@ def _load(ref: str, db: Path | None) -> dict[str, Any]:
         if not isinstance(data, dict):
             raise _fail(f"{path}: not a snapshot")
         return data
-    from logwatch.store.db import default_db_path, read_only_query
+    from logwatch.store.db import default_db_path
+    from logwatch.store.operator_sql import read_only_query
 
     if not all(c in "0123456789abcdef" for c in ref) or len(ref) < 4:
         raise _fail(f"{ref}: neither a snapshot file nor a snapshot hash")
-    _, rows = read_only_query(db or default_db_path(),
-                              "SELECT hash, body FROM snapshots WHERE starts_with(hash, ?)",
-                              [ref])
+    rows = read_only_query(db or default_db_path(),
+                           "SELECT hash, body FROM snapshots WHERE starts_with(hash, ?)",
+                           [ref]).rows
     if len(rows) != 1:
         raise _fail(f"{ref}: {'no' if not rows else 'more than one'} snapshot with that "
                     "hash in the history")
@@ -105,10 +108,11 @@ def _load(ref: str, db: Path | None) -> dict[str, Any]:
 def diff(a: str, b: str, db: Path | None = None) -> int:
     left, right = _load(a, db), _load(b, db)
     changes = diff_dicts(left, right)
+    a_hash, b_hash = visible(str(left.get("hash"))), visible(str(right.get("hash")))
     if not changes:
-        print(f"no difference ({left.get('hash')} = {right.get('hash')})")
+        print(f"no difference ({a_hash} = {b_hash})")
         return 0
-    print(f"{left.get('hash')} -> {right.get('hash')}: {len(changes)} change(s)")
-    for key, old, new in changes:
-        print(f"  {key}: {json.dumps(old)} -> {json.dumps(new)}")
+    print(f"{a_hash} -> {b_hash}: {len(changes)} change(s)")
+    for key, old, new in changes:  # json.dumps escapes the values' control characters
+        print(f"  {visible(key)}: {json.dumps(old)} -> {json.dumps(new)}")
     return 1

@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import os
 import random
 import shutil
@@ -12,15 +11,12 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable
 from datetime import datetime
 from pathlib import Path
-from typing import Any
 
 import duckdb
 import pytest
 
-from logwatch.control import request
 from logwatch.core.block_scan import BlockScanner
 from logwatch.core.library import Library
 from logwatch.core.matcher import Matcher
@@ -156,29 +152,32 @@ def _logrotate(tmp_path: Path, log: Path, directive: str) -> None:
 
 
 def _followed_log(tmp_path: Path) -> tuple[Path, Path, subprocess.Popen[bytes]]:
-    """An empty logs/vllm.log (directory mode logrotate accepts) and a daemon following it,
-    listening on tmp_path/lw.sock."""
-    db, logs = tmp_path / "h.duckdb", tmp_path / "logs"
+    """An empty logs/vllm.log (directory mode logrotate accepts) and a daemon following it
+    (its socket answers once the file is open)."""
+    db, logs, sock = tmp_path / "h.duckdb", tmp_path / "logs", tmp_path / "lw.sock"
     logs.mkdir(mode=0o755)
     log = logs / "vllm.log"
     log.touch()
     proc = start("--file", str(log), "--db", str(db), "--until-idle", "3", "--socket",
-                 str(tmp_path / "lw.sock"))
-    _until_status(tmp_path / "lw.sock", lambda st: True)  # up before the writer starts
+                 str(sock))
+    wait_for_socket(sock, proc)
     return db, log, proc
 
 
-def _until_status(sock: Path, condition: Callable[[dict[str, Any]], bool]) -> None:
-    """Wait until the daemon on `sock` answers with a status that meets `condition`."""
-    deadline = time.monotonic() + 60
+def wait_for_socket(sock: Path, proc: subprocess.Popen[bytes], timeout: float = 60) -> None:
+    """Until the daemon answers on its socket: its sources are open by then."""
+    import asyncio
+
+    from logwatch.control import request
+
+    deadline = time.monotonic() + timeout
     while True:
+        assert proc.poll() is None and time.monotonic() < deadline, "the daemon did not start"
         try:
-            if condition(asyncio.run(request(sock, {"op": "status"}))["status"]):
+            if asyncio.run(request(sock, {"op": "status"}))["ok"]:
                 return
         except OSError:
-            pass
-        assert time.monotonic() < deadline, "the daemon did not get there"
-        time.sleep(0.02)
+            time.sleep(0.05)
 
 
 @pytest.mark.skipif(LOGROTATE is None, reason="logrotate is not installed")
@@ -186,7 +185,7 @@ def test_logrotate_create_with_a_writer_that_keeps_its_fd(tmp_path: Path) -> Non
     db, log, proc = _followed_log(tmp_path)
     reopen = threading.Event()
     writer = _writer(log, 400, 0.004, reopen=reopen)
-    _until_status(tmp_path / "lw.sock", lambda st: st["lines"] >= 20)  # reading it
+    time.sleep(0.6)
     _logrotate(tmp_path, log, "create 0644")
     time.sleep(0.3)  # the writer goes on writing into vllm.log.1 through its old fd ...
     reopen.set()  # ... then reopens vllm.log, like a restarted vLLM
@@ -200,7 +199,7 @@ def test_logrotate_create_with_a_writer_that_keeps_its_fd(tmp_path: Path) -> Non
 def test_logrotate_copytruncate_loses_only_the_copy_window(tmp_path: Path) -> None:
     db, log, proc = _followed_log(tmp_path)
     writer = _writer(log, 400, 0.004)
-    _until_status(tmp_path / "lw.sock", lambda st: st["lines"] >= 20)  # reading it
+    time.sleep(0.6)
     _logrotate(tmp_path, log, "copytruncate")
     writer.join(timeout=30)
     assert proc.wait(timeout=60) == 0

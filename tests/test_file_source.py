@@ -231,3 +231,16 @@ def test_a_glob_from_the_end_skips_the_files_it_starts_with_not_those_that_appea
     assert (anchor.source, anchor.data, anchor.offset, anchor.first_line) == (
         f"file:{tmp_path / 'a.log'}", b"", 2 * len(spec_line(0)), 3)
     assert (new.source, new.data, new.offset) == (f"file:{tmp_path / 'b.log'}", spec_line(2), 0)
+
+
+def test_slicing_a_chunk_keeps_its_span_and_first_line() -> None:
+    """The daemon scans a backlog in slices: the bytes a cut line stands for stay with it."""
+    from logwatch.sources.base import Chunk, slices
+
+    data = b"a\n" * 100 + b"b" * 300 + b"\n"  # the last line stands for 5,000 bytes
+    chunk = Chunk("s", "g", data, 7, True, path="p", span=len(data) + 4700, first_line=40)
+    pieces = slices(chunk, 64)
+    assert len(pieces) > 2 and b"".join(p.data for p in pieces) == data
+    assert sum(len(p.data) if p.span is None else p.span for p in pieces) == chunk.span
+    assert [p.first_line for p in pieces] == [40] + [None] * (len(pieces) - 1)
+    assert pieces[-1].span == len(pieces[-1].data) + 4700

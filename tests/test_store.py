@@ -13,7 +13,8 @@ import pytest
 
 from logwatch.core.library import Library
 from logwatch.scan import resolve_inputs, scan_inputs
-from logwatch.store.db import DatabaseError, default_db_path, open_store, read_only_query
+from logwatch.store.db import DatabaseError, default_db_path, open_store
+from logwatch.store.operator_sql import read_only_query
 from logwatch.store.record import ScanRecorder
 from logwatch.store.schema import SCHEMA_VERSION
 from logwatch.triage import SnapshotOptions
@@ -50,10 +51,10 @@ def test_a_grown_log_adds_only_its_new_findings(tmp_path: Path, library: Library
     grown = record(db, [log], library)
     assert grown["sources"] == 0  # same first bytes: the same source
     assert grown["findings"] > 0
-    total = read_only_query(db, "SELECT count(*) FROM findings")[1][0][0]
+    total = read_only_query(db, "SELECT count(*) FROM findings").rows[0][0]
     assert total == first["findings"] + grown["findings"]
     assert read_only_query(db, "SELECT count(*) FROM (SELECT id FROM findings GROUP BY id "
-                               "HAVING count(*) > 1)")[1][0][0] == 0
+                               "HAVING count(*) > 1)").rows[0][0] == 0
 
 
 def test_every_finding_and_incident_references_its_snapshot(tmp_path: Path,
@@ -62,17 +63,17 @@ def test_every_finding_and_incident_references_its_snapshot(tmp_path: Path,
     record(db, [DEMO], library, model_dir=UNCOVERED, gpu_capability=90)
     orphans = read_only_query(db, """
         SELECT count(*) FROM findings f LEFT JOIN snapshots s ON s.hash = f.snapshot_hash
-        WHERE s.hash IS NULL""")[1][0][0]
+        WHERE s.hash IS NULL""").rows[0][0]
     assert orphans == 0
-    _, rows = read_only_query(db, """
+    rows = read_only_query(db, """
         SELECT i.signature, s.tensor_parallel_size, s.quant_scheme, s.mtp_covered
         FROM incidents i JOIN snapshots s ON s.hash = i.snapshot_hash
         WHERE i.signature IN ('marlin.repack_tile_n', 'weights.tensor_size_mismatch')
-        ORDER BY i.signature""")
+        ORDER BY i.signature""").rows
     assert rows == [("marlin.repack_tile_n", 4, "W4A4_NVFP4", False),
                     ("weights.tensor_size_mismatch", 2, "W4A4_NVFP4", False)]
-    _, rows = read_only_query(db, "SELECT diagnosis FROM incident_timeline "
-                                  "WHERE signature = 'weights.tensor_size_mismatch'")
+    rows = read_only_query(db, "SELECT diagnosis FROM incident_timeline "
+                               "WHERE signature = 'weights.tensor_size_mismatch'").rows
     assert rows == [("mtp_ignore_list_gap",)]
 
 
@@ -80,8 +81,8 @@ def test_failures_by_config_answers_which_configs_failed(tmp_path: Path,
                                                          library: Library) -> None:
     db = tmp_path / "h.duckdb"
     record(db, [DEMO], library, model_dir=UNCOVERED, gpu_capability=90)
-    _, rows = read_only_query(db, "SELECT tensor_parallel_size, signatures FROM "
-                                  "failures_by_config ORDER BY tensor_parallel_size")
+    rows = read_only_query(db, "SELECT tensor_parallel_size, signatures FROM "
+                               "failures_by_config ORDER BY tensor_parallel_size").rows
     by_tp = dict(rows)
     assert "marlin.repack_tile_n" in by_tp[4]
     assert "weights.tensor_size_mismatch" in by_tp[2]
@@ -129,7 +130,7 @@ def test_not_a_database(tmp_path: Path) -> None:
         ("DELETE FROM findings", "this is DELETE"),
         ("COPY incidents TO '/tmp/x.csv'", "this is COPY"),
         ("ATTACH '/tmp/other.duckdb'", "this is ATTACH"),
-        ("SELECT * FROM read_csv('/etc/passwd')", "query failed"),
+        ("SELECT * FROM read_csv('/etc/passwd')", r"read_csv\(\) is not one that only reads"),
         ("SELEC 1", "cannot parse the query"),
     ],
 )
@@ -159,7 +160,8 @@ def test_cli_sql_history_and_a_locked_database(tmp_path: Path) -> None:
     out = subprocess.run([*run, "sql", "--db", str(db), "--json",
                           "SELECT signature, count FROM incidents WHERE root_cause"],
                          capture_output=True, text=True, cwd=ROOT, check=True).stdout
-    assert json.loads(out) == [{"signature": "marlin.repack_tile_n", "count": 4}]
+    assert json.loads(out) == {"columns": ["signature", "count"], "truncated": None,
+                               "rows": [{"signature": "marlin.repack_tile_n", "count": 4}]}
     csv_out = subprocess.run([*run, "sql", "--db", str(db), "--csv", "SELECT 1 AS one"],
                              capture_output=True, text=True, cwd=ROOT, check=True).stdout
     assert csv_out.splitlines() == ["one", "1"]
@@ -184,8 +186,8 @@ def test_cli_sql_history_and_a_locked_database(tmp_path: Path) -> None:
 def test_snapshot_diff_by_hash_from_the_history(tmp_path: Path, library: Library) -> None:
     db = tmp_path / "h.duckdb"
     record(db, [DEMO], library, gpu_capability=90)
-    _, rows = read_only_query(db, "SELECT hash FROM snapshots WHERE tensor_parallel_size IN "
-                                  "(2, 4) ORDER BY tensor_parallel_size DESC")
+    rows = read_only_query(db, "SELECT hash FROM snapshots WHERE tensor_parallel_size IN "
+                               "(2, 4) ORDER BY tensor_parallel_size DESC").rows
     (tp4,), (tp2,) = rows
     out = subprocess.run([sys.executable, "-m", "logwatch", "snapshot", "diff", tp4[:8],
                           tp2[:8], "--db", str(db)], capture_output=True, text=True, cwd=ROOT,

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import json
+import re
+
 import pytest
 
-from logwatch.core.visible import visible
+from logwatch.core.visible import json_escaped, visible, visible_data
 
 HOSTILE = [
     ("\x1b]52;c;cm0gLXJmIH4K\x07", "^[]52;c;cm0gLXJmIH4K^G"),  # OSC 52: clipboard write
@@ -34,3 +37,23 @@ def test_cells_show_newlines_and_tabs_multiline_text_keeps_them() -> None:
 def test_plain_and_non_ascii_text_is_untouched() -> None:
     text = "size_n = 40 is not divisible by tile_n_size = 64 — µs ✓ 日本"
     assert visible(text) is text
+
+
+def test_data_shows_every_string_and_key_and_prose_keeps_its_lines() -> None:
+    data = {"title\x1b": "a\x1b]0;x\x07", "count": 3, "fatal": True, "none": None,
+            "evidence": [{"text": "line\none\t\x9b"}], "explanation": "first\nsecond\x1b",
+            "details": ["x\ny\u202e"], "pair": ("\x07", 1)}
+    assert visible_data(data, prose={"explanation", "details"}) == {
+        "title^[": "a^[]0;x^G", "count": 3, "fatal": True, "none": None,
+        "evidence": [{"text": "line^Jone^I\\x9b"}], "explanation": "first\nsecond^[",
+        "details": ["x\ny\\u202e"], "pair": ("^G", 1)}
+
+
+@pytest.mark.parametrize(("raw", "shown"), HOSTILE)
+def test_json_escaped_leaves_no_control_character_and_loads_back(raw: str, shown: str) -> None:
+    value = {"k\x9b": [raw, "µs ✓ 日本", "\\\x7f"], "plain": 1}
+    dumped = json_escaped(json.dumps(value, indent=2, ensure_ascii=False))
+    assert not re.search("[\x00-\x09\x0b-\x1f\x7f-\x9f\u061c\u200e\u200f\u2028\u2029"
+                         "\u202a-\u202e\u2066-\u2069]", dumped)
+    assert json.loads(dumped) == value
+    assert "µs ✓ 日本" in dumped  # other non-ASCII text stays readable

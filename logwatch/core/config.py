@@ -21,9 +21,12 @@ _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
 # section -> key -> (type, default). None default: required when the section is present.
 SCHEMA: dict[str, dict[str, tuple[type | tuple[type, ...], Any]]] = {
     "database": {"path": (str, "")},
-    "socket": {"path": (str, ""), "group": (str, "")},  # path "": chosen per user
+    # path "": chosen per user. query_*: limits on each SQL query asked through the socket
+    "socket": {"path": (str, ""), "group": (str, ""), "query_seconds": ((int, float), 10.0),
+               "query_rows": (int, 10_000)},
     "signatures": {"dirs": (list, [])},
 }
+POSITIVE = frozenset({"query_seconds", "query_rows"})
 TARGET_KEYS = ("name", "source", "launch", "variants", "relaunch", "model_dir")
 SOURCE_KEYS: dict[str, type] = {
     "kind": str, "path": str, "unit": str, "user_unit": str, "file": str,
@@ -106,9 +109,11 @@ def parse_config(path: str, text: str, overrides: dict[str, Any] | None = None) 
                         did_you_mean(key, SCHEMA[section]))
                 continue
             kind = SCHEMA[section][key][0]
-            if not isinstance(value, kind):
-                problem(f"{section}.{key} must be a {getattr(kind, '__name__', kind)}",
-                        key, section)
+            if not isinstance(value, kind) or isinstance(value, bool) is not (kind is bool):
+                problem(f"{section}.{key} must be a {_kind_name(kind)}", key, section)
+                continue
+            if key in POSITIVE and isinstance(value, int | float) and value <= 0:
+                problem(f"{section}.{key} must be more than 0", key, section)
                 continue
             config.values[f"{section}.{key}"] = value
             config.origins[f"{section}.{key}"] = path
@@ -123,6 +128,10 @@ def parse_config(path: str, text: str, overrides: dict[str, Any] | None = None) 
             config.values[key] = value
             config.origins[key] = "command line"
     return config
+
+
+def _kind_name(kind: type | tuple[type, ...]) -> str:
+    return "number" if kind == (int, float) else getattr(kind, "__name__", str(kind))
 
 
 def _check_keys(table: dict[str, Any], keys: dict[str, type], part: str, label: str,

@@ -7,8 +7,11 @@ from typing import Any
 
 from logwatch.core.findings import Finding
 from logwatch.core.incidents import Incident
+from logwatch.core.visible import visible_data
 
 SEVERITY_COLOURS = {"critical": "1;35", "error": "1;31", "warning": "33", "info": "2"}
+# Report fields that are prose the renderer wraps into lines itself: their newlines stay.
+PROSE_FIELDS = frozenset({"explanation", "summary", "details", "why"})
 
 
 def _seen(finding: Finding) -> dict[str, Any]:
@@ -62,7 +65,10 @@ def _when(seen: Mapping[str, Any]) -> str:
 
 def render_text(report: Mapping[str, Any], colour: bool = False, width: int = 100) -> str:
     """A report an operator reads top to bottom: the root cause, other problems, then the
-    context (versions, backends, lifecycle) one line each."""
+    context (versions, backends, lifecycle) one line each. Every string from the report (log
+    text, captures, file names) is rendered visibly: the terminal shows control characters,
+    and obeys only the colours added here."""
+    report = visible_data(report, PROSE_FIELDS)
     stats = report["stats"]
     incidents = report["incidents"]
     root = report["root_cause"]

@@ -28,6 +28,30 @@ class Chunk:
     # mid-generation without a checkpoint (a file followed from its end)
 
 
+def slices(chunk: Chunk, size: int) -> list[Chunk]:
+    """A chunk cut at line ends into pieces of about `size` bytes (a line longer than that
+    stays whole), so that a backlog is scanned in bites the event loop can wait between."""
+    if len(chunk.data) <= size:
+        return [chunk]
+    # a span other than the data's length is made at the chunk's end (its last line cut or
+    # given a newline): the last piece carries it
+    extra = 0 if chunk.span is None else chunk.span - len(chunk.data)
+    pieces, start = [], 0
+    while start < len(chunk.data):
+        end = chunk.data.find(b"\n", start + size - 1) + 1 or len(chunk.data)
+        if len(chunk.data) - end < size // 4:  # no crumb of a piece at the end
+            end = len(chunk.data)
+        first, last = chunk.offset + start, chunk.offset + end
+        pieces.append(Chunk(chunk.source, chunk.generation, chunk.data[start:end], first,
+                            chunk.new_generation and start == 0,
+                            tuple(m for m in chunk.marks if first < m[0] <= last),
+                            chunk.path,
+                            end - start + extra if extra and end == len(chunk.data) else None,
+                            chunk.first_line if start == 0 else None))
+        start = end
+    return pieces
+
+
 class Source(Protocol):
     name: str
 

@@ -22,6 +22,8 @@ READ_BYTES = 1 << 16
 
 
 class ProcessSource:
+    replayable = False  # unread output blocks the child, and is never offered again
+
     def __init__(self, argv: Sequence[str], name: str = "run",
                  passthrough: bool = True) -> None:
         self.argv = list(argv)

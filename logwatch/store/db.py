@@ -1,4 +1,4 @@
-"""Open, migrate and write the DuckDB history; run operator SQL read-only.
+"""Open, migrate and write the DuckDB history (operator SQL: store/operator_sql.py).
 
 DuckDB lets one process hold the file: the daemon owns it; the CLI opens it only when no
 daemon runs. Writes are bulk (`INSERT ... SELECT unnest(?)...`), never row by row.
@@ -9,6 +9,7 @@ from __future__ import annotations
 import contextlib
 import os
 import threading
+import time
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -18,7 +19,6 @@ import duckdb
 from logwatch.store.schema import MIGRATIONS, SCHEMA_VERSION, VIEWS
 
 DB_FILENAME = "logwatch.duckdb"
-READ_ONLY_STATEMENTS = ("SELECT", "EXPLAIN")
 
 
 class DatabaseError(Exception):
@@ -44,20 +44,46 @@ class Store:
         self.path = path
         self.config = config
         self._lock = threading.Lock()
-        self._readers = 0  # cursors handed out by reader() and not closed yet
+        self._readers: set[duckdb.DuckDBPyConnection] = set()  # handed out, not closed yet
+        self._stopping = False
 
     @contextlib.contextmanager
     def reader(self) -> Iterator[duckdb.DuckDBPyConnection]:
         """A connection of its own for a query from another thread (socket clients)."""
         with self._lock:
+            if self._stopping:
+                raise DatabaseError("logwatch is shutting down: no more queries")
             cursor = self.con.cursor()
-            self._readers += 1
+            self._readers.add(cursor)
         try:
             yield cursor
         finally:
-            cursor.close()
             with self._lock:
-                self._readers -= 1
+                self._readers.discard(cursor)
+            cursor.close()
+
+    @property
+    def readers(self) -> int:
+        """Readers handed out and not closed yet."""
+        return len(self._readers)
+
+    def interrupt_readers(self, wait: float = 2.0) -> int:
+        """Stop every query running on a reader, and refuse new ones (shutting down); how
+        many readers there were. An interrupt only reaches a query already running, so it is
+        repeated until the readers are closed or `wait` seconds have passed."""
+        with self._lock:
+            self._stopping = True
+            count = len(self._readers)
+        deadline = time.monotonic() + wait
+        while True:
+            with self._lock:
+                readers = list(self._readers)
+            if not readers or time.monotonic() >= deadline:
+                return count
+            for cursor in readers:
+                with contextlib.suppress(duckdb.Error):
+                    cursor.interrupt()
+            time.sleep(0.02)
 
     def recycle(self) -> bool:
         """Close and reopen the connection, unless a reader is using it. DuckDB keeps about
@@ -68,7 +94,7 @@ class Store:
             if self._readers:
                 return False
             self.con.close()
-            self.con = _connect(self.path, read_only=False, config=self.config)
+            self.con = connect(self.path, read_only=False, config=self.config)
             return True
 
     def close(self) -> None:
@@ -115,7 +141,7 @@ class Store:
         return self.con.execute(sql, list(params)).fetchall()
 
 
-def _connect(path: Path, read_only: bool, config: dict[str, Any] | None = None
+def connect(path: Path, read_only: bool, config: dict[str, Any] | None = None
              ) -> duckdb.DuckDBPyConnection:
     try:
         return duckdb.connect(str(path), read_only=read_only, config=config or {})
@@ -151,7 +177,7 @@ def open_store(path: str | Path, service: bool = False) -> Store:
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     config = SERVICE_SETTINGS if service else None
-    con = _connect(path, read_only=False, config=config)
+    con = connect(path, read_only=False, config=config)
     try:
         version = schema_version(con)
         if version > SCHEMA_VERSION:
@@ -171,42 +197,3 @@ def open_store(path: str | Path, service: bool = False) -> Store:
         con.close()
         raise
     return Store(con, path, config)
-
-
-def check_read_only(con: duckdb.DuckDBPyConnection, sql: str) -> None:
-    """Refuse anything but one SELECT-like statement."""
-    try:
-        statements = con.extract_statements(sql)
-    except duckdb.Error as exc:
-        raise DatabaseError(f"cannot parse the query: {exc}") from exc
-    if len(statements) != 1:
-        raise DatabaseError(f"one statement at a time, got {len(statements)}")
-    kind = str(statements[0].type).rsplit(".", 1)[-1]
-    if kind not in READ_ONLY_STATEMENTS:
-        raise DatabaseError(f"only read-only queries (SELECT, WITH, FROM, DESCRIBE, SHOW, "
-                            f"EXPLAIN) are allowed here; this is {kind}")
-
-
-def run_read_only(con: duckdb.DuckDBPyConnection, sql: str, params: Sequence[Any] = ()
-                  ) -> tuple[list[str], list[tuple[Any, ...]]]:
-    """One checked statement on a connection whose file access is off."""
-    check_read_only(con, sql)
-    try:
-        cursor = con.execute(sql, list(params))
-        columns = [d[0] for d in cursor.description or []]
-        return columns, cursor.fetchall()
-    except duckdb.Error as exc:
-        raise DatabaseError(f"query failed: {exc}") from exc
-
-
-def read_only_query(path: str | Path, sql: str, params: Sequence[Any] = ()
-                    ) -> tuple[list[str], list[tuple[Any, ...]]]:
-    """Run one SELECT-like statement read-only, with file access disabled; refuse the rest."""
-    path = Path(path)
-    if not path.exists():
-        raise DatabaseError(f"{path}: no database yet (record one with `logwatch scan --db`)")
-    con = _connect(path, read_only=True, config={"enable_external_access": False})
-    try:
-        return run_read_only(con, sql, params)
-    finally:
-        con.close()

@@ -8,12 +8,15 @@ nothing to their counts).
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
+
+import duckdb
 
 from logwatch.core.findings import Finding, evidence_text
 from logwatch.core.incidents import incident_key
@@ -88,7 +91,8 @@ class LiveWriter:
             self._aggregate([r for r in rows if r["id"] in inserted], items)
             con.execute("COMMIT")
         except BaseException:
-            con.execute("ROLLBACK")
+            with contextlib.suppress(duckdb.Error):  # a failed COMMIT ended it already
+                con.execute("ROLLBACK")
             raise
         self.last_new = [(r["signature"], r["signature_version"], r["incident_id"],
                           items[r["id"]].finding.signature.fatal)

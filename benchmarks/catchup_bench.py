@@ -1,0 +1,118 @@
+"""Measure the daemon catching up a backlog: throughput, memory, and whether it stays awake.
+
+    python benchmarks/catchup_bench.py [--size-mb 500] [--finding-every 2]
+
+Writes a log of `--size-mb` MB in which one line in `--finding-every` is a SpecDecoding line
+(a finding; 2 = every other line, a failure-heavy backlog), starts `logwatch daemon --file`
+on it with no checkpoint, and asks its control socket for `status` every 100 ms until every
+byte is read and every finding committed. Prints the catch-up rate (MB/s), the slowest
+status answer (how long the event loop went without answering: the socket, the commits and
+the watchdog all live there), the daemon's peak RSS (VmHWM) and the lag it reported along
+the way (`behind_bytes`), against `grep -c` on the same file for scale.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from logwatch.control import request  # noqa: E402
+
+
+def access_line(n: int) -> bytes:
+    return (f'INFO:     10.0.{n % 10}.{n % 250}:{30000 + n % 30000} - "POST /v1/chat/'
+            f'completions HTTP/1.1" 200 OK\n').encode()
+
+
+def finding_line(n: int) -> bytes:
+    return (f"(APIServer pid=7) INFO 11-29 10:00:{n % 60:02d} [metrics.py:101] SpecDecoding "
+            f"metrics: Mean acceptance length: 2.50, Accepted: {n} tokens, Drafted: "
+            f"{n + 1000} tokens, Avg Draft acceptance rate: 80.0%\n").encode()
+
+
+def write_backlog(path: Path, size: int, every: int) -> int:
+    findings, n = 0, 0
+    with open(path, "wb") as out:
+        while out.tell() < size:
+            block = []
+            for _ in range(10_000):
+                if n % every == 0:
+                    block.append(finding_line(n))
+                    findings += 1
+                else:
+                    block.append(access_line(n))
+                n += 1
+            out.write(b"".join(block))
+    return findings
+
+
+def peak_rss_mib(pid: int) -> float:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1]) / 1024
+    return 0.0
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--size-mb", type=int, default=500)
+    parser.add_argument("--finding-every", type=int, default=2)
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory() as tmp:
+        log, db, sock = Path(tmp) / "vllm.log", Path(tmp) / "h.duckdb", Path(tmp) / "lw.sock"
+        findings = write_backlog(log, args.size_mb << 20, args.finding_every)
+        size = log.stat().st_size
+        started = time.monotonic()
+        grep = subprocess.run(["grep", "-c", "SpecDecoding", str(log)], capture_output=True,
+                              text=True, check=False, env={**os.environ, "LC_ALL": "C"})
+        grep_s = time.monotonic() - started
+        print(f"backlog: {size / 1e6:,.0f} MB, {findings:,} finding lines "
+              f"(grep -c: {grep.stdout.strip()} in {grep_s:.2f} s)")
+        (Path(tmp) / "none.toml").write_text("")
+        proc = subprocess.Popen([sys.executable, "-m", "logwatch", "daemon", "--file",
+                                 str(log), "--db", str(db), "--socket", str(sock), "--config",
+                                 str(Path(tmp) / "none.toml")], cwd=ROOT,
+                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        started = time.monotonic()
+        slowest, answers, behind_seen, peak = 0.0, 0, [], 0.0
+        try:
+            while True:
+                asked = time.monotonic()
+                try:
+                    state = asyncio.run(request(sock, {"op": "status"}, timeout=120))["status"]
+                except OSError:
+                    time.sleep(0.1)
+                    continue
+                took = time.monotonic() - asked
+                slowest, answers = max(slowest, took), answers + 1
+                peak = max(peak, peak_rss_mib(proc.pid))
+                behind = [s.get("behind_bytes", 0) for s in state["sources"]]
+                if behind:
+                    behind_seen.append(behind[0])
+                if state["findings_recorded"] >= findings and not state["pending"]:
+                    break
+                time.sleep(0.1)
+            took_s = time.monotonic() - started
+        finally:
+            proc.terminate()
+            proc.wait(timeout=60)
+        print(f"caught up in {took_s:.1f} s: {size / 1e6 / took_s:,.1f} MB/s, "
+              f"{findings / took_s:,.0f} findings/s "
+              f"({took_s / max(grep_s, 1e-9):,.0f}x grep's time)")
+        print(f"status answered {answers} times, slowest {slowest * 1000:,.0f} ms; "
+              f"peak RSS {peak:,.0f} MiB; behind_bytes reported from "
+              f"{max(behind_seen, default=0) / 1e6:,.0f} MB down to "
+              f"{min(behind_seen, default=0) / 1e6:,.0f} MB")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,240 @@
+"""Operator SQL, read-only by construction and bounded in time, rows and bytes.
+
+A query typed by an operator (`logwatch sql`, the control socket, later the TUI) passes three
+gates, none of which looks at the text itself:
+1. DuckDB's own parser classifies it: one statement, a SELECT (which covers WITH, FROM-first,
+   VALUES, DESCRIBE, SHOW, SUMMARIZE and PIVOT with an IN list), or an EXPLAIN of one without
+   ANALYZE (EXPLAIN ANALYZE executes its statement). Its syntax tree (`json_serialize_sql`) may
+   hold only reading query nodes (a CTE can hide a DELETE) and name only table functions that
+   read: `checkpoint()` and `query()` are refused.
+2. It runs in a `BEGIN TRANSACTION READ ONLY` that is always rolled back: DuckDB itself
+   refuses any write (a sequence's `nextval` included), whatever got past the first gate.
+3. The connection has file access off (`enable_external_access = false`): no `read_csv`,
+   `COPY`, `ATTACH` of another file.
+Results are fetched as they stream, never all at once: at most `rows` rows and `bytes` bytes
+are kept, a cell is cut at `cell_bytes`, and a query still running after `seconds` is
+interrupted. What was cut is said in `QueryResult.truncated`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import threading
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import duckdb
+
+from logwatch.store.db import DatabaseError, connect
+
+# Table functions a query may call: generators and the catalog (all read). Anything else is
+# refused, whether it writes (checkpoint, force_checkpoint), runs SQL given as a string that
+# no gate has seen (query, query_table), or reads files (read_csv, glob; also off by setting).
+READING_TABLE_FUNCTIONS = frozenset({"range", "generate_series", "unnest", "json_each",
+                                     "json_tree", "repeat", "repeat_row"})
+READING_TABLE_PREFIXES = ("duckdb_", "pragma_")
+# Query nodes that read; a CTE may hold a DELETE/INSERT/UPDATE node ("WITH gone AS (DELETE
+# ... RETURNING *) SELECT ...") inside what the parser calls a SELECT statement.
+READING_NODES = frozenset({"SELECT_NODE", "SET_OPERATION_NODE", "RECURSIVE_CTE_NODE",
+                           "CTE_NODE"})
+
+
+@dataclass(frozen=True, slots=True)
+class QueryLimits:
+    seconds: float = 10.0
+    rows: int = 10_000
+    bytes: int = 16 << 20  # of cell text kept, all rows together
+    cell_bytes: int = 64 << 10  # a longer value is cut, with its length said
+
+
+DEFAULT_LIMITS = QueryLimits()
+
+
+@dataclass(frozen=True, slots=True)
+class QueryResult:
+    columns: list[str]
+    rows: list[tuple[Any, ...]]
+    truncated: str | None = None  # why the rows stop early, e.g. "row limit 10,000 reached"
+
+
+def _refuse(why: str) -> DatabaseError:
+    return DatabaseError(f"only read-only queries (SELECT, WITH, FROM, VALUES, DESCRIBE, "
+                         f"SHOW, SUMMARIZE, EXPLAIN) are allowed here; {why}")
+
+
+def _one_statement(con: duckdb.DuckDBPyConnection, sql: str) -> duckdb.Statement:
+    try:
+        statements = con.extract_statements(sql)
+    except duckdb.Error as exc:
+        raise DatabaseError(f"cannot parse the query: {exc}") from exc
+    if len(statements) != 1:
+        raise DatabaseError(f"one statement at a time, got {len(statements)}")
+    return statements[0]
+
+
+def _kind(statement: duckdb.Statement) -> str:
+    try:
+        return statement.type.name
+    except ValueError:  # a statement type newer than this DuckDB's Python enum
+        return "a kind of statement that is not a query"
+
+
+def _explained(sql: str) -> str:
+    """The statement an EXPLAIN shows, found with DuckDB's tokenizer; refused when EXPLAIN
+    would run it (ANALYZE) or takes options."""
+    tokens = [(pos, kind) for pos, kind in duckdb.tokenize(sql)
+              if kind != duckdb.token_type.comment]
+    if len(tokens) < 2 or sql[tokens[0][0]:tokens[0][0] + 7].upper() != "EXPLAIN":
+        raise _refuse("this EXPLAIN could not be read")
+    start = tokens[1][0]
+    word = sql[start:tokens[2][0] if len(tokens) > 2 else len(sql)].strip().upper()
+    if tokens[1][1] == duckdb.token_type.keyword and word in ("ANALYZE", "ANALYSE"):
+        raise _refuse("EXPLAIN ANALYZE runs its statement (use EXPLAIN)")
+    return sql[start:]
+
+
+def _parts(node: Any) -> Iterator[tuple[str, str]]:
+    """('table' | 'scalar', name) for every function call and ('node', type) for every
+    query node in a serialized syntax tree."""
+    if isinstance(node, dict):
+        kind = str(node.get("type", ""))
+        if kind.endswith("_NODE") and "modifiers" in node:
+            yield "node", kind
+        if kind == "TABLE_FUNCTION" and isinstance(node.get("function"), dict):
+            yield "table", str(node["function"].get("function_name", "")).lower()
+            for argument in node["function"].get("arguments") or []:
+                yield from _parts(argument)
+            for key, value in node.items():
+                if key != "function":
+                    yield from _parts(value)
+            return
+        if node.get("class") == "FUNCTION" and "function_name" in node:
+            yield "scalar", str(node["function_name"]).lower()
+        for value in node.values():
+            yield from _parts(value)
+    elif isinstance(node, list):
+        for value in node:
+            yield from _parts(value)
+
+
+def _check_select(con: duckdb.DuckDBPyConnection, sql: str) -> None:
+    """A SELECT's syntax tree names only table functions that read."""
+    row = con.execute("SELECT json_serialize_sql(?)", [sql]).fetchone()
+    tree = json.loads(row[0]) if row else {"error": True}
+    if tree.get("error"):
+        raise _refuse(f"this query could not be checked ({tree.get('error_message', '?')})")
+    for kind, name in _parts(tree.get("statements")):
+        if kind == "node" and name not in READING_NODES:
+            raise _refuse(f"this query holds a {name.removesuffix('_QUERY_NODE')} statement")
+        if kind == "table" and name not in READING_TABLE_FUNCTIONS \
+                and not name.startswith(READING_TABLE_PREFIXES):
+            raise _refuse(f"the table function {name}() is not one that only reads")
+
+
+def check_read_only(con: duckdb.DuckDBPyConnection, sql: str) -> None:
+    """Refuse anything but one SELECT, or an EXPLAIN (without ANALYZE) of one."""
+    statement = _one_statement(con, sql)
+    kind = _kind(statement)
+    if kind == "EXPLAIN":
+        inner = _explained(sql)
+        inner_kind = _kind(_one_statement(con, inner))
+        if inner_kind != "SELECT":
+            raise _refuse(f"this explains {inner_kind}")
+        _check_select(con, inner)
+    elif kind == "SELECT":
+        _check_select(con, sql)
+    else:
+        raise _refuse(f"this is {kind}")
+
+
+def _cell(value: Any, limit: int) -> tuple[Any, int]:
+    """The value as kept (strings and blobs cut at `limit`), and its size in bytes."""
+    if isinstance(value, str):
+        if len(value) > limit:
+            return f"{value[:limit]}… ({len(value):,} characters, cut)", limit
+        return value, len(value)
+    if isinstance(value, bytes | bytearray):
+        if len(value) > limit:
+            return bytes(value[:limit]), limit
+        return value, len(value)
+    if isinstance(value, list | dict):
+        text = json.dumps(value, default=str)
+        return (value, len(text)) if len(text) <= limit else _cell(text, limit)
+    return value, 8
+
+
+class _Deadline:
+    """Interrupts a cursor's query when its time is up."""
+
+    def __init__(self, cursor: duckdb.DuckDBPyConnection, seconds: float) -> None:
+        self.expired = False
+        self._cursor = cursor
+        self._timer = threading.Timer(seconds, self._expire)
+        self._timer.daemon = True
+
+    def _expire(self) -> None:
+        self.expired = True
+        with contextlib.suppress(duckdb.Error):
+            self._cursor.interrupt()
+
+    def __enter__(self) -> _Deadline:
+        self._timer.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._timer.cancel()
+
+
+def run_read_only(con: duckdb.DuckDBPyConnection, sql: str, params: Sequence[Any] = (),
+                  limits: QueryLimits = DEFAULT_LIMITS) -> QueryResult:
+    """One checked statement in a read-only transaction on `con` (a cursor of its own),
+    fetched within the limits."""
+    deadline = _Deadline(con, limits.seconds)
+    try:
+        check_read_only(con, sql)
+        con.execute("BEGIN TRANSACTION READ ONLY")
+        with deadline:
+            cursor = con.execute(sql, list(params))
+            columns = [d[0] for d in cursor.description or []]
+            rows: list[tuple[Any, ...]] = []
+            size, truncated = 0, None
+            while truncated is None:
+                batch = cursor.fetchmany(min(1024, limits.rows + 1 - len(rows)))
+                if not batch:
+                    break
+                for raw in batch:
+                    if len(rows) == limits.rows:
+                        truncated = f"row limit {limits.rows:,} reached"
+                        break
+                    cells = [_cell(v, limits.cell_bytes) for v in raw]
+                    size += sum(n for _, n in cells)
+                    if size > limits.bytes:
+                        truncated = f"size limit {limits.bytes >> 20} MiB reached"
+                        break
+                    rows.append(tuple(v for v, _ in cells))
+        return QueryResult(columns, rows, truncated)
+    except duckdb.InterruptException as exc:
+        why = (f"the query ran over its time limit of {limits.seconds:g} s and was stopped"
+               if deadline.expired else "the query was stopped (logwatch is shutting down)")
+        raise DatabaseError(why) from exc
+    except duckdb.Error as exc:
+        raise DatabaseError(f"query failed: {exc}") from exc
+    finally:
+        with contextlib.suppress(duckdb.Error):
+            con.execute("ROLLBACK")
+
+
+def read_only_query(path: str | Path, sql: str, params: Sequence[Any] = (),
+                    limits: QueryLimits = DEFAULT_LIMITS) -> QueryResult:
+    """`run_read_only` on the file opened read-only (no daemon holds it)."""
+    path = Path(path)
+    if not path.exists():
+        raise DatabaseError(f"{path}: no database yet (record one with `logwatch scan --db`)")
+    con = connect(path, read_only=True, config={"enable_external_access": False})
+    try:
+        return run_read_only(con, sql, params, limits)
+    finally:
+        con.close()

@@ -1,0 +1,240 @@
+"""The control socket under attack and misuse: its SQL cannot write, runaway queries are
+stopped and never stall ingestion, SIGTERM ends the daemon while queries run, and every
+malformed request gets an error answer on a connection that stays usable."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import socket
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from logwatch.control import request
+from tests.conftest import ROOT, SAMPLES
+
+RUNAWAY = "SELECT count(*) FROM range(1000000000000) a"
+FINDING = (b"(Worker_TP0 pid=9) ERROR 10-14 10:00:00 [core.py:1] RuntimeError: CUDA error: an "
+           b"illegal memory access was encountered\n")
+
+
+def ask(sock: Path, message: dict[str, object]) -> dict[str, object]:
+    return asyncio.run(request(sock, message))
+
+
+def sql(sock: Path, query: str) -> dict[str, object]:
+    return ask(sock, {"op": "sql", "query": query})
+
+
+def count(sock: Path, query: str) -> int:
+    answer = sql(sock, query)
+    assert answer["ok"], answer
+    return int(answer["rows"][0][0])  # type: ignore[index]
+
+
+def wait_for(what: str, check: object, timeout: float = 30) -> None:
+    deadline = time.monotonic() + timeout
+    while not check():  # type: ignore[operator]
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        time.sleep(0.05)
+
+
+def up(sock: Path, proc: subprocess.Popen[bytes]) -> bool:
+    assert proc.poll() is None, proc.stderr.read() if proc.stderr else "daemon ended"
+    try:
+        return bool(ask(sock, {"op": "status"})["ok"])
+    except OSError:
+        return False
+
+
+def start(tmp_path: Path, *args: str, config: str = "", stdin: int | None = None
+          ) -> subprocess.Popen[bytes]:
+    conf = tmp_path / "logwatch.toml"
+    conf.write_text(config)
+    return subprocess.Popen([sys.executable, "-m", "logwatch", "daemon", "--config", str(conf),
+                             "--db", str(tmp_path / "h.duckdb"), "--socket",
+                             str(tmp_path / "lw.sock"), *args], cwd=ROOT, stdin=stdin,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+
+
+@pytest.fixture
+def following(tmp_path: Path) -> Iterator[tuple[subprocess.Popen[bytes], Path, Path]]:
+    log, sock = tmp_path / "vllm.log", tmp_path / "lw.sock"
+    log.write_bytes((SAMPLES / "demo_marlin_and_mtp.log").read_bytes())
+    proc = start(tmp_path, "--file", str(log))
+    wait_for("the daemon", lambda: up(sock, proc))
+    wait_for("the sample recorded",
+             lambda: ask(sock, {"op": "status"})["status"]["findings_recorded"] > 0  # type: ignore[index]
+             and not ask(sock, {"op": "status"})["status"]["pending"])  # type: ignore[index]
+    yield proc, log, sock
+    proc.terminate()
+    proc.wait(timeout=30)
+
+
+def test_the_socket_cannot_write_the_history(following: tuple[subprocess.Popen[bytes], Path,
+                                                              Path], tmp_path: Path) -> None:
+    """The attacks that worked: EXPLAIN ANALYZE ran its statement on the daemon's read-write
+    connection (delete every finding, forge a fatal incident, drop checkpoints so the commit
+    path died, set schema_version to 99 so the daemon never started again)."""
+    proc, log, sock = following
+    findings = count(sock, "SELECT count(*) FROM findings")
+    attacks = [
+        "EXPLAIN ANALYZE DELETE FROM findings",
+        "EXPLAIN ANALYZE INSERT INTO incidents (id, signature, fatal) "
+        "VALUES ('forged', 'x', true)",
+        "EXPLAIN ANALYZE DROP TABLE checkpoints",
+        "EXPLAIN ANALYZE UPDATE meta SET value = '99' WHERE key = 'schema_version'",
+        "SELECT * FROM checkpoint()",
+        "WITH gone AS (DELETE FROM findings RETURNING *) SELECT * FROM gone",
+    ]
+    for attack in attacks:
+        answer = sql(sock, attack)
+        assert answer["ok"] is False and "only read-only queries" in str(answer["error"]), attack
+    assert count(sock, "SELECT count(*) FROM findings") == findings
+    assert count(sock, "SELECT count(*) FROM incidents WHERE id = 'forged'") == 0
+    assert count(sock, "SELECT CAST(value AS INTEGER) FROM meta "
+                       "WHERE key = 'schema_version'") < 99
+    with open(log, "ab") as out:  # the commit path still works
+        out.write(FINDING)
+    wait_for("the new finding", lambda: count(sock, "SELECT count(*) FROM findings")
+             == findings + 1)
+    proc.terminate()
+    assert proc.wait(timeout=30) == 0
+    again = start(tmp_path, "--file", str(log))  # and the daemon starts again on its history
+    try:
+        wait_for("the restarted daemon", lambda: up(sock, again))
+        assert count(sock, "SELECT count(*) FROM findings") == findings + 1
+    finally:
+        again.terminate()
+        again.wait(timeout=30)
+
+
+def test_runaway_queries_never_stop_ingestion_and_sigterm_still_ends_the_daemon(
+        tmp_path: Path) -> None:
+    """Six abandoned runaway queries used to fill the thread pool the stdin reader shares:
+    ingestion stopped and the program writing into the pipe blocked. Now two run (each on a
+    thread of its own, never the sources'), the rest are answered "busy", and a SIGTERM
+    interrupts the two: the daemon ends in seconds, not when their minute is up."""
+    sock = tmp_path / "lw.sock"
+    proc = start(tmp_path, "--stdin", config="[socket]\nquery_seconds = 60\n",
+                 stdin=subprocess.PIPE)
+    assert proc.stdin is not None
+    wait_for("the daemon", lambda: up(sock, proc))
+    clients = []
+    for _ in range(6):  # asked, never read: abandoned
+        client = socket.socket(socket.AF_UNIX)
+        client.connect(str(sock))
+        client.sendall(json.dumps({"op": "sql", "query": RUNAWAY}).encode() + b"\n")
+        clients.append(client)
+    line = b"(APIServer pid=1) INFO 10-14 10:00:00 [loggers.py:1] Engine 000: Avg prompt " \
+           b"throughput: 0.0 tokens/s\n"
+    written = threading.Event()
+
+    def write() -> None:
+        assert proc.stdin is not None
+        for _ in range(50):
+            proc.stdin.write(line * 1000)
+            proc.stdin.flush()
+        written.set()
+
+    writer = threading.Thread(target=write, daemon=True)
+    writer.start()
+    assert written.wait(60), "the program writing into the daemon's stdin blocked"
+    wait_for("50,000 lines read",
+             lambda: ask(sock, {"op": "status"})["status"]["lines"] >= 50_000)  # type: ignore[index]
+    busy = sql(sock, "SELECT 1")
+    assert busy["ok"] is False and str(busy["error"]).startswith("busy: 2 queries")
+    started = time.monotonic()
+    proc.terminate()
+    assert proc.wait(timeout=30) == 0
+    assert time.monotonic() - started < 15  # the queries had a minute left each
+    for client in clients:
+        client.close()
+
+
+def test_a_query_over_the_time_limit_is_stopped_and_answered(tmp_path: Path) -> None:
+    sock, log = tmp_path / "lw.sock", tmp_path / "vllm.log"
+    log.write_bytes(b"")
+    proc = start(tmp_path, "--file", str(log), config="[socket]\nquery_seconds = 0.5\n")
+    try:
+        wait_for("the daemon", lambda: up(sock, proc))
+        answer = sql(sock, RUNAWAY)
+        assert answer == {"ok": False, "error": "the query ran over its time limit of 0.5 s "
+                                                "and was stopped"}
+        assert sql(sock, "SELECT 42")["rows"] == [[42]]  # its thread is free again
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
+
+
+def test_rows_are_cut_while_fetching_and_the_cut_is_shown(tmp_path: Path) -> None:
+    sock, log, db = tmp_path / "lw.sock", tmp_path / "vllm.log", tmp_path / "h.duckdb"
+    log.write_bytes(b"")
+    proc = start(tmp_path, "--file", str(log), config="[socket]\nquery_rows = 100\n")
+    query = "SELECT * FROM range(1000000000000)"
+
+    def cli(*args: str, via_socket: bool = True) -> subprocess.CompletedProcess[str]:
+        where = ["--socket", str(sock)] if via_socket else ["--socket", str(tmp_path / "no"),
+                                                            "--db", str(db)]
+        return subprocess.run([sys.executable, "-m", "logwatch", "sql", *where, *args, query],
+                              capture_output=True, text=True, cwd=ROOT, timeout=60,
+                              check=False)
+
+    try:
+        wait_for("the daemon", lambda: up(sock, proc))
+        answer = sql(sock, query)
+        assert len(answer["rows"]) == 100  # type: ignore[arg-type]
+        assert answer["truncated"] == "row limit 100 reached"
+        table = cli()
+        assert table.stdout.splitlines()[-1] == "(100 rows; truncated: row limit 100 reached)"
+        as_json = json.loads(cli("--json").stdout)
+        assert len(as_json["rows"]) == 100 and as_json["truncated"] == "row limit 100 reached"
+        as_csv = cli("--csv")
+        assert len(as_csv.stdout.splitlines()) == 101  # the header and 100 rows
+        assert "truncated: row limit 100 reached" in as_csv.stderr
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
+    offline = cli("--csv", via_socket=False)  # the CLI alone: the default limit, same notice
+    assert len(offline.stdout.splitlines()) == 10_001
+    assert "truncated: row limit 10,000 reached" in offline.stderr
+
+
+@pytest.mark.parametrize("message", [
+    {"op": "incidents", "limit": "ten"},
+    {"op": "incidents", "limit": -1},
+    {"op": "incidents", "limit": 10**12},
+    {"op": "incidents", "limit": True},
+    {"op": "incidents", "limit": None},
+    {"op": "sql", "query": 42},
+    {"op": "sql"},
+    {"op": "snapshot", "hash": ["x"]},
+    {"op": "subscribe", "events": "finding"},
+    {"op": "subscribe", "events": ["finding", "nope"]},
+    {"op": 7},
+    {"no": "op"},
+])
+def test_every_malformed_request_is_answered_and_the_connection_stays(
+        following: tuple[subprocess.Popen[bytes], Path, Path],
+        message: dict[str, object]) -> None:
+    _, _, sock = following
+
+    async def exchange() -> tuple[dict[str, object], dict[str, object]]:
+        reader, writer = await asyncio.open_unix_connection(str(sock))
+        writer.write(json.dumps(message).encode() + b"\n" + b'{"op": "status"}\n')
+        await writer.drain()
+        first = json.loads(await asyncio.wait_for(reader.readline(), 10))
+        second = json.loads(await asyncio.wait_for(reader.readline(), 10))
+        writer.close()
+        return first, second
+
+    first, second = asyncio.run(exchange())
+    assert first["ok"] is False and first["error"]
+    assert "Traceback" not in str(first["error"])
+    assert second["ok"] is True and "status" in second
