@@ -210,8 +210,9 @@ def _cmd_scan(args: argparse.Namespace) -> int:
         _warn(f"logwatch: {exc}")
         return EXIT_USAGE
     if recorder is not None:
-        from logwatch.store.db import open_store
+        from logwatch.store.db import keep_files_private, open_store
 
+        keep_files_private()
         with open_store(args.db) as store:
             added = recorder.write(store, report)
         _warn(f"recorded in {args.db}: " + ", ".join(f"{n} new {t}" for t, n in added.items()))
@@ -256,8 +257,9 @@ def _cmd_daemon(args: argparse.Namespace) -> int:
     from logwatch.sources.globbed import GlobSource, is_glob
     from logwatch.sources.journald import JournalSource
     from logwatch.sources.stdin import StdinSource
-    from logwatch.store.db import default_db_path, open_store
+    from logwatch.store.db import default_db_path, keep_files_private, open_store
 
+    keep_files_private()
     selectors = ([["-u", u] for u in args.journal_unit]
                  + [["--user-unit", u] for u in args.journal_user_unit]
                  + [["--file", str(Path(p).resolve())] for p in args.journal_file]
@@ -385,7 +387,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
     from logwatch.daemon import Daemon
     from logwatch.snapshot.capture import capture_gpu, take_snapshot
     from logwatch.sources.process import ProcessSource
-    from logwatch.store.db import default_db_path, open_store
+    from logwatch.store.db import default_db_path, keep_files_private, open_store
     from logwatch.triage import parse_capability
 
     logs.configure()
@@ -399,7 +401,9 @@ def _cmd_run(args: argparse.Namespace) -> int:
     gpu = (GpuFacts(capability=parse_capability(args.gpu_capability), source="--gpu-capability")
            if args.gpu_capability else capture_gpu())
     snapshot = take_snapshot(argv=argv, env=dict(os.environ), gpu=gpu)  # what is started
-    source = ProcessSource(argv, name=f"run:{args.target}", passthrough=not args.quiet)
+    umask = keep_files_private()  # for the history; vLLM keeps the umask it was given
+    source = ProcessSource(argv, name=f"run:{args.target}", passthrough=not args.quiet,
+                           umask=umask)
     with open_store(args.db or default_db_path(), service=True) as store:
         digest = snapshot.content_hash()
         daemon = Daemon([source], library, store, on_signal=source.forward,
@@ -430,6 +434,7 @@ def _cmd_history(args: argparse.Namespace) -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    from logwatch.socket_trust import UnsafeSocketPath
     from logwatch.store.db import DatabaseError
 
     args = build_parser().parse_args(argv)
@@ -447,7 +452,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.command in ("check-config", "show-config"):
             return _cmd_config(args)
         return _cmd_signatures(args)
-    except DatabaseError as exc:
+    except (DatabaseError, UnsafeSocketPath) as exc:
         _warn(f"logwatch: {exc}")
         return EXIT_USAGE
     except LibraryError as exc:

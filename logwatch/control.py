@@ -17,11 +17,20 @@ import contextlib
 import grp
 import json
 import os
+import socket
+import struct
 from concurrent.futures import ThreadPoolExecutor
 from datetime import date, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from logwatch.socket_trust import (
+    UnsafeSocketPath,
+    check_peer,
+    check_socket,
+    group_cannot_reach,
+    prepare_directory,
+)
 from logwatch.store.db import DatabaseError
 from logwatch.store.operator_sql import DEFAULT_LIMITS, QueryLimits, QueryResult, run_read_only
 
@@ -87,7 +96,21 @@ class ControlServer:
             subscriber.offer(event)
 
     async def start(self) -> None:
-        self.path.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            gid = grp.getgrnam(self.group).gr_gid if self.group else None
+        except KeyError:
+            raise OSError(f"socket.group {self.group!r}: no such group") from None
+        try:
+            prepare_directory(self.path.parent, gid)
+        except UnsafeSocketPath as exc:
+            raise OSError(str(exc)) from exc
+        if gid is not None and group_cannot_reach(self.path.parent, gid):
+            note = (f"control socket: members of group {self.group} cannot reach "
+                    f"{self.path.parent} (no search permission); give the directory to the "
+                    "group, or make it 0755 (the socket's own mode 0660 keeps others out)")
+            self.daemon.events.append(note)
+            self.daemon.log.warning("control_socket_unreachable", group=self.group,
+                                    path=str(self.path.parent))
         if self.path.is_socket():
             try:
                 _, probe = await asyncio.wait_for(asyncio.open_unix_connection(str(self.path)),
@@ -100,8 +123,8 @@ class ControlServer:
         self._server = await asyncio.start_unix_server(self._client, path=str(self.path),
                                                        limit=MAX_REQUEST_BYTES)
         os.chmod(self.path, 0o660)
-        if self.group:
-            os.chown(self.path, -1, grp.getgrnam(self.group).gr_gid)
+        if gid is not None:
+            os.chown(self.path, -1, gid)
 
     async def stop_queries(self) -> None:
         """Interrupt the queries running and refuse new ones (the daemon is stopping)."""
@@ -250,12 +273,23 @@ class ControlServer:
             return run_read_only(cursor, sql, params, self.limits)
 
 
+def _check_server(writer: asyncio.StreamWriter, path: Path) -> None:
+    """The process at the other end runs as us or root (the kernel says who: SO_PEERCRED)."""
+    sock = writer.get_extra_info("socket")
+    creds = sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i"))
+    _, uid, _ = struct.unpack("3i", creds)
+    check_peer(uid, path)
+
+
 async def request(path: Path, message: dict[str, Any], timeout: float = 30.0
                   ) -> dict[str, Any]:
-    """One request to a running daemon (raises OSError when none listens)."""
+    """One request to a running daemon (raises OSError when none listens, UnsafeSocketPath
+    when someone else could have put the socket there)."""
+    check_socket(path)
     reader, writer = await asyncio.wait_for(asyncio.open_unix_connection(
         str(path), limit=64 << 20), timeout)
     try:
+        _check_server(writer, path)
         writer.write(json.dumps(message).encode() + b"\n")
         await writer.drain()
         line = await asyncio.wait_for(reader.readline(), timeout)
@@ -273,12 +307,18 @@ async def subscribe(path: Path, events: list[str] | None = None, wait: float = 0
     deadline = loop.time() + wait
     while True:
         try:
+            check_socket(path)
             reader, writer = await asyncio.open_unix_connection(str(path), limit=64 << 20)
             break
         except OSError:
             if loop.time() >= deadline:
                 raise
             await asyncio.sleep(0.1)
+    try:
+        _check_server(writer, path)
+    except UnsafeSocketPath:
+        writer.close()
+        raise
     message: dict[str, Any] = {"op": "subscribe"}
     if events is not None:
         message["events"] = events

@@ -28,7 +28,7 @@ from logwatch.core.block_scan import BlockScanner
 from logwatch.core.findings import Finding
 from logwatch.core.library import Library, LibraryError
 from logwatch.core.matcher import Matcher
-from logwatch.core.redact import redact
+from logwatch.core.redact import redact_head
 from logwatch.core.visible import visible
 from logwatch.library_watch import LibraryWatch
 from logwatch.logs import get as get_logger
@@ -66,6 +66,7 @@ BATCH_FINDINGS = 500
 # The DuckDB connection is reopened after this many commits (see Store.recycle): every
 # 5,000 commits is about every 7 hours of positions alone, sooner while findings come.
 RECYCLE_COMMITS = 5_000
+LINES_EVENT_BYTES = 1 << 16  # the most text one `lines` event carries
 MARKS_KEPT = 10_000  # journald entries remembered before the checkpoint
 # Readers wait while this many findings wait to be written (a backlog full of failures, or
 # a database that cannot be written): memory stays bounded, and what is not read yet stays
@@ -354,7 +355,7 @@ class Daemon:
         if chunk.path is not None:
             self.read_positions[chunk.source] = (chunk.path, chunk.offset + span)
         if self.control is not None and self.control.wants("lines"):
-            text = redact(chunk.data[:1 << 16].decode("utf-8", errors="replace"))
+            text = redact_head(chunk.data, LINES_EVENT_BYTES)
             self.control.publish("lines", source=chunk.source, first_line=stream.next_line,
                                  text=text)
         stream.next_line += lines

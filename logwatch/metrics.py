@@ -11,9 +11,13 @@ import asyncio
 import contextlib
 import ipaddress
 import os
+import socket
 import time
+from collections import Counter
 from collections.abc import Callable, Iterable
 from typing import Any
+
+from logwatch import logs
 
 Sample = tuple[str, dict[str, str], float]  # name, labels, value
 
@@ -100,25 +104,136 @@ def daemon_samples(daemon: Any) -> list[Sample]:
     return samples
 
 
+# A scrape is one short request from loopback. Anything slower or more numerous is a local
+# user holding connections open: each costs a file descriptor, and at the descriptor limit
+# the whole daemon (log files, the journal, DuckDB) fails to open anything.
+MAX_CONNECTIONS = 16  # open at once; more wait in the kernel's listen queue (same size)
+GRACE_SECONDS = 1.0  # a scrape sends its request at once: after this an incomplete one gives
+                     # way to the next connection when all are taken
+REQUEST_SECONDS = 5.0  # the whole request (line and headers), then again to send the answer
+MAX_HEADER_LINES = 100
+REPORT_SECONDS = 60.0  # connections given up are logged as one summary per interval
+
+
 class MetricsServer:
+    """Accepts while fewer than MAX_CONNECTIONS are open. When all are taken, the oldest one
+    that has not delivered its request within GRACE_SECONDS is closed for the next: a flood
+    of idle or trickling connections cannot starve a scrape, which is answered within
+    milliseconds of its turn."""
+
     def __init__(self, host: str, port: int, samples: Callable[[], list[Sample]]) -> None:
         self.host, self.port, self.samples = host, port, samples
-        self._server: asyncio.base_events.Server | None = None
+        self._listener: socket.socket | None = None
+        self._acceptor: asyncio.Task[None] | None = None
+        self._open: set[asyncio.Task[None]] = set()
+        self._incomplete: dict[asyncio.Task[None], float] = {}  # no full request yet: since
+        self._freed = asyncio.Event()
+        self._dropped: Counter[str] = Counter()
+        self._last_error = ""
+        self._report_timer: asyncio.TimerHandle | None = None
+        self.log = logs.get("logwatch.metrics")
 
     async def start(self) -> None:
-        self._server = await asyncio.start_server(self._handle, self.host, self.port)
+        family = socket.AF_INET6 if ":" in self.host else socket.AF_INET
+        self._listener = socket.create_server((self.host, self.port), family=family,
+                                              backlog=MAX_CONNECTIONS)
+        self._listener.setblocking(False)
+        self._acceptor = asyncio.create_task(self._accept(self._listener))
 
     async def close(self) -> None:
-        if self._server is not None:
-            self._server.close()
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._server.wait_closed(), 2)
+        if self._acceptor is not None:
+            self._acceptor.cancel()
+            await asyncio.wait([self._acceptor], timeout=2)
+        for task in list(self._open):
+            task.cancel()
+        if self._open:
+            await asyncio.wait(list(self._open), timeout=2)
+        if self._listener is not None:
+            self._listener.close()
+        if self._report_timer is not None:
+            self._report_timer.cancel()
+            self._report_timer = None
+        if self._dropped:
+            self._report()
 
-    async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+    async def _accept(self, listener: socket.socket) -> None:
+        loop = asyncio.get_running_loop()
+        while True:
+            await self._make_room(loop)
+            try:
+                conn, _ = await loop.sock_accept(listener)
+            except OSError as exc:  # EMFILE, ENFILE, ENOBUFS: try again a little later
+                self._drop("accept_failed", str(exc))
+                await asyncio.sleep(1)
+                continue
+            task = asyncio.create_task(self._serve(conn))
+            self._open.add(task)
+            self._incomplete[task] = loop.time()
+            task.add_done_callback(self._ended)
+
+    async def _make_room(self, loop: asyncio.AbstractEventLoop) -> None:
+        while len(self._open) >= MAX_CONNECTIONS:
+            self._freed.clear()
+            wait: float | None = None
+            if self._incomplete:
+                task, since = min(self._incomplete.items(), key=lambda item: item[1])
+                wait = since + GRACE_SECONDS - loop.time()
+                if wait <= 0:
+                    del self._incomplete[task]
+                    task.cancel()
+                    self._drop("over_limit")
+                    wait = None  # its end sets _freed
+            # asyncio.timeout, not wait_for: on 3.11 wait_for can swallow a cancellation
+            # that coincides with the event being set, and close() would wait forever
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(wait):
+                    await self._freed.wait()
+
+    def _ended(self, task: asyncio.Task[None]) -> None:
+        self._open.discard(task)
+        self._incomplete.pop(task, None)
+        self._freed.set()
+
+    def _drop(self, reason: str, error: str = "") -> None:
+        """Count a connection given up; the first after a quiet spell is logged at once, the
+        others in one summary per REPORT_SECONDS, never one line (or traceback) each."""
+        self._dropped[reason] += 1
+        self._last_error = error or self._last_error
+        if self._report_timer is None:
+            self._report()
+            self._report_timer = asyncio.get_running_loop().call_later(REPORT_SECONDS,
+                                                                       self._report_due)
+
+    def _report_due(self) -> None:
+        self._report_timer = None
+        if self._dropped:
+            self._report()
+            self._report_timer = asyncio.get_running_loop().call_later(REPORT_SECONDS,
+                                                                       self._report_due)
+
+    def _report(self) -> None:
+        self.log.warning("metrics_connections_dropped", **dict(self._dropped),
+                         last_error=self._last_error or None,
+                         limits=f"{MAX_CONNECTIONS} connections, {REQUEST_SECONDS:g} s each")
+        self._dropped.clear()
+        self._last_error = ""
+
+    async def _serve(self, conn: socket.socket) -> None:
+        task = asyncio.current_task()
+        writer: asyncio.StreamWriter | None = None
         try:
-            request = await asyncio.wait_for(reader.readline(), 5)
-            while (await asyncio.wait_for(reader.readline(), 5)) not in (b"\r\n", b"\n", b""):
-                pass  # headers: not needed
+            async with asyncio.timeout(REQUEST_SECONDS):
+                reader, writer = await asyncio.open_connection(sock=conn)
+                request = await reader.readline()
+                for _ in range(MAX_HEADER_LINES):
+                    if await reader.readline() in (b"\r\n", b"\n", b""):
+                        break  # headers: not needed
+                else:
+                    raise ValueError(f"over {MAX_HEADER_LINES} header lines")
+            if task is not None:
+                self._incomplete.pop(task, None)
+            if not request:
+                return
             parts = request.split()
             if len(parts) >= 2 and parts[0] == b"GET" and parts[1].split(b"?")[0] == b"/metrics":
                 body, status = render(self.samples()).encode(), b"200 OK"
@@ -128,8 +243,18 @@ class MetricsServer:
             writer.write(b"HTTP/1.0 " + status + b"\r\nContent-Type: " + kind
                          + b"\r\nContent-Length: " + str(len(body)).encode()
                          + b"\r\nConnection: close\r\n\r\n" + body)
-            await writer.drain()
-        except (TimeoutError, ConnectionError, ValueError):
-            pass
+            async with asyncio.timeout(REQUEST_SECONDS):
+                await writer.drain()
+        except TimeoutError:
+            self._drop("too_slow")
+        except ValueError as exc:  # a line over the reader's limit, too many headers
+            self._drop("bad_request", str(exc))
+        except ConnectionError:
+            pass  # the client went away
+        except Exception as exc:  # a bug rendering the numbers: logged, not once per scrape
+            self._drop("failed", f"{type(exc).__name__}: {exc}")
         finally:
-            writer.transport.abort()
+            if writer is not None:
+                writer.transport.abort()
+            else:
+                conn.close()

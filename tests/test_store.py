@@ -153,27 +153,28 @@ def test_cli_sql_history_and_a_locked_database(tmp_path: Path) -> None:
     db = tmp_path / "h.duckdb"
     env = {**os.environ, "NO_COLOR": "1"}
     run = [sys.executable, "-m", "logwatch"]
+    no_daemon = ["--socket", str(tmp_path / "none.sock")]  # not a daemon of /run/logwatch
     scan = subprocess.run([*run, "scan", "--db", str(db), str(DEMO), "--model-dir", UNCOVERED,
                            "--gpu-capability", "9.0"], capture_output=True, text=True, cwd=ROOT,
                           env=env, check=False)
     assert scan.returncode == 1 and "recorded in" in scan.stderr
-    out = subprocess.run([*run, "sql", "--db", str(db), "--json",
+    out = subprocess.run([*run, "sql", *no_daemon, "--db", str(db), "--json",
                           "SELECT signature, count FROM incidents WHERE root_cause"],
                          capture_output=True, text=True, cwd=ROOT, check=True).stdout
     assert json.loads(out) == {"columns": ["signature", "count"], "truncated": None,
                                "rows": [{"signature": "marlin.repack_tile_n", "count": 4}]}
-    csv_out = subprocess.run([*run, "sql", "--db", str(db), "--csv", "SELECT 1 AS one"],
+    csv_out = subprocess.run([*run, "sql", *no_daemon, "--db", str(db), "--csv", "SELECT 1 AS one"],
                              capture_output=True, text=True, cwd=ROOT, check=True).stdout
     assert csv_out.splitlines() == ["one", "1"]
     history = subprocess.run([*run, "history", "--db", str(db)], capture_output=True,
                              text=True, cwd=ROOT, check=True).stdout
     assert "marlin.repack_tile_n" in history and "mtp_ignore_list_gap" in history
-    refused = subprocess.run([*run, "sql", "--db", str(db), "DROP TABLE findings"],
+    refused = subprocess.run([*run, "sql", *no_daemon, "--db", str(db), "DROP TABLE findings"],
                              capture_output=True, text=True, cwd=ROOT, check=False)
     assert refused.returncode == 2 and "only read-only queries" in refused.stderr
     holder = duckdb.connect(str(db))  # another process holds the file read-write
     try:
-        locked = subprocess.run([*run, "sql", "--db", str(db), "SELECT 1"],
+        locked = subprocess.run([*run, "sql", *no_daemon, "--db", str(db), "SELECT 1"],
                                 capture_output=True, text=True, cwd=ROOT, check=False)
     finally:
         holder.close()

@@ -15,7 +15,7 @@ import regex
 from logwatch.core.findings import Finding
 from logwatch.core.prefilter import LiteralScanner, make_scanner
 from logwatch.core.records import Record
-from logwatch.core.redact import redact
+from logwatch.core.redact import Span, redact_slice, spans_for_parts
 from logwatch.core.signature import Signature
 
 MATCH_TIMEOUT_S = 0.05
@@ -87,6 +87,8 @@ class Matcher:
             return []
         findings: list[Finding] = []
         done: set[str] = set()
+        secrets: list[Span] | None = None  # the message's, found when a capture needs them
+        looked = False
         for pattern in self.candidates(message, literal_ids):
             signature = pattern.signature
             if signature.id in done:
@@ -94,8 +96,11 @@ class Matcher:
             try:
                 match = pattern.regex.search(message, timeout=self.timeout)
                 while match is not None:
-                    captures = {k: redact(v) for k, v in match.groupdict().items()
-                                if v is not None}
+                    names = [k for k, v in match.groupdict().items() if v is not None]
+                    if names and not looked:
+                        secrets, looked = spans_for_parts(message), True
+                    captures = {k: redact_slice(message, match.start(k), match.end(k),
+                                                secrets) for k in names}
                     if not signature.conditions or signature.conditions_hold(captures):
                         findings.append(self._finding(signature, captures, record,
                                                       match.start()))

@@ -1,42 +1,188 @@
-"""Mask secrets (tokens, API keys, passwords, URL credentials) in text read from logs."""
+"""Mask secrets (tokens, API keys, passwords, URL credentials) in text read from logs.
+
+Every rule finds the character spans of secret values in the text as it is; the spans of
+all rules are merged and each becomes `***`, so one rule never has to recognise another's
+output, and a piece of a text (a regex capture) can be masked by the spans of its whole.
+A value is masked whole however long it is, quoted values up to their closing quote.
+"""
 
 from __future__ import annotations
 
+import base64
+import binascii
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 MASK = "***"
-_PATTERNS = (
-    # key=value, key: value, 'key': 'value' where the key names a secret
-    re.compile(
-        r"""(?ix)
-        (?P<key>['"]?[\w.-]*(?:token|(?:api|secret|access|private)[_-]?key|secret|password
-           |passwd|credentials?)['"]?
-           \s*[:=]\s*)
-        (?P<quote>['"]?)(?P<value>(?!\*\*\*)[^\s'",}]{1,512})"""
-    ),
-    re.compile(r"(?i)(?P<key>--(?:api-key|hf-token|token)[ =])(?P<quote>['\"]?)(?P<value>\S+)"),
-    re.compile(r"(?i)(?P<key>\bbearer\s+)(?P<quote>)(?P<value>[\w.~+/=-]{8,})"),
-    re.compile(r"(?P<key>://[^/\s:@]{1,128}:)(?P<quote>)(?P<value>[^@\s/]{1,256})(?=@)"),
+Span = tuple[int, int]
+
+# A rule names the groups holding secret values `v...`; only those are masked, so the key,
+# the scheme and the host stay readable. Every rule is ASCII-only (IGNORECASE folds A-Z
+# alone, \s and \w are ASCII), so the lowered text `_TRIGGER` searches keeps every
+# character a rule depends on.
+_FLAGS = re.ASCII | re.IGNORECASE | re.MULTILINE
+_KEYWORD = r"(?:token|(?:api|secret|access|private)[_-]?key|secret|password|passwd|credentials?)"
+# A quoted value, masked to its closing quote (or the end of the line when cut there);
+# `\"...\"` is a quoted value inside a JSON string (a JSON-formatted log line as written).
+_QUOTED = (r"""(?:"(?P<v_dq>(?:[^"\\\n]|\\.)*)(?:"|$)|'(?P<v_sq>(?:[^'\\\n]|\\.)*)(?:'|$)"""
+           r"""|\\"(?P<v_jq>(?:[^"\\\n]|\\[^"\n])*)(?:\\"|$))""")
+_CLOSE_NAME = r"""(?:\\?['"])?"""  # the quote closing a quoted key, JSON-escaped or not
+
+_KEY_VALUE = re.compile(
+    # HF_TOKEN=..., api_key: ..., 'password': '...', "aws_secret_access_key": "...". Only
+    # at the start of a word, so a long word costs one attempt, not one per character.
+    r"""(?<![\w.-])['"]?[\w.-]*?""" + _KEYWORD + _CLOSE_NAME + r"\s*[:=]\s*"
+    + r"(?:" + _QUOTED + r"""|\[(?P<v_list>[^\]\n]*)|(?P<v_bare>[^\s'",}]+))""", _FLAGS)
+_FLAG = re.compile(
+    # --api-key X, --hf-token=X, '--api-key', 'X' (a Python list of argv)
+    r"(?<![\w-])--(?:[a-z0-9]+[-_])*(?:api[-_]?key|token|secret|password|passwd|credentials?)"
+    r"(?:=|" + _CLOSE_NAME + r",?[ \t]+)(?:" + _QUOTED + r"""|(?P<v_bare>[^\s'"]+))""", _FLAGS)
+_AUTHORIZATION = re.compile(
+    # Authorization: Basic dXNlcjpwYXNz, -H 'Proxy-Authorization: Bearer ...', JSON headers:
+    # the scheme stays readable, the credentials after it go
+    r"authorization" + _CLOSE_NAME + r"\s*[:=]\s*" + _CLOSE_NAME
+    + r"(?:(?:basic|bearer|token|digest|negotiate|ntlm|api-?key|key|hmac|aws4-hmac-sha256"
+    r"""|dpop|mac|oauth)[ \t]+)?(?P<v>[^\s'",}]+)""", _FLAGS)
+_BEARER = re.compile(r"(?<![\w-])bearer\s+(?P<v>[\w.~+/=-]{8,})", _FLAGS)
+# Basic credentials outside a header line: only base64 that decodes to "user:password"
+_BASIC = re.compile(r"(?<![\w-])basic\s+(?P<v>[A-Za-z0-9+/]{4,}={0,2})(?![\w+/=-])", _FLAGS)
+_URL_CREDENTIALS = re.compile(
+    # scheme://user:password@host: the password runs to the authority's LAST `@` (a raw `@`
+    # in a password is common enough); a userinfo of 16+ characters is a token used as the
+    # user (https://ghp_...@github.com, https://TOKEN:x-oauth-basic@host) and goes too
+    r"://(?:(?P<v_user>[^\s/?#:]{16,})|[^\s/?#:@]{0,15})(?::(?P<v_pw>[^\s/?#]*))?@", _FLAGS)
+_BARE_TOKEN = re.compile(
+    r"\b(?P<v>hf_[A-Za-z0-9]{30,}|sk-[A-Za-z0-9_-]{20,}|gh[pousr]_[A-Za-z0-9]{30,}"
+    r"|github_pat_[A-Za-z0-9_]{30,}|glpat-[A-Za-z0-9_-]{20,}|xox[abp]-[A-Za-z0-9-]{10,}"
+    r"|(?:AKIA|ASIA)[0-9A-Z]{16}\b)", re.ASCII)
+# An AWS secret access key on its own: exactly 40 characters of base64's alphabet.
+_AWS_SECRET = re.compile(r"(?<![A-Za-z0-9/+=])(?P<v>[A-Za-z0-9/+=]{40})(?![A-Za-z0-9/+=])",
+                         re.ASCII)
+
+
+def _is_basic_credentials(value: str) -> bool:
+    try:
+        decoded = base64.b64decode(value, validate=True).decode("utf-8")
+    except (binascii.Error, UnicodeDecodeError):
+        return False
+    return ":" in decoded and decoded.isprintable()
+
+
+def _is_aws_secret(value: str) -> bool:
+    """A random 40-character key has both cases and a digit, `/` or `+`: all but about one
+    in 4,000 do (asking for `/` or `+` alone would miss one key in four). What else in
+    vLLM's logs has 40 such characters does not: a git sha or SHA-1 is hex of one case, and
+    longer base64 or hashes are not exactly 40 long. A mixed-case path of exactly 40
+    characters (`/`, letters and digits, no `.`, `_` or `-`) would be masked: a path
+    fragment lost from evidence costs less than a key kept."""
+    return (any(c.isupper() for c in value) and any(c.islower() for c in value)
+            and any(c.isdigit() or c in "/+" for c in value))
+
+
+Rule = tuple[re.Pattern[str], Callable[[str], bool] | None]
+RULES: tuple[Rule, ...] = (  # (pattern, test of a value it found)
+    (_KEY_VALUE, None), (_FLAG, None), (_AUTHORIZATION, None), (_BEARER, None),
+    (_BASIC, _is_basic_credentials), (_URL_CREDENTIALS, None), (_BARE_TOKEN, None),
+    (_AWS_SECRET, _is_aws_secret),
 )
-_BARE = re.compile(r"\b(?:hf_[A-Za-z0-9]{30,}|sk-[A-Za-z0-9_-]{20,}|gh[pousr]_[A-Za-z0-9]{30,}"
-                   r"|xox[abp]-[A-Za-z0-9-]{10,}|AKIA[0-9A-Z]{16})\b")
 
-
-# Every pattern above needs one of these; most text (numbers, log lines) has none.
+# A match of any rule implies a match here, on the lowered text: each branch is a piece
+# every match of some rule contains (lowered; every rule is ASCII-only). Ordinary lines match
+# nothing. Why it looks odd: a case-sensitive search of lowered text is ~5x faster than a
+# case-blind one, and each branch starts with a literal, the rarest letters of the word
+# where that keeps it a piece of every match (`ken` of token, `word`/`wd` of password,
+# `zation` of authorization), so the search skips the positions no branch can start at.
+_AFTER_NAME = _CLOSE_NAME + r"(?:\s*[:=]|,?[ \t])"  # key-value `=`/`:`, or a flag's argument
 _TRIGGER = re.compile(
-    r"(?i)(?:token|key|secret|passw\w*|credentials?)['\"]?\s*[:=]|--(?:api-key|hf-token|token)"
-    r"|bearer\s|://[^/\s:@]+:[^@\s/]+@|hf_[A-Za-z0-9]{30}|sk-[\w-]{20}|gh[pousr]_|xox[abp]-|AKIA"
-)
+    r"ken" + _AFTER_NAME + r"|key" + _AFTER_NAME + r"|w(?:or)?d" + _AFTER_NAME
+    + r"|cret" + _AFTER_NAME + r"|credential|zation" + _CLOSE_NAME + r"\s*[:=]|bearer\s|basic\s"
+    r"|://[^\s/?#]*@|f_[a-z0-9]{30}|k-[a-z0-9_-]{20}|gh[pousr]_|github_pat_|glpat-"
+    r"|xox[abp]-|kia[0-9a-z]{16}|sia[0-9a-z]{16}", re.ASCII)
+# The 40 characters of an AWS key are searched apart: a branch starting with a repeat
+# would disable that skip for all the others.
+_TRIGGER_RUN = re.compile(r"[A-Za-z0-9/+=]{40}", re.ASCII)
+
+
+def might_hold_secret(text: str) -> bool:
+    """False when no rule can match: the fast path for ordinary lines."""
+    return _TRIGGER.search(text.lower()) is not None or (
+        len(text) >= 40 and _TRIGGER_RUN.search(text) is not None)
+
+
+def find_secrets(text: str) -> list[Span]:
+    """Every rule's spans, merged, without the fast path (tests compare both)."""
+    spans: list[Span] = []
+    for pattern, accept in RULES:
+        for match in pattern.finditer(text):
+            for name, value in match.groupdict().items():
+                if name.startswith("v") and value and (accept is None or accept(value)):
+                    spans.append(match.span(name))
+    return _merge(spans)
+
+
+def secret_spans(text: str) -> list[Span]:
+    """The (start, end) spans of secret values in `text`, sorted and disjoint."""
+    return find_secrets(text) if might_hold_secret(text) else []
+
+
+def _merge(spans: list[Span]) -> list[Span]:
+    merged: list[Span] = []
+    for start, end in sorted(spans):
+        if merged and start <= merged[-1][1]:
+            merged[-1] = (merged[-1][0], max(end, merged[-1][1]))
+        else:
+            merged.append((start, end))
+    return merged
+
+
+def mask_spans(text: str, spans: Sequence[Span]) -> str:
+    """`text` with each of the sorted, disjoint `spans` replaced by `***`."""
+    if not spans:
+        return text
+    parts: list[str] = []
+    pos = 0
+    for start, end in spans:
+        parts += (text[pos:start], MASK)
+        pos = end
+    parts.append(text[pos:])
+    return "".join(parts)
 
 
 def redact(text: str) -> str:
     """`text` with every recognisable secret value replaced by `***`."""
-    if not _TRIGGER.search(text):
-        return text
-    for pattern in _PATTERNS:
-        text = pattern.sub(lambda m: f"{m.group('key')}{m.group('quote')}{MASK}", text)
-    return _BARE.sub(MASK, text)
+    return mask_spans(text, secret_spans(text))
+
+
+def spans_for_parts(text: str) -> list[Span] | None:
+    """The secrets of a text whose parts (captures) `redact_slice` will mask; None when no
+    part can hold one. The fast path's patterns have no anchors or lookarounds, so what
+    they find in a part they find in the whole: a whole they pass proves every part clean."""
+    return find_secrets(text) if might_hold_secret(text) else None
+
+
+def redact_slice(text: str, start: int, end: int, spans: Sequence[Span] | None) -> str:
+    """`text[start:end]` (a capture) masked by `spans`, the secrets of the whole `text` from
+    `spans_for_parts`, and by its own: a capture holding only the second word of a quoted
+    password, or a password without its `password=`, is masked all the same."""
+    piece = text[start:end]
+    if spans is None:
+        return piece
+    inside = [(max(s, start) - start, min(e, end) - start) for s, e in spans
+              if s < end and e > start]
+    return mask_spans(piece, _merge(inside + secret_spans(piece)))
+
+
+def redact_head(data: bytes, limit: int) -> str:
+    """The start of `data` decoded and masked, about `limit` bytes of it: whole lines where
+    one fits. The cut comes after the masking, so a secret the cut would split (a URL
+    password before its `@`, part of a key) is still recognised whole."""
+    if len(data) > limit:
+        end = data.rfind(b"\n", 0, limit) + 1
+        if end == 0:  # a first line longer than the limit: masked whole, then cut
+            end = data.find(b"\n", limit) + 1 or len(data)
+            return redact(data[:end].decode("utf-8", errors="replace"))[:limit]
+        data = data[:end]
+    return redact(data.decode("utf-8", errors="replace"))
 
 
 SECRET_NAME_WORDS = frozenset({"TOKEN", "KEY", "SECRET", "PASSWORD", "PASSWD", "CREDENTIAL",

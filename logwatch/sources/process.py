@@ -25,8 +25,9 @@ class ProcessSource:
     replayable = False  # unread output blocks the child, and is never offered again
 
     def __init__(self, argv: Sequence[str], name: str = "run",
-                 passthrough: bool = True) -> None:
+                 passthrough: bool = True, umask: int = -1) -> None:
         self.argv = list(argv)
+        self.umask = umask  # the child's (-1: ours)
         self.name = name
         self.passthrough = passthrough
         self.process: asyncio.subprocess.Process | None = None
@@ -68,7 +69,7 @@ class ProcessSource:
         try:
             self.process = process = await asyncio.create_subprocess_exec(
                 *self.argv, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
-                start_new_session=True)
+                start_new_session=True, umask=self.umask)
         except OSError as exc:
             self.returncode = 127
             self.events.append(f"cannot start {self.argv[0]}: {exc.strerror or exc}")

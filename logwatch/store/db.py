@@ -171,6 +171,21 @@ SERVICE_SETTINGS: dict[str, Any] = {"enable_external_access": False, "memory_lim
                                     "threads": 2}
 
 
+PRIVATE_UMASK = 0o077
+
+
+def keep_files_private() -> int:
+    """From now on this process creates files 0600 and directories 0700, whatever umask it
+    was started with: the history holds log lines, which may hold secrets. A umask rather
+    than a chmod after the fact, because DuckDB creates files later from its own threads (the
+    WAL at a commit, `<db>.tmp/` when it spills) and each must be private from its first byte.
+    Not 0640: the group that may use the socket asks the daemon; the file is the daemon's.
+    Returns the previous umask, for children that should not inherit ours (`logwatch run`)."""
+    previous = os.umask(PRIVATE_UMASK)
+    os.umask(previous | PRIVATE_UMASK)
+    return previous
+
+
 def open_store(path: str | Path, service: bool = False) -> Store:
     """Open (creating it and its directory if needed) and migrate forward; refuse a newer
     database rather than guess at its meaning. `service`: the SERVICE_SETTINGS above."""
