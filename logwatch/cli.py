@@ -111,6 +111,9 @@ def build_parser() -> argparse.ArgumentParser:
     daemon.add_argument("--poll-interval", type=float, default=1.0, metavar="S",
                         help="polling period where inotify is not available")
     daemon.add_argument("--no-inotify", action="store_true", help="poll only")
+    daemon.add_argument("--from-end", action="store_true",
+                        help="on a first run (no checkpoint yet), start --file and --journal-* "
+                             "sources at the end of what they hold; a checkpoint always wins")
     daemon.add_argument("--until-idle", type=float, metavar="S", default=None,
                         help="catch up, then exit once no source has written for S seconds")
     daemon.add_argument("--signatures", action="append", type=Path, default=[], metavar="DIR")
@@ -304,20 +307,22 @@ def _cmd_daemon(args: argparse.Namespace) -> int:
         sources: list[Source] = []
         file_points = {name: FilePosition(p.generation, p.offset, p.line)
                        for name, p in daemon_probe.resume.items() if p.cursor is None}
+        start_at = "end" if args.from_end else "start"
         for path in args.file:
             if is_glob(path):
                 sources.append(GlobSource(path, resume=file_points,
                                           poll_interval=args.poll_interval,
-                                          use_inotify=not args.no_inotify))
+                                          use_inotify=not args.no_inotify,
+                                          start_at=start_at))
                 continue
             name = f"file:{Path(path).resolve()}"
             point = daemon_probe.resume.get(name)
             resume = FilePosition(point.generation, point.offset, point.line) if point else None
             sources.append(FileSource(path, name=name, resume=resume,
                                       poll_interval=args.poll_interval,
-                                      use_inotify=not args.no_inotify))
+                                      use_inotify=not args.no_inotify, start_at=start_at))
         for selector in selectors:
-            journal = JournalSource(selector)
+            journal = JournalSource(selector, start_at=start_at)
             point = daemon_probe.resume.get(journal.name)
             if point is not None:
                 journal = JournalSource(selector, after_cursor=point.cursor,

@@ -59,18 +59,21 @@ def source_for(target: TargetConfig) -> Source:
 
     src = target.source
     kind = src.get("kind")
+    start_at = str(src.get("start_at", "start"))
     if kind == "file":
         path = str(src["path"])
         if is_glob(path):
-            return GlobSource(path, name_for=lambda p: f"{target.name}:file:{p}")
-        return FileSource(path, name=f"{target.name}:file:{path}")
+            return GlobSource(path, name_for=lambda p: f"{target.name}:file:{p}",
+                              start_at=start_at)
+        return FileSource(path, name=f"{target.name}:file:{path}", start_at=start_at)
     if kind == "journald":
         selector: list[str] = []
         for key, flag in (("unit", "-u"), ("user_unit", "--user-unit"), ("file", "--file"),
                           ("directory", "-D"), ("namespace", "--namespace")):
             if key in src:
                 selector += [flag, str(src[key])]
-        return JournalSource(selector, name=f"{target.name}:journal:{' '.join(selector)}")
+        return JournalSource(selector, name=f"{target.name}:journal:{' '.join(selector)}",
+                             start_at=start_at)
     if kind == "process":
         return ProcessSource([str(a) for a in src["argv"]], name=f"{target.name}:run")
     return StdinSource(name=f"{target.name}:stdin")
@@ -85,6 +88,10 @@ def render(config: Config) -> str:
     for target in config.targets:
         out.append(f"\n[[targets]] {target.name}")
         out.append(f"  source   {target.source}")
+        if target.source.get("kind") in ("file", "journald"):
+            start_at = target.source.get("start_at")
+            out.append(f"  start_at {start_at or 'start'}"
+                       f"{'' if start_at else '  # default: a first run reads what is there'}")
         if target.launch:
             out.append(f"  launch   {target.launch}")
         if target.variants:

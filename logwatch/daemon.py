@@ -97,6 +97,14 @@ class _Stream:
     holding_since: float | None = None  # when the scanner began holding back a hit
     # journald entries: (offset after, first line, line after, cursor)
     marks: list[tuple[int, int, int, str]] = field(default_factory=list)
+    fed: int = 0  # bytes fed to the scanner
+    # where a chunk's bytes and the generation's differ (a line cut, a newline added):
+    # (bytes fed up to the end of that chunk, generation bytes minus bytes fed)
+    cuts: list[tuple[int, int]] = field(default_factory=list)
+
+    def generation_offset(self, fed: int) -> int:
+        """The offset in the generation of the byte the scanner was fed as byte `fed`."""
+        return self.base_offset + fed + sum(extra for end, extra in self.cuts if end <= fed)
 
 
 class Daemon:
@@ -226,7 +234,10 @@ class Daemon:
             safe_bytes, safe_line = stream.scanner.safe_point()
             stream.scanner = BlockScanner(self.matcher, source, datetime.now(),
                                           start_line=safe_line)
-            stream.base_offset += safe_bytes
+            stream.base_offset = stream.generation_offset(safe_bytes)
+            stream.cuts = [(end - safe_bytes, extra) for end, extra in stream.cuts
+                           if end > safe_bytes]
+            stream.fed -= safe_bytes
         self.events.append(f"library {library.version} loaded")
         if self.control is not None:
             self.control.publish("library", loaded=True, version=library.version,
@@ -255,6 +266,8 @@ class Daemon:
         if point is not None and point.generation == chunk.generation \
                 and point.offset == chunk.offset:
             start_line = point.line
+        elif chunk.first_line is not None:
+            start_line = chunk.first_line
         scanner = BlockScanner(self.matcher, chunk.source, datetime.now(),
                                start_line=start_line)
         stream = _Stream(chunk.generation, scanner, chunk.offset, next_line=start_line)
@@ -341,7 +354,7 @@ class Daemon:
                                         else None, self._snapshot_for(source))
                             for f in found)
         safe_bytes, safe_line = stream.scanner.safe_point()
-        safe = stream.base_offset + safe_bytes
+        safe = stream.generation_offset(safe_bytes)
         if stream.marks:  # journald: resume after the last whole entry before the safe point
             done = [m for m in stream.marks if m[0] <= safe]
             if not done:
@@ -385,13 +398,17 @@ class Daemon:
         lines = chunk.data.count(b"\n")
         self.lines += lines
         self.lines_by_source[chunk.source] = self.lines_by_source.get(chunk.source, 0) + lines
+        span = len(chunk.data) if chunk.span is None else chunk.span
         if chunk.path is not None:
-            self.read_positions[chunk.source] = (chunk.path, chunk.offset + len(chunk.data))
+            self.read_positions[chunk.source] = (chunk.path, chunk.offset + span)
         if self.control is not None and self.control.wants("lines"):
             text = redact_head(chunk.data, LINES_EVENT_BYTES)
             self.control.publish("lines", source=chunk.source, first_line=stream.next_line,
                                  text=text)
         stream.next_line += lines
+        stream.fed += len(chunk.data)
+        if span != len(chunk.data):
+            stream.cuts.append((stream.fed, span - len(chunk.data)))
         found = stream.scanner.feed(chunk.data)
         stream.last_data, stream.settled = time.monotonic(), False
         if stream.scanner.holding is None:

@@ -14,6 +14,7 @@ from typing import Any
 from logwatch.core.library import Problem, did_you_mean
 
 SOURCE_KINDS = ("file", "journald", "stdin", "process")
+START_AT = ("start", "end")  # where a first run (no checkpoint) starts reading a source
 RELAUNCH_POLICIES = ("off", "ask", "auto")
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
 
@@ -29,7 +30,7 @@ POSITIVE = frozenset({"query_seconds", "query_rows"})
 TARGET_KEYS = ("name", "source", "launch", "variants", "relaunch", "model_dir")
 SOURCE_KEYS: dict[str, type] = {
     "kind": str, "path": str, "unit": str, "user_unit": str, "file": str,
-               "directory": str, "namespace": str, "argv": list}
+               "directory": str, "namespace": str, "argv": list, "start_at": str}
 LAUNCH_KEYS: dict[str, type] = {"unit": str, "user": bool, "argv": list}
 RELAUNCH_KEYS: dict[str, type] = {"policy": str, "max_per_hour": int, "variant": str}
 
@@ -178,6 +179,14 @@ def _target(config: Config, raw: Any, index: int, problem: Any) -> None:
                                                             "directory", "namespace")):
         problem(f"the journald source of target {name!r} needs unit, user_unit, file, "
                 "directory or namespace", "kind", "targets.source", index)
+    start_at = source.get("start_at", "start")
+    if isinstance(start_at, str) and start_at not in START_AT:
+        problem(f"source.start_at of target {name!r} is {start_at!r}: one of "
+                f"{', '.join(START_AT)}", "start_at", "targets.source", index,
+                did_you_mean(start_at, START_AT))
+    elif "start_at" in source and kind not in ("file", "journald"):
+        problem(f"start_at applies to file and journald sources, not to the {kind} source "
+                f"of target {name!r}", "start_at", "targets.source", index)
     launch = raw.get("launch", {})
     if isinstance(launch, dict):
         _check_keys(launch, LAUNCH_KEYS, "launch", "the launch", name, index, problem)

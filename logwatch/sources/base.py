@@ -21,6 +21,11 @@ class Chunk:
     # the last whole entry before the scanner's safe point
     marks: tuple[tuple[int, str], ...] = ()
     path: str | None = None  # a file source's path (how far behind the writer it is)
+    # bytes of the generation `data` stands for, when not len(data): a line over the
+    # source's limit is handed on cut (more), a last line without a newline gets one (less)
+    span: int | None = None
+    first_line: int | None = None  # number of data's first line, when a source starts
+    # mid-generation without a checkpoint (a file followed from its end)
 
 
 def slices(chunk: Chunk, size: int) -> list[Chunk]:
@@ -28,6 +33,9 @@ def slices(chunk: Chunk, size: int) -> list[Chunk]:
     stays whole), so that a backlog is scanned in bites the event loop can wait between."""
     if len(chunk.data) <= size:
         return [chunk]
+    # a span other than the data's length is made at the chunk's end (its last line cut or
+    # given a newline): the last piece carries it
+    extra = 0 if chunk.span is None else chunk.span - len(chunk.data)
     pieces, start = [], 0
     while start < len(chunk.data):
         end = chunk.data.find(b"\n", start + size - 1) + 1 or len(chunk.data)
@@ -37,7 +45,9 @@ def slices(chunk: Chunk, size: int) -> list[Chunk]:
         pieces.append(Chunk(chunk.source, chunk.generation, chunk.data[start:end], first,
                             chunk.new_generation and start == 0,
                             tuple(m for m in chunk.marks if first < m[0] <= last),
-                            chunk.path))
+                            chunk.path,
+                            end - start + extra if extra and end == len(chunk.data) else None,
+                            chunk.first_line if start == 0 else None))
         start = end
     return pieces
 

@@ -1,16 +1,23 @@
 """Follow a log file through rotation: inotify wake-ups (watchdog), polling as a fallback.
 
-A file generation is identified by device, inode and a hash of its first bytes. Rename
-rotation (logrotate `create`, or delete and re-create): the old file is drained for a grace
+A generation of the file is named "dev:ino:sha(first bytes)/length" when it is first read;
+that name goes into its checkpoint and its finding ids, and once checkpointed it is the
+generation's name wherever it turns up later, so a re-read produces the same ids. It is
+*recognised* by its first bytes, the dev:ino part only choosing among candidates: a rename
+(logrotate `create`) keeps the inode, but a copytruncate copy or a compressed `.2.gz` has
+another, and the same first bytes (decompressed).
+
+Rename rotation (`create`, or delete and re-create): the old file is drained for a grace
 period (a writer that keeps its fd goes on writing there), then the new one is read from 0.
-copytruncate (size drops below the offset): the rest of the rotated copy is read from the old
-offset when a sibling with the same first bytes exists, then the truncated file from 0.
+copytruncate (size drops below the offset): the rest of our generation is read from its
+rotated copy. In both cases, and when starting from a checkpoint, every rotated generation
+newer than ours (rotated.py orders them) is read, oldest first, before the current file: two
+rotations while the daemon was down leave one between them that nothing else would read.
 """
 
 from __future__ import annotations
 
 import asyncio
-import hashlib
 import os
 import time
 from collections.abc import AsyncIterator
@@ -18,41 +25,35 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
 
+from logwatch.logs import get as get_logger
 from logwatch.sources.base import Chunk
 from logwatch.sources.inotify import open_watch
+from logwatch.sources.reading import READ_BYTES, LineSplitter, NotRegular, open_regular
+from logwatch.sources.rotated import Unread, fingerprint, read_unread, same_head, unread_after
 from logwatch.wakeup import Wakeup
 
-FINGERPRINT_BYTES = 1024
-READ_BYTES = 8 << 20
-RUNAWAY_BYTES = 64 << 20  # an unterminated line this long is handed on as it is
+START_AT = ("start", "end")  # where a first run (no checkpoint) starts in the current file
 
 
 @dataclass(frozen=True, slots=True)
 class FilePosition:
     """Where reading a generation stopped: what a checkpoint stores."""
 
-    generation: str  # "dev:ino:sha(first bytes)"
+    generation: str  # "dev:ino:sha(first bytes)/length"
     offset: int
     line: int
 
 
-def fingerprint(fh: IO[bytes]) -> str:
-    """Hash of the first bytes (up to FINGERPRINT_BYTES) of an open file."""
-    here = fh.tell()
+def _end_of_last_line(fh: IO[bytes]) -> tuple[int, int]:
+    """(the offset just after the last newline, the number of the line that starts there)."""
     fh.seek(0)
-    head = fh.read(FINGERPRINT_BYTES)
-    fh.seek(here)
-    return hashlib.sha256(head).hexdigest()[:20] + f"/{len(head)}"
-
-
-def _same_head(fh: IO[bytes], stored: str) -> bool:
-    """Whether a file starts with the bytes a stored fingerprint hashed."""
-    digest, _, length = stored.rpartition("/")
-    here = fh.tell()
-    fh.seek(0)
-    head = fh.read(int(length) if length.isdigit() else FINGERPRINT_BYTES)
-    fh.seek(here)
-    return hashlib.sha256(head).hexdigest()[:20] == digest
+    pos = offset = lines = 0
+    while block := fh.read(READ_BYTES):
+        if (count := block.count(b"\n")) > 0:
+            lines += count
+            offset = pos + block.rfind(b"\n") + 1
+        pos += len(block)
+    return offset, lines + 1
 
 
 class _Wakeup:
@@ -106,130 +107,168 @@ class FileSource:
 
     def __init__(self, path: str | Path, name: str | None = None,
                  resume: FilePosition | None = None, poll_interval: float = 1.0,
-                 grace: float = 2.0, use_inotify: bool = True) -> None:
+                 grace: float = 2.0, use_inotify: bool = True,
+                 start_at: str = "start") -> None:
+        """`start_at`: "end" starts a first run (no `resume`) at the end of the current
+        file's last complete line instead of its start: a new daemon on an old log."""
+        if start_at not in START_AT:
+            raise ValueError(f"start_at must be one of {', '.join(START_AT)}, not {start_at!r}")
         self.path = Path(path)
         self.name = name or f"file:{self.path}"
         self.resume = resume
         self.poll_interval = poll_interval
         self.grace = grace
         self.use_inotify = use_inotify
+        self.start_at = start_at
         self.events: list[str] = []  # rotations and recoveries, for the operator
         self._closed = False
+        self._refused: str | None = None  # the last refusal said, not repeated on each try
+        self._resumed = False  # the checkpoint's generation is the current file
+        self._log = get_logger("logwatch.sources")
 
     async def close(self) -> None:
         self._closed = True
 
-    def _chunk(self, generation: str, data: bytes, offset: int, new: bool = False) -> Chunk:
-        return Chunk(self.name, generation, data, offset, new, path=str(self.path))
+    def _chunk(self, generation: str, data: bytes, offset: int, new: bool = False,
+               span: int | None = None, line: int | None = None) -> Chunk:
+        return Chunk(self.name, generation, data, offset, new, path=str(self.path),
+                     span=None if span == len(data) else span, first_line=line)
 
     def _open(self) -> tuple[IO[bytes], os.stat_result] | None:
+        """The regular file at the path; None (said once) while something else is there."""
         try:
-            fh = open(self.path, "rb")  # noqa: SIM115 - held across rotations
-        except OSError:
+            opened = open_regular(self.path)
+        except NotRegular as exc:
+            if str(exc) != self._refused:
+                self._refused = str(exc)
+                self.events.append(f"{exc}: not reading it; waiting for a regular file")
+                self._log.warning("not_a_regular_file", path=str(self.path), detail=str(exc))
             return None
-        return fh, os.fstat(fh.fileno())
+        if opened is not None:
+            self._refused = None
+        return opened
 
     @staticmethod
     def _generation(fh: IO[bytes], st: os.stat_result) -> str:
         return f"{st.st_dev}:{st.st_ino}:{fingerprint(fh)}"
 
-    def _read_lines(self, fh: IO[bytes], partial: bytes) -> tuple[bytes, bytes]:
-        """(complete lines, the incomplete tail) from what is readable now."""
-        data = partial + fh.read(READ_BYTES)
-        cut = data.rfind(b"\n")
-        if cut < 0:
-            if len(data) > RUNAWAY_BYTES:  # binary junk with no newline: do not hoard it
-                self.events.append(f"{len(data)} bytes without a newline handed on as a line")
-                return data + b"\n", b""
-            return b"", data
-        return data[: cut + 1], data[cut + 1:]
+    async def _read_unread(self, unread: list[Unread]) -> AsyncIterator[Chunk]:
+        """The rotated generations `unread_after` found, as chunks of this source."""
+        async for generation, piece, offset, new in read_unread(unread, self.events,
+                                                                lambda: self._closed):
+            yield self._chunk(generation, piece.data, offset, new, piece.span)
 
-    def _rotated_copy(self, generation: str) -> Path | None:
-        """A sibling (vllm.log.1, ...) that starts with our generation's first bytes."""
+    # -- following --------------------------------------------------------------------------
+    async def _resume(self, opened: tuple[IO[bytes], os.stat_result] | None
+                      ) -> AsyncIterator[Chunk]:
+        """From the checkpoint: in the current file when it is that generation (its chunks
+        are then left to the caller, which is told through `self._resumed`); else the rest
+        of it from the rotated files and every newer rotated generation."""
+        assert self.resume is not None
+        generation, offset = self.resume.generation, self.resume.offset
         stored = generation.rsplit(":", 1)[-1]
-        for sibling in sorted(self.path.parent.glob(self.path.name + ".*")):
-            if sibling.suffix == ".gz":
-                continue
-            try:
-                with open(sibling, "rb") as fh:
-                    if _same_head(fh, stored):
-                        return sibling
-            except OSError:
-                continue
-        return None
+        fh, st = opened if opened is not None else (None, None)
+
+        def is_current(same_inode: bool) -> bool:
+            if fh is None or st is None or st.st_size < offset:
+                return False
+            if same_inode and not generation.startswith(f"{st.st_dev}:{st.st_ino}:"):
+                return False
+            return same_head(fh, stored)
+
+        if is_current(same_inode=True):
+            self._resumed = True
+            return
+        unread = unread_after(self.path, generation, offset, st)
+        if unread is not None:
+            async for chunk in self._read_unread(unread):
+                yield chunk
+            return
+        if is_current(same_inode=False):  # a copy of it put in its place
+            self.events.append(f"resumed {generation} in {self.path}, a copy of it "
+                               "(another inode, the same first bytes)")
+            self._resumed = True
+            return
+        self.events.append(f"the checkpointed generation {generation} (byte {offset}) is "
+                           f"neither {self.path} nor one of its rotated files: reading "
+                           f"{self.path} from its start; older rotated files are not read")
+        self._log.warning("checkpoint_generation_not_found", path=str(self.path),
+                          generation=generation, offset=offset)
 
     async def chunks(self) -> AsyncIterator[Chunk]:
         loop = asyncio.get_running_loop()
         wake = _Wakeup(self.path, loop, self.use_inotify)
         try:
-            opened = None
+            opened = self._open()
+            generation, offset, new_generation = "", 0, True
+            self._resumed = False
+            if self.resume is not None:
+                async for chunk in self._resume(opened):
+                    yield chunk
+                if self._resumed and opened is not None:
+                    generation, offset = self.resume.generation, self.resume.offset
+                    new_generation = False
+                    opened[0].seek(offset)
+            elif self.start_at == "end" and opened is not None:
+                offset, line = await asyncio.to_thread(_end_of_last_line, opened[0])
+                opened[0].seek(offset)
+                if offset:  # (no complete line yet: nothing to skip, read it from 0)
+                    generation, new_generation = self._generation(*opened), False
+                    self.events.append(f"started at the end of {self.path}: line {line}, "
+                                       f"byte {offset}")
+                    # nothing to match; it anchors the start, so a checkpoint records it
+                    yield self._chunk(generation, b"", offset, True, line=line)
             while opened is None and not self._closed:
+                await wake.wait(self.poll_interval)
                 opened = self._open()
-                if opened is None:
-                    await wake.wait(self.poll_interval)
             if opened is None:
                 return
             fh, st = opened
-            generation = self._generation(fh, st)
-            offset, new_generation = 0, True
-            resume = self.resume
-            if resume is not None:
-                stored = resume.generation.rsplit(":", 1)[-1]
-                same_file = resume.generation.startswith(f"{st.st_dev}:{st.st_ino}:")
-                if same_file and _same_head(fh, stored) and st.st_size >= resume.offset:
-                    generation, offset, new_generation = resume.generation, resume.offset, False
-                    fh.seek(offset)
-                elif (copy := self._rotated_copy(resume.generation)) is not None:
-                    with open(copy, "rb") as old:  # rotated while we were down: finish it
-                        old.seek(resume.offset)
-                        rest = old.read()
-                        rest = rest[: rest.rfind(b"\n") + 1]
-                    self.events.append(f"resumed {resume.generation} from rotated copy {copy}")
-                    if rest:
-                        yield self._chunk(resume.generation, rest, resume.offset)
-            partial = b""
+            splitter = LineSplitter()
             rotated_at: float | None = None
             while not self._closed:
-                data, partial = self._read_lines(fh, partial)
-                if data:
-                    if new_generation:
-                        generation = self._generation(fh, os.fstat(fh.fileno()))
-                    yield self._chunk(generation, data, offset, new_generation)
-                    offset += len(data)
-                    new_generation = False
+                block = fh.read(READ_BYTES)
+                if block:
+                    for piece in splitter.feed(block):
+                        if new_generation:
+                            generation = self._generation(fh, os.fstat(fh.fileno()))
+                        yield self._chunk(generation, piece.data, offset, new_generation,
+                                          piece.span)
+                        offset += piece.span
+                        new_generation = False
                     rotated_at = None if rotated_at is None else time.monotonic()
                     continue
                 try:
-                    now = os.stat(self.path)
-                except FileNotFoundError:
+                    now: os.stat_result | None = os.stat(self.path)
+                except OSError:
                     now = None
                 current = os.fstat(fh.fileno())
                 if now is not None and now.st_ino == current.st_ino \
                         and now.st_dev == current.st_dev:
-                    if now.st_size < offset + len(partial):  # copytruncate
-                        copy = self._rotated_copy(generation)
-                        if copy is not None:
-                            with open(copy, "rb") as old:
-                                old.seek(offset + len(partial))
-                                rest = partial + old.read()
-                                rest = rest[: rest.rfind(b"\n") + 1]
-                            if rest:
-                                yield self._chunk(generation, rest, offset)
-                            self.events.append(f"copytruncate: read the rest of {generation} "
-                                               f"from {copy}")
-                        else:
+                    if now.st_size < offset + splitter.pending:  # copytruncate
+                        unread = None if new_generation else \
+                            unread_after(self.path, generation, offset, current)
+                        if unread is not None:
+                            async for chunk in self._read_unread(unread):
+                                yield chunk
+                        elif not new_generation:
                             self.events.append(f"copytruncate: no rotated copy of {generation}"
                                                " found; its unread tail is lost")
                         fh.seek(0)
-                        offset, partial, new_generation = 0, b"", True
+                        offset, new_generation = 0, True
+                        splitter.reset()
                         continue
                 else:  # renamed or deleted: drain the old file for a grace period
                     rotated_at = rotated_at or time.monotonic()
                     if time.monotonic() - rotated_at >= self.grace:
                         replacement = self._open()
                         if replacement is not None or now is None:
-                            if partial:  # a last line without newline: hand it on
-                                yield self._chunk(generation, partial + b"\n", offset)
+                            if (last := splitter.finish()) is not None:
+                                if new_generation:
+                                    generation = self._generation(fh, current)
+                                yield self._chunk(generation, last.data, offset,
+                                                  new_generation, last.span)
+                                offset, new_generation = offset + last.span, False
                             fh.close()
                             self.events.append(f"rotation: finished {generation}")
                             while replacement is None and not self._closed:
@@ -238,7 +277,14 @@ class FileSource:
                             if replacement is None:
                                 return
                             fh, st = replacement
-                            offset, partial, new_generation, rotated_at = 0, b"", True, None
+                            # rotated again meanwhile: the generations between, oldest first
+                            unread = None if new_generation else \
+                                unread_after(self.path, generation, offset, st)
+                            if unread is not None:
+                                async for chunk in self._read_unread(unread):
+                                    yield chunk
+                            offset, new_generation, rotated_at = 0, True, None
+                            splitter.reset()
                             continue
                 await wake.wait(min(self.poll_interval,
                                     self.grace if rotated_at is not None else self.poll_interval))

@@ -29,7 +29,10 @@ def is_glob(path: str) -> bool:
 class GlobSource:
     def __init__(self, pattern: str, name_for: Callable[[Path], str] | None = None,
                  resume: dict[str, FilePosition] | None = None, rescan: float = 2.0,
-                 poll_interval: float = 1.0, use_inotify: bool = True) -> None:
+                 poll_interval: float = 1.0, use_inotify: bool = True,
+                 start_at: str = "start") -> None:
+        """`start_at`: "end" starts the files matched at the first expansion (with no
+        checkpoint) at their end; a file that appears later is new, read from its start."""
         self.pattern = str(Path(pattern).expanduser())
         self.name = f"glob:{self.pattern}"
         self.name_for = name_for or (lambda p: f"file:{p}")
@@ -37,6 +40,7 @@ class GlobSource:
         self.rescan = rescan
         self.poll_interval = poll_interval
         self.use_inotify = use_inotify
+        self.start_at = start_at
         self.files: dict[Path, FileSource] = {}
         self._pumps: list[asyncio.Task[None]] = []
         self._events: list[str] = []
@@ -75,7 +79,9 @@ class GlobSource:
                             name = self.name_for(path)
                             source = FileSource(path, name=name, resume=self.resume.get(name),
                                                 poll_interval=self.poll_interval,
-                                                use_inotify=self.use_inotify)
+                                                use_inotify=self.use_inotify,
+                                                start_at="start" if next_scan
+                                                else self.start_at)
                             self.files[path] = source
                             self._pumps.append(asyncio.create_task(self._pump(source, queue)))
                             if next_scan:  # not the first expansion: say what appeared

@@ -40,13 +40,15 @@ def cursor_time_usec(cursor: str) -> int | None:
 class JournalSource:
     def __init__(self, selector: Sequence[str], name: str | None = None,
                  after_cursor: str | None = None, offset: int = 0,
-                 journalctl: str = "journalctl") -> None:
-        """`selector`: journalctl arguments, e.g. ["-u", "vllm.service"] or ["--file", p]."""
+                 journalctl: str = "journalctl", start_at: str = "start") -> None:
+        """`selector`: journalctl arguments, e.g. ["-u", "vllm.service"] or ["--file", p].
+        `start_at`: "end" makes a first run (no cursor) skip what the journal holds now."""
         self.selector = list(selector)
         self.name = name or "journal:" + " ".join(self.selector)
         self.cursor = after_cursor
         self.offset = offset  # bytes handed on so far in this generation
         self.journalctl = journalctl
+        self.start_at = start_at
         self.events: list[str] = []
         self._process: asyncio.subprocess.Process | None = None
         self._since_usec: int | None = None
@@ -74,9 +76,29 @@ class JournalSource:
             with contextlib.suppress(ProcessLookupError):
                 self._process.terminate()
 
+    async def _last_cursor(self) -> str | None:
+        """The cursor of the newest entry the selector matches now (None: no entry)."""
+        process = await asyncio.create_subprocess_exec(
+            self.journalctl, *self.selector, "-n", "1", "-o", "json", "--all", "--no-pager",
+            "--boot=all", stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.DEVNULL)
+        out, _ = await process.communicate()
+        for raw in reversed(out.splitlines()):
+            with contextlib.suppress(ValueError):
+                entry = json.loads(raw)
+                if isinstance(entry, dict) and isinstance(entry.get("__CURSOR"), str):
+                    return str(entry["__CURSOR"])
+        return None
+
     async def chunks(self) -> AsyncIterator[Chunk]:
         attempt = 0
         first = self.offset == 0
+        if self.start_at == "end" and not self.cursor:
+            self.cursor = await self._last_cursor()
+            if self.cursor:  # nothing to match; a checkpoint after that entry anchors the start
+                self.events.append("started at the end of the journal (after its newest entry)")
+                yield Chunk(self.name, self.generation, b"", self.offset, True,
+                            ((self.offset, self.cursor),))
+                first = False
         while True:
             self._process = process = await asyncio.create_subprocess_exec(
                 *self.command(), stdout=asyncio.subprocess.PIPE,

@@ -1,0 +1,126 @@
+"""Helpers for tests that drive a running `logwatch daemon`: each on its own control socket,
+waiting on what the daemon says (its status, its log lines), never on fixed sleeps."""
+
+from __future__ import annotations
+
+import asyncio
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import duckdb
+
+from logwatch.control import request
+from tests.conftest import ROOT
+
+
+def spec_line(n: int) -> bytes:
+    """A SpecDecoding line (a finding) whose `Accepted:` count identifies it."""
+    return (f"(APIServer pid=7) INFO 11-29 10:00:00 [metrics.py:101] SpecDecoding metrics: Mean "
+            f"acceptance length: 2.50, Accepted throughput: 1.00 tokens/s, Drafted throughput: "
+            f"1.00 tokens/s, Accepted: {n} tokens, Drafted: {n + 1000} tokens, Per-position "
+            f"acceptance rate: 0.800, Avg Draft acceptance rate: 80.0%\n").encode()
+
+
+def filler_line(n: int) -> bytes:
+    """An access-log line: no finding."""
+    return f'INFO:     10.0.0.{n % 250}:4000 - "POST /v1/completions HTTP/1.1" 200 OK\n'.encode()
+
+
+def accepted_in(data: bytes) -> list[tuple[int, int]]:
+    """(line number, accepted count) of every spec line in a generation's content."""
+    return [(i, int(line.split(b"Accepted: ")[1].split(b" ")[0]))
+            for i, line in enumerate(data.splitlines(), 1) if b"Accepted: " in line]
+
+
+def accepted_rows(db: Path) -> list[tuple[int, int]]:
+    """(accepted count, line) of every spec finding recorded, repeats included."""
+    con = duckdb.connect(str(db), read_only=True)
+    try:
+        rows = con.execute("SELECT CAST(captures->>'accepted' AS INTEGER), line FROM findings "
+                           "WHERE signature = 'spec_decode.acceptance'").fetchall()
+    finally:
+        con.close()
+    return sorted((int(n), int(line)) for n, line in rows)
+
+
+def run_daemon(*args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "logwatch", "daemon", *args],
+                          capture_output=True, text=True, cwd=ROOT, timeout=timeout,
+                          check=False)
+
+
+def wait_for(condition: Callable[[], Any], timeout: float, what: str,
+             interval: float = 0.05) -> Any:
+    """Poll `condition` until it returns something true; fail naming `what`."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = condition()
+        if value:
+            return value
+        assert time.monotonic() < deadline, f"timed out after {timeout} s waiting for {what}"
+        time.sleep(interval)
+
+
+class Running:
+    """A daemon process on its own socket; its stderr collected line by line."""
+
+    def __init__(self, *args: str, sock: Path) -> None:
+        self.sock = sock
+        self.proc = subprocess.Popen([sys.executable, "-m", "logwatch", "daemon", *args,
+                                      "--socket", str(sock)], cwd=ROOT,
+                                     stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        self.lines: list[str] = []
+        self._reader = threading.Thread(target=self._collect, daemon=True)
+        self._reader.start()
+
+    def _collect(self) -> None:
+        assert self.proc.stderr is not None
+        for raw in self.proc.stderr:
+            self.lines.append(raw.decode(errors="replace"))
+
+    @property
+    def stderr(self) -> str:
+        return "".join(self.lines)
+
+    def ask(self, message: dict[str, Any], timeout: float = 5.0) -> dict[str, Any] | None:
+        """The daemon's answer, or None while it is not listening (yet)."""
+        try:
+            return asyncio.run(request(self.sock, message, timeout))
+        except (OSError, TimeoutError, ValueError):
+            return None
+
+    def status(self) -> dict[str, Any] | None:
+        answer = self.ask({"op": "status"})
+        return answer["status"] if answer else None
+
+    def sql(self, query: str) -> list[list[Any]]:
+        answer = self.ask({"op": "sql", "query": query}, timeout=30)
+        assert answer is not None and answer["ok"], answer
+        rows: list[list[Any]] = answer["rows"]
+        return rows
+
+    def wait_status(self, condition: Callable[[dict[str, Any]], bool], timeout: float,
+                    what: str) -> dict[str, Any]:
+        def check() -> dict[str, Any] | None:
+            assert self.proc.poll() is None, f"the daemon exited: {self.stderr[-2000:]}"
+            st = self.status()
+            return st if st is not None and condition(st) else None
+
+        result: dict[str, Any] = wait_for(check, timeout, what)
+        return result
+
+    def stop(self, timeout: float = 30) -> int:
+        self.proc.terminate()
+        code = self.proc.wait(timeout=timeout)
+        self._reader.join(timeout=10)
+        return code
+
+    def kill(self) -> None:
+        self.proc.kill()
+        self.proc.wait(timeout=30)
+        self._reader.join(timeout=10)
