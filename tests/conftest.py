@@ -33,6 +33,16 @@ def private_runtime(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
             os.environ[key] = value
 
 
+@pytest.fixture(autouse=True)
+def umask_kept() -> Iterator[None]:
+    """A command run in-process (`cli.main`) may set the umask for its files (history files
+    are private); the next test starts with the one the session had."""
+    umask = os.umask(0o022)
+    os.umask(umask)
+    yield
+    os.umask(umask)
+
+
 @pytest.fixture(scope="session")
 def library() -> Library:
     return load_signature_dirs()
