@@ -27,16 +27,8 @@ sys.path.insert(0, str(ROOT))
 
 from logwatch.control import request  # noqa: E402
 
-
-def access_line(n: int) -> bytes:
-    return (f'INFO:     10.0.{n % 10}.{n % 250}:{30000 + n % 30000} - "POST /v1/chat/'
-            f'completions HTTP/1.1" 200 OK\n').encode()
-
-
-def finding_line(n: int) -> bytes:
-    return (f"(APIServer pid=7) INFO 11-29 10:00:{n % 60:02d} [metrics.py:101] SpecDecoding "
-            f"metrics: Mean acceptance length: 2.50, Accepted: {n} tokens, Drafted: "
-            f"{n + 1000} tokens, Avg Draft acceptance rate: 80.0%\n").encode()
+sys.path.insert(0, str(ROOT / "benchmarks"))
+from live_bench import access_line, finding_line  # noqa: E402
 
 
 def write_backlog(path: Path, size: int, every: int) -> int:

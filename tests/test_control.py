@@ -18,6 +18,7 @@ import pytest
 
 from logwatch.control import request, subscribe
 from tests.conftest import ROOT, SAMPLES
+from tests.test_library_loader import GOOD
 
 
 def cli(*args: str) -> subprocess.CompletedProcess[str]:
@@ -134,28 +135,7 @@ def test_status_without_a_daemon_reads_the_history(tmp_path: Path) -> None:
     assert out.returncode == 0 and "no daemon running" in out.stdout
 
 
-SITE_SIGNATURE = '''\
-id = "site.boom"
-version = 1
-status = "stable"
-severity = "error"
-fatal = true
-category = "cuda_error"
-title = "A site's own failure"
-remedy = "investigate"
-explanation = "boom {n}"
-
-[[patterns]]
-regex = \'\'\'^boom (?P<n>\\d+)\'\'\'
-literals = ["boom "]
-
-[[examples]]
-text = \'\'\'boom 7\'\'\'
-captures = { n = "7" }
-
-[[counter_examples]]
-text = \'\'\'no boom here\'\'\'
-'''
+SITE_SIGNATURE = GOOD.replace('id = "site.example"', 'id = "site.boom"')
 
 
 def test_a_change_in_a_signature_directory_reloads_the_library(tmp_path: Path) -> None:

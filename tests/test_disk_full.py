@@ -14,12 +14,11 @@ import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
-import duckdb
 import pytest
 
 from logwatch.control import request
 from tests.conftest import ROOT
-from tests.test_daemon import spec_line
+from tests.test_daemon import accepted_counts, spec_line
 
 EXIT_UNWRITTEN = 75
 
@@ -62,16 +61,6 @@ def wait_for(what: str, check: Callable[[], bool], timeout: float = 60) -> None:
     while not check():
         assert time.monotonic() < deadline, f"timed out waiting for {what}"
         time.sleep(0.05)
-
-
-def accepted(db: Path) -> list[int]:
-    con = duckdb.connect(str(db), read_only=True)
-    try:
-        return sorted(r[0] for r in con.execute(
-            "SELECT CAST(captures->>'accepted' AS INTEGER) FROM findings "
-            "WHERE signature = 'spec_decode.acceptance'").fetchall())
-    finally:
-        con.close()
 
 
 def test_a_full_disk_loses_nothing_and_writing_resumes_by_itself(small_disk: Path,
@@ -140,4 +129,4 @@ def test_a_full_disk_loses_nothing_and_writing_resumes_by_itself(small_disk: Pat
             proc.kill()
             proc.wait()
         notify.close()
-    assert accepted(db) == list(range(250))  # every finding, each once
+    assert accepted_counts(db) == list(range(250))  # every finding, each once

@@ -29,6 +29,7 @@ from logwatch.signature_worker import load_bounded
 from logwatch.store.db import Store, open_store
 from logwatch.vetted_cache import VettedCache, library_digest
 from tests.conftest import ROOT
+from tests.test_library_loader import GOOD
 
 # `regex` handles `(a+)+$` well, but `(a|aa)+$` is Fibonacci-exponential: 40 a's take ~40 s
 # without a bound, 60 a's longer than anyone waits.
@@ -207,27 +208,7 @@ def test_scan_disables_a_signature_that_keeps_running_over(tmp_path: Path) -> No
     assert "warning: signature site.evil was disabled: its patterns ran over" in done.stdout
 
 
-GOOD_SITE = """\
-id = "site.boom"
-version = 1
-status = "experimental"
-severity = "error"
-fatal = false
-category = "cuda_error"
-title = "Boom"
-remedy = "investigate"
-explanation = "got {n}"
-
-[[patterns]]
-regex = '''^boom (?P<n>\\d+)'''
-literals = ["boom "]
-
-[[examples]]
-text = '''boom 7'''
-
-[[counter_examples]]
-text = '''no boom here'''
-"""
+GOOD_SITE = GOOD.replace('id = "site.example"', 'id = "site.boom"')
 
 
 def test_the_daemon_keeps_working_while_a_reload_runs_over(tmp_path: Path) -> None:
