@@ -21,6 +21,7 @@ from logwatch.core.block_scan import BlockScanner
 from logwatch.core.library import Library
 from logwatch.core.matcher import Matcher
 from tests.conftest import ROOT, SAMPLES
+from tests.following import accepted_rows
 
 LOGROTATE = shutil.which("logrotate") or ("/usr/sbin/logrotate"
                                           if Path("/usr/sbin/logrotate").exists() else None)
@@ -59,13 +60,7 @@ def spec_line(n: int) -> bytes:
 
 
 def accepted_counts(db: Path) -> list[int]:
-    con = duckdb.connect(str(db), read_only=True)
-    try:
-        rows = con.execute("SELECT CAST(captures->>'accepted' AS INTEGER) FROM findings "
-                           "WHERE signature = 'spec_decode.acceptance'").fetchall()
-    finally:
-        con.close()
-    return sorted(r[0] for r in rows)
+    return sorted(n for n, _ in accepted_rows(db))
 
 
 def test_stdin_mode_exits_0_at_end_of_input(tmp_path: Path, library: Library) -> None:
