@@ -31,6 +31,7 @@ from logwatch.core.matcher import Matcher
 from logwatch.core.redact import redact_head
 from logwatch.core.signature import Signature
 from logwatch.core.visible import visible
+from logwatch.core.write_health import WriteHealth
 from logwatch.library_watch import LibraryWatch
 from logwatch.logs import get as get_logger
 from logwatch.notify import Notifier
@@ -172,11 +173,7 @@ class Daemon:
         self.recycle_commits = RECYCLE_COMMITS
         self._wake_at = float("-inf")  # the batcher's latest scheduled wake-up
         self._last_lines = 0
-        # a database that cannot be written: why, since when, failed tries, the next try
-        self.db_error: str | None = None
-        self.db_failing_since = 0.0
-        self.db_failures = 0
-        self._retry_at = 0.0
+        self.health = WriteHealth(RETRY_MAX_SECONDS)  # can the database be written?
         self._busy = 0.0  # seconds of scanning since the readers last paused (see _breathe)
         self._room = asyncio.Event()  # readers may go on: the database takes what is read
         self._room.set()
@@ -293,13 +290,10 @@ class Daemon:
         return lag
 
     def _database_state(self) -> dict[str, Any]:
-        state: dict[str, Any] = {"path": str(self.writer.store.path),
-                                 "writable": self.db_error is None}
-        if self.db_error is not None:
-            state.update(error=self.db_error, failed_tries=self.db_failures,
-                         since_s=round(time.monotonic() - self.db_failing_since, 1),
-                         reading="paused for files and journals; pipes until "
-                                 f"{MAX_PENDING:,} findings wait")
+        state = {"path": str(self.writer.store.path), **self.health.state(time.monotonic())}
+        if not self.health.writable:
+            state["reading"] = (f"paused for files and journals; pipes until "
+                                f"{MAX_PENDING:,} findings wait")
         return state
 
     def status(self) -> dict[str, Any]:
@@ -518,7 +512,7 @@ class Daemon:
     def _update_room(self) -> None:
         """Readers go on while the database takes what is read and the backlog of
         findings to write is bounded; they wait otherwise (see `_read`)."""
-        if self.db_error is None and len(self.pending) < MAX_PENDING:
+        if self.health.writable and len(self.pending) < MAX_PENDING:
             self._room.set()
         else:
             self._room.clear()
@@ -531,7 +525,7 @@ class Daemon:
         rate = (self.lines - self._last_lines) / (now - self._last_beat)
         self._last_beat, self._last_lines = now, self.lines
         self.notifier.watchdog()
-        if self.db_error is not None:
+        if not self.health.writable:
             return  # STATUS= says the database is unwritable (_write_failed) until it is not
         fatal = len(self.incidents_seen.get(True, ()))
         self.notifier.status(f"{rate:,.0f} lines/s, {self.committed:,} findings recorded, "
@@ -547,16 +541,16 @@ class Daemon:
             self._flush_now.clear()
             self.settle()
             now = time.monotonic()
-            if self.db_error is not None and now < self._retry_at:
+            if self.health.waiting(now):
                 due = False  # the database failed: wait for the next try
             elif self.pending:
                 due = (now - self._last_batch >= COMMIT_GAP_SECONDS
-                       or len(self.pending) >= BATCH_FINDINGS or self.db_error is not None)
+                       or len(self.pending) >= BATCH_FINDINGS or not self.health.writable)
                 if not due:
                     self._commit_soon()
             else:
                 due = (now - self._last_write >= CHECKPOINT_SECONDS
-                       or (self.db_error is not None and bool(self.checkpoints)))
+                       or (not self.health.writable and bool(self.checkpoints)))
             batch, points = self._take() if due else ([], [])
             if batch or points:  # the write runs in a thread; shielded, so a stop waits for it
                 self._last_write = time.monotonic()
@@ -575,17 +569,18 @@ class Daemon:
             self._beat()
             if self.until_idle is not None:
                 last = max((st.last_data for st in self.streams.values()), default=self.started)
-                if time.monotonic() - last >= self.until_idle and self.db_error is None:
+                if time.monotonic() - last >= self.until_idle and self.health.writable:
                     self.stop()
 
     def _written(self, batch: list[LiveFinding]) -> None:
         """A commit landed: tell the watchers, and the operator if the database is back."""
-        if self.db_error is not None:
-            self.log.info("database_writable_again", after_s=round(
-                time.monotonic() - self.db_failing_since, 1), failed_tries=self.db_failures)
-            self.events.append(f"database writable again after {self.db_failures} failed "
-                               "commit(s); reading resumed")
-            self.db_error, self.db_failures = None, 0
+        outage = self.health.landed(time.monotonic())
+        if outage is not None:
+            seconds, tries = outage
+            self.log.info("database_writable_again", after_s=round(seconds, 1),
+                          failed_tries=tries)
+            self.events.append(f"database writable again after {tries} failed commit(s); "
+                               "reading resumed")
             self._last_beat = 0.0  # a STATUS= that says so, now
         self._update_room()
         if self.control is not None and self._new_incidents:
@@ -607,24 +602,19 @@ class Daemon:
         self.pending[:0] = batch
         for point in points:
             self.checkpoints.setdefault(point.source, point)
-        now = time.monotonic()
-        if self.db_error is None:
-            self.db_failing_since = now
-        self.db_failures += 1
-        self.db_error = f"{type(exc).__name__}: {str(exc)[:500]}"
-        delay = min(RETRY_MAX_SECONDS, 0.5 * 2 ** (self.db_failures - 1))
-        self._retry_at = now + delay
-        self._wake_batcher_at(self._retry_at)
+        health = self.health
+        delay = health.failed(f"{type(exc).__name__}: {str(exc)[:500]}", time.monotonic())
+        self._wake_batcher_at(health.retry_at)
         self._update_room()
-        log = self.log.error if self.db_failures == 1 else self.log.warning
-        log("database_unwritable", db=str(self.writer.store.path), error=self.db_error,
-            failed_tries=self.db_failures, pending=len(self.pending), retry_in_s=delay)
-        if self.db_failures == 1:
-            self.events.append(f"database {self.writer.store.path} unwritable ({self.db_error})"
+        log = self.log.error if health.failures == 1 else self.log.warning
+        log("database_unwritable", db=str(self.writer.store.path), error=health.error,
+            failed_tries=health.failures, pending=len(self.pending), retry_in_s=delay)
+        if health.failures == 1:
+            self.events.append(f"database {self.writer.store.path} unwritable ({health.error})"
                                "; findings kept, files and journals paused, retrying")
-        self.notifier.status(f"DATABASE UNWRITABLE ({visible(self.db_error[:100])}): "
+        self.notifier.status(f"DATABASE UNWRITABLE ({visible(str(health.error)[:100])}): "
                              f"{len(self.pending):,} findings waiting, reading paused, "
-                             f"retry {self.db_failures} in {delay:g} s")
+                             f"retry {health.failures} in {delay:g} s")
         if "invalidated" in str(exc).lower():  # DuckDB's fatal errors need a new connection
             try:
                 self.writer.store.recycle()
@@ -714,8 +704,8 @@ class Daemon:
                 if attempt + 1 < tries:
                     await asyncio.sleep(0.25 * 2 ** attempt)
         self.log.error("stopped_with_unwritten_findings", findings=len(self.pending),
-                       db=str(self.writer.store.path), error=self.db_error)
+                       db=str(self.writer.store.path), error=self.health.error)
         self.events.append(f"stopped with {len(self.pending):,} finding(s) the database "
-                           f"never took ({self.db_error}); their lines are read again at "
+                           f"never took ({self.health.error}); their lines are read again at "
                            "the next start where the source allows (files, journald)")
         return len(self.pending)
