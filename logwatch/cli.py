@@ -273,7 +273,7 @@ def _cmd_daemon(args: argparse.Namespace) -> int:
 
     logs.configure()
     from logwatch.daemon import Daemon
-    from logwatch.sources.base import Source
+    from logwatch.sources.base import Source, source_name
     from logwatch.sources.files import FilePosition, FileSource
     from logwatch.sources.globbed import GlobSource, is_glob
     from logwatch.sources.journald import JournalSource
@@ -315,7 +315,7 @@ def _cmd_daemon(args: argparse.Namespace) -> int:
                                           use_inotify=not args.no_inotify,
                                           start_at=start_at))
                 continue
-            name = f"file:{Path(path).resolve()}"
+            name = source_name(f"file:{Path(path).resolve()}")
             point = daemon_probe.resume.get(name)
             resume = FilePosition(point.generation, point.offset, point.line) if point else None
             sources.append(FileSource(path, name=name, resume=resume,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import re
 
 import pytest
@@ -57,3 +58,13 @@ def test_json_escaped_leaves_no_control_character_and_loads_back(raw: str, shown
                          "\u202a-\u202e\u2066-\u2069]", dumped)
     assert json.loads(dumped) == value
     assert "µs ✓ 日本" in dumped  # other non-ASCII text stays readable
+
+
+def test_bytes_of_a_file_name_that_are_not_utf8_are_shown_as_bytes() -> None:
+    """os.fsdecode carries them as lone surrogates; written out they are the raw bytes again
+    (0x9b: an 8-bit CSI)."""
+    name = os.fsdecode(b"evil\x9b\xff.log")
+    assert visible(name) == "evil\\x9b\\xff.log"
+    assert visible("\ud800") == "\\ud800"
+    assert json.loads(json_escaped(json.dumps(name, ensure_ascii=False))) == name
+    assert "\udc9b" not in json_escaped(json.dumps(name, ensure_ascii=False))

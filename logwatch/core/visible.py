@@ -17,14 +17,17 @@ from collections.abc import Collection
 from typing import Any
 
 # C0 controls but tab and newline (handled by the caller's choice), DEL, C1 controls, the
-# bidi embeddings/overrides/isolates and marks, and the line/paragraph separators.
+# bidi embeddings/overrides/isolates and marks, the line/paragraph separators, and lone
+# surrogates: the bytes of a file name that are not UTF-8 (os.fsdecode gives U+DC80-U+DCFF
+# for them, written back out as the raw byte: a 0x9b there is an 8-bit CSI).
 _UNSAFE = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u200e\u200f\u2028\u2029"
-                     "\u202a-\u202e\u2066-\u2069]")
+                     "\u202a-\u202e\u2066-\u2069\ud800-\udfff]")
 _UNSAFE_ALL = re.compile("[\x00-\x1f\x7f-\x9f\u061c\u200e\u200f\u2028\u2029"
-                         "\u202a-\u202e\u2066-\u2069]")
+                         "\u202a-\u202e\u2066-\u2069\ud800-\udfff]")
 # What json.dumps(ensure_ascii=False) leaves raw: everything above but C0, which it escapes
 # (and which, as newlines and indentation, is also the layout of indented JSON).
-_JSON_RAW = re.compile("[\x7f-\x9f\u061c\u200e\u200f\u2028\u2029\u202a-\u202e\u2066-\u2069]")
+_JSON_RAW = re.compile("[\x7f-\x9f\u061c\u200e\u200f\u2028\u2029\u202a-\u202e\u2066-\u2069"
+                       "\ud800-\udfff]")
 
 
 def _show(match: re.Match[str]) -> str:
@@ -36,6 +39,8 @@ def _show(match: re.Match[str]) -> str:
         return "^?"
     if code <= 0xFF:
         return f"\\x{code:02x}"
+    if 0xDC80 <= code <= 0xDCFF:  # a byte that was not UTF-8, shown as that byte
+        return f"\\x{code - 0xDC00:02x}"
     return f"\\u{code:04x}"
 
 

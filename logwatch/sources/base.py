@@ -28,6 +28,15 @@ class Chunk:
     # mid-generation without a checkpoint (a file followed from its end)
 
 
+def source_name(text: str) -> str:
+    """A source's name as stored and shown: a path's bytes that are not UTF-8 (which Python
+    carries as lone surrogates) written as `\\xNN`. Such a name once made every commit fail:
+    DuckDB refuses text it cannot encode, and the checkpoint carries the name."""
+    if text.isascii():
+        return text
+    return text.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+
+
 def slices(chunk: Chunk, size: int) -> list[Chunk]:
     """A chunk cut at line ends into pieces of about `size` bytes (a line longer than that
     stays whole), so that a backlog is scanned in bites the event loop can wait between."""

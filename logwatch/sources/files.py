@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from logwatch.logs import get as get_logger
-from logwatch.sources.base import Chunk
+from logwatch.sources.base import Chunk, source_name
 from logwatch.sources.inotify import open_watch
 from logwatch.sources.reading import READ_BYTES, LineSplitter, NotRegular, open_regular
 from logwatch.sources.rotated import Unread, fingerprint, read_unread, same_head, unread_after
@@ -114,7 +114,7 @@ class FileSource:
         if start_at not in START_AT:
             raise ValueError(f"start_at must be one of {', '.join(START_AT)}, not {start_at!r}")
         self.path = Path(path)
-        self.name = name or f"file:{self.path}"
+        self.name = source_name(name or f"file:{self.path}")
         self.resume = resume
         self.poll_interval = poll_interval
         self.grace = grace

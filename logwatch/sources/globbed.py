@@ -15,7 +15,7 @@ from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 
 from logwatch.logs import get as get_logger
-from logwatch.sources.base import Chunk
+from logwatch.sources.base import Chunk, source_name
 from logwatch.sources.files import FilePosition, FileSource
 
 MAGIC = frozenset("*?[")
@@ -34,7 +34,7 @@ class GlobSource:
         """`start_at`: "end" starts the files matched at the first expansion (with no
         checkpoint) at their end; a file that appears later is new, read from its start."""
         self.pattern = str(Path(pattern).expanduser())
-        self.name = f"glob:{self.pattern}"
+        self.name = source_name(f"glob:{self.pattern}")
         self.name_for = name_for or (lambda p: f"file:{p}")
         self.resume = resume or {}
         self.rescan = rescan
@@ -76,7 +76,7 @@ class GlobSource:
                                                                pattern=self.pattern)
                     for path in paths:
                         if path not in self.files:
-                            name = self.name_for(path)
+                            name = source_name(self.name_for(path))
                             source = FileSource(path, name=name, resume=self.resume.get(name),
                                                 poll_interval=self.poll_interval,
                                                 use_inotify=self.use_inotify,
