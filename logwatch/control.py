@@ -43,7 +43,13 @@ MAX_REQUEST_BYTES = 1 << 20
 # Socket queries run on threads of their own (never the default pool, which sources use),
 # at most this many at once; more are answered "busy" at once rather than queued.
 SQL_CONCURRENT = 2
-EVENT_KINDS = frozenset({"lines", "finding", "committed", "incident", "library", "snapshot"})
+EVENT_KINDS = frozenset({"lines", "finding", "committed", "incident", "library", "snapshot",
+                         "signature_disabled"})
+# At most this many connections at once; and answers waiting in the socket buffers of
+# clients that do not read them may hold at most ANSWER_BUFFER_BYTES all together (a bigger
+# answer is refused as busy), so clients that ask and never read cannot grow the daemon.
+MAX_CLIENTS = 64
+ANSWER_BUFFER_BYTES = 64 << 20
 OPS = ("status", "sql", "incidents", "snapshot", "subscribe", "reload")
 
 
@@ -83,6 +89,7 @@ class ControlServer:
         self._queries = ThreadPoolExecutor(max_workers=SQL_CONCURRENT,
                                            thread_name_prefix="logwatch-sql")
         self._running_queries = 0
+        self._writers: set[asyncio.StreamWriter] = set()  # connected clients
 
     def wants(self, kind: str) -> bool:
         """Whether any subscriber takes this kind of event (skip building it otherwise)."""
@@ -151,7 +158,12 @@ class ControlServer:
         task = asyncio.current_task()
         if task is not None:
             self._clients.add(task)
+        self._writers.add(writer)
         try:
+            if len(self._clients) > MAX_CLIENTS:
+                await self._send(writer, {"ok": False, "error": f"busy: {MAX_CLIENTS} "
+                                          "connections are open (the most at once)"})
+                return
             while True:
                 try:
                     line = await reader.readline()
@@ -164,13 +176,14 @@ class ControlServer:
                     request = json.loads(line)
                     if not isinstance(request, dict):
                         raise ValueError("not an object")
-                except ValueError as exc:
-                    await self._send(writer, {"ok": False, "error": f"bad request: {exc}"})
+                except (ValueError, RecursionError) as exc:  # nested too deep: RecursionError
+                    await self._send(writer, {"ok": False, "error": f"bad request: "
+                                              f"{type(exc).__name__}: {str(exc)[:200]}"})
                     continue
                 if request.get("op") == "subscribe":
                     kinds = request.get("events")
-                    if kinds is not None and (not isinstance(kinds, list)
-                                              or not EVENT_KINDS.issuperset(kinds)):
+                    if kinds is not None and (not isinstance(kinds, list) or not all(
+                            isinstance(k, str) and k in EVENT_KINDS for k in kinds)):
                         await self._send(writer, {"ok": False, "error": (
                             "events: a list of event kinds, from "
                             f"{', '.join(sorted(EVENT_KINDS))}")})
@@ -190,10 +203,19 @@ class ControlServer:
         finally:
             if task is not None:
                 self._clients.discard(task)
+            self._writers.discard(writer)
             writer.transport.abort()  # never wait for a peer that stopped reading
 
     async def _send(self, writer: asyncio.StreamWriter, message: dict[str, Any]) -> None:
-        writer.write(json.dumps(message, default=_json).encode() + b"\n")
+        data = json.dumps(message, default=_json).encode() + b"\n"
+        if len(data) > 1 << 20:
+            waiting = sum(w.transport.get_write_buffer_size() for w in self._writers)
+            if waiting + len(data) > ANSWER_BUFFER_BYTES:
+                data = json.dumps({"ok": False, "error": (
+                    f"busy: {waiting >> 20} MiB of answers wait for their clients to read "
+                    f"them; this one ({len(data) >> 20} MiB) would pass the "
+                    f"{ANSWER_BUFFER_BYTES >> 20} MiB allowed; try again")}).encode() + b"\n"
+        writer.write(data)
         await writer.drain()
 
     async def _stream(self, writer: asyncio.StreamWriter,
@@ -219,7 +241,8 @@ class ControlServer:
                 return {"ok": False, "other_db": True,
                         "error": f"this daemon's history is {held}, not {asked_db}"}
         if op == "status":
-            return {"ok": True, "status": daemon.status()}
+            return {"ok": True, "status": {**daemon.status(),
+                                           "queries_running": self._running_queries}}
         if op == "reload":
             daemon.reload()
             return {"ok": True, "events": daemon.events[-5:]}

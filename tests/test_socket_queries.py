@@ -217,17 +217,22 @@ def test_rows_are_cut_while_fetching_and_the_cut_is_shown(tmp_path: Path) -> Non
     {"op": "snapshot", "hash": ["x"]},
     {"op": "subscribe", "events": "finding"},
     {"op": "subscribe", "events": ["finding", "nope"]},
+    {"op": "subscribe", "events": [["lines"]]},
+    {"op": "subscribe", "events": [None]},
     {"op": 7},
     {"no": "op"},
+    # nested too deep for the JSON parser: a RecursionError, not a ValueError
+    pytest.param("[" * 200_000, id="nested-too-deep"),
 ])
 def test_every_malformed_request_is_answered_and_the_connection_stays(
         following: tuple[subprocess.Popen[bytes], Path, Path],
-        message: dict[str, object]) -> None:
+        message: dict[str, object] | str) -> None:
     _, _, sock = following
+    raw = message if isinstance(message, str) else json.dumps(message)
 
     async def exchange() -> tuple[dict[str, object], dict[str, object]]:
         reader, writer = await asyncio.open_unix_connection(str(sock))
-        writer.write(json.dumps(message).encode() + b"\n" + b'{"op": "status"}\n')
+        writer.write(raw.encode() + b"\n" + b'{"op": "status"}\n')
         await writer.drain()
         first = json.loads(await asyncio.wait_for(reader.readline(), 10))
         second = json.loads(await asyncio.wait_for(reader.readline(), 10))
@@ -238,3 +243,53 @@ def test_every_malformed_request_is_answered_and_the_connection_stays(
     assert first["ok"] is False and first["error"]
     assert "Traceback" not in str(first["error"])
     assert second["ok"] is True and "status" in second
+
+
+def test_every_documented_event_kind_can_be_asked_for(
+        following: tuple[subprocess.Popen[bytes], Path, Path]) -> None:
+    from logwatch.control import EVENT_KINDS, subscribe
+
+    _, _, sock = following
+    assert "signature_disabled" in EVENT_KINDS
+
+    async def ask() -> None:
+        _, writer = await subscribe(sock, sorted(EVENT_KINDS))
+        writer.close()
+
+    asyncio.run(ask())
+
+
+def peak_rss_mib(pid: int) -> float:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1]) / 1024
+    return 0.0
+
+
+def test_clients_that_never_read_their_answers_cannot_grow_the_daemon(
+        following: tuple[subprocess.Popen[bytes], Path, Path]) -> None:
+    """Each asks for 16 MiB of escape characters (six bytes each as JSON) and never reads:
+    the daemon used to buffer ~100 MiB per client. Answers waiting for their readers are
+    bounded (64 MiB in all; a bigger one is answered busy), and so is a value's JSON size."""
+    proc, _, sock = following
+    before = peak_rss_mib(proc.pid)
+    clients = []
+    for _ in range(12):  # one after another: each answer made before the next is asked
+        client = socket.socket(socket.AF_UNIX)
+        client.connect(str(sock))
+        client.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+        client.sendall(json.dumps({"op": "sql", "query": "SELECT repeat(chr(27), 60000) "
+                                   "FROM range(300)"}).encode() + b"\n")
+        clients.append(client)
+        wait_for("the answer to be made", lambda: ask(sock, {"op": "status"})[  # type: ignore[index]
+            "status"]["queries_running"] == 0, timeout=120)
+    grown = peak_rss_mib(proc.pid) - before
+    answers = []
+    for client in clients:
+        with client.makefile("rb") as replies:
+            answers.append(json.loads(replies.readline()))
+        client.close()
+    assert grown < 600, f"the daemon grew {grown:.0f} MiB"
+    made = [a for a in answers if a["ok"]]
+    assert made and all(a["truncated"] == "size limit 16 MiB reached" for a in made)
+    assert any("MiB of answers wait for their clients" in str(a.get("error")) for a in answers)

@@ -46,7 +46,7 @@ READING_NODES = frozenset({"SELECT_NODE", "SET_OPERATION_NODE", "RECURSIVE_CTE_N
 class QueryLimits:
     seconds: float = 10.0
     rows: int = 10_000
-    bytes: int = 16 << 20  # of cell text kept, all rows together
+    bytes: int = 16 << 20  # of values kept, as JSON text, all rows together
     cell_bytes: int = 64 << 10  # a longer value is cut, with its length said
 
 
@@ -151,15 +151,17 @@ def check_read_only(con: duckdb.DuckDBPyConnection, sql: str) -> None:
 
 
 def _cell(value: Any, limit: int) -> tuple[Any, int]:
-    """The value as kept (strings and blobs cut at `limit`), and its size in bytes."""
+    """The value as kept (strings and blobs cut at `limit`), and what it will cost in the
+    answer: JSON text, where a control character takes six bytes."""
     if isinstance(value, str):
         if len(value) > limit:
-            return f"{value[:limit]}… ({len(value):,} characters, cut)", limit
-        return value, len(value)
+            value = f"{value[:limit]}… ({len(value):,} characters, cut)"
+        return value, len(value) if value.isascii() and value.isprintable() \
+            else len(json.dumps(value))
     if isinstance(value, bytes | bytearray):
         if len(value) > limit:
-            return bytes(value[:limit]), limit
-        return value, len(value)
+            return bytes(value[:limit]), 4 * limit
+        return value, 4 * len(value)
     if isinstance(value, list | dict):
         text = json.dumps(value, default=str)
         return (value, len(text)) if len(text) <= limit else _cell(text, limit)
