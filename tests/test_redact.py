@@ -244,8 +244,8 @@ def test_the_matcher_masks_a_capture_holding_part_of_a_secret() -> None:
 def test_subscriber_text_is_cut_after_masking() -> None:
     limit = 1 << 16
     long_line = b"x" * (limit - 20) + b" https://user:" + b"p4ss" * 100 + b"@host\n"
-    text = redact_head(long_line + b"next\n", limit)
-    assert "p4ss" not in text and text.startswith("xxx") and len(text) == limit
+    text = redact_head(long_line + b"next\n", limit)  # not masked (seconds for a long one)
+    assert text == f"[a line of {len(long_line):,} bytes, longer than 65,536: not shown]\n"
     first = b"y" * (limit - 100) + b"\n"
     text = redact_head(first + b"PASSWORD=" + b"z" * 500 + b"\n", limit)
     assert text == first.decode()  # whole lines only

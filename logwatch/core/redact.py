@@ -173,14 +173,14 @@ def redact_slice(text: str, start: int, end: int, spans: Sequence[Span] | None) 
 
 
 def redact_head(data: bytes, limit: int) -> str:
-    """The start of `data` decoded and masked, about `limit` bytes of it: whole lines where
-    one fits. The cut comes after the masking, so a secret the cut would split (a URL
-    password before its `@`, part of a key) is still recognised whole."""
+    """The start of `data` decoded and masked: the whole lines that fit in `limit` bytes.
+    A first line longer than that is not shown at all, only its length: masking it whole
+    costs seconds for a line of tens of MB, and cutting it first could split a secret."""
     if len(data) > limit:
         end = data.rfind(b"\n", 0, limit) + 1
-        if end == 0:  # a first line longer than the limit: masked whole, then cut
-            end = data.find(b"\n", limit) + 1 or len(data)
-            return redact(data[:end].decode("utf-8", errors="replace"))[:limit]
+        if end == 0:
+            first = data.find(b"\n", limit) + 1 or len(data)
+            return f"[a line of {first:,} bytes, longer than {limit:,}: not shown]\n"
         data = data[:end]
     return redact(data.decode("utf-8", errors="replace"))
 
