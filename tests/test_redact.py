@@ -131,10 +131,31 @@ FORMS: tuple[Form, ...] = (
          ("posted",)),
     Form("bare_aws_key_id", "key id AKIAIOSFODNN7EXAMPLE", ("AKIAIOSFODNN7EXAMPLE",),
          ("key id",)),
+    # found by an adversarial review
+    Form("list_item_holding_a_bracket",
+         "non-default args: {'api_key': ['Zq8]LEAK1-api-key-tail'], 'port': 8000}",
+         ("Zq8", "LEAK1-api-key-tail"), ("'port': 8000",)),
+    Form("bytes_literal_value", "{'api_key': b'bytes-s3cret-value', 'port': 8000}",
+         ("bytes-s3cret-value",), ("'port': 8000",)),
+    Form("url_password_with_slash", "connect redis://:LEAK3pw/x9@cache.internal:6379/0 failed",
+         ("LEAK3pw", "x9@"), ("redis://:", "@cache.internal:6379/0 failed")),
+    Form("cdn_signed_url",
+         "GET https://cdn-lfs.hf.co/repos/ab/cd?Expires=1764000000&Policy=eyJTdGF0&"
+         "Signature=Qm9ndXNTaWduYXR1cmU~abc-_&Key-Pair-Id=K3RPWS32NSSJCE 403",
+         ("Qm9ndXNTaWduYXR1cmU",), ("Key-Pair-Id=K3RPWS32NSSJCE 403", "Expires=1764000000")),
+    Form("s3_presigned_url",
+         "https://b.s3.amazonaws.com/k?X-Amz-Credential=AKIDEXAMPLE%2F20261130&"
+         "X-Amz-Signature=9f86d081884c7d659a2feaa0c55ad015&X-Amz-Expires=60",
+         # a value after a key word runs to the next space: a password may hold an `&`
+         ("9f86d081884c7d659a2feaa0c55ad015", "AKIDEXAMPLE"), ("amazonaws.com/k?",)),
+    Form("azure_sas_url", "https://acct.blob.core.windows.net/c/b?sv=2022-11-02&sig=LEAK4%2Bab"
+         "%3D&se=2026", ("LEAK4",), ("sv=2022-11-02", "&se=2026")),
 )
 
 # Lines that look a little like secrets and are not: they must come out unchanged.
 NOT_SECRETS = (
+    "GET http://localhost:8000/v1/users/@alice 404",  # a port and a path with an @
+    "see https://example.com/@vllm-project for details",
     "commit 1f3a9c0d2b4e6f8a0c1e3f5a7b9d1e3f5a7c9e1b checked out",  # a git sha: 40 hex
     "SHA1 1F3A9C0D2B4E6F8A0C1E3F5A7B9D1E3F5A7C9E1B",
     "sha256 9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08",

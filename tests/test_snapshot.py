@@ -99,6 +99,11 @@ def test_redaction_of_argv_and_environment() -> None:
     assert redact_env({"OPENAI_API_KEY": "x", "NUM_TOKENS": "5",
                        "HTTPS_PROXY": "http://u:p4ss@proxy:3128"}) == {
         "OPENAI_API_KEY": "***", "NUM_TOKENS": "5", "HTTPS_PROXY": "http://u:***@proxy:3128"}
+    # a word that only holds PASSWORD, and PWD beside another word (the shell's PWD is not)
+    assert redact_env({"PGPASSWORD": "pg", "MYSQL_PWD": "my", "PWD": "/srv", "KEYBOARD": "us",
+                       "MAX_NUM_BATCHED_TOKENS": "8192"}) == {
+        "PGPASSWORD": "***", "MYSQL_PWD": "***", "PWD": "/srv", "KEYBOARD": "us",
+        "MAX_NUM_BATCHED_TOKENS": "8192"}
 
 
 def test_content_hash_and_diff() -> None:

@@ -27,12 +27,15 @@ _KEYWORD = r"(?:token|(?:api|secret|access|private)[_-]?key|secret|password|pass
 _QUOTED = (r"""(?:"(?P<v_dq>(?:[^"\\\n]|\\.)*)(?:"|$)|'(?P<v_sq>(?:[^'\\\n]|\\.)*)(?:'|$)"""
            r"""|\\"(?P<v_jq>(?:[^"\\\n]|\\[^"\n])*)(?:\\"|$))""")
 _CLOSE_NAME = r"""(?:\\?['"])?"""  # the quote closing a quoted key, JSON-escaped or not
+# A list's items up to its `]`: quoted ones may hold a `]` of their own ('api_key': ['a]b'])
+_LIST_ITEMS = r"""(?:"(?:[^"\\\n]|\\.)*"?|'(?:[^'\\\n]|\\.)*'?|[^\]'"\n])*"""
 
 _KEY_VALUE = re.compile(
     # HF_TOKEN=..., api_key: ..., 'password': '...', "aws_secret_access_key": "...". Only
     # at the start of a word, so a long word costs one attempt, not one per character.
     r"""(?<![\w.-])['"]?[\w.-]*?""" + _KEYWORD + _CLOSE_NAME + r"\s*[:=]\s*"
-    + r"(?:" + _QUOTED + r"""|\[(?P<v_list>[^\]\n]*)|(?P<v_bare>[^\s'",}]+))""", _FLAGS)
+    + r"(?:b?" + _QUOTED + r"|\[(?P<v_list>" + _LIST_ITEMS + r""")|(?P<v_bare>[^\s'",}]+))""",
+    _FLAGS)
 _FLAG = re.compile(
     # --api-key X, --hf-token=X, '--api-key', 'X' (a Python list of argv)
     r"(?<![\w-])--(?:[a-z0-9]+[-_])*(?:api[-_]?key|token|secret|password|passwd|credentials?)"
@@ -51,6 +54,14 @@ _URL_CREDENTIALS = re.compile(
     # in a password is common enough); a userinfo of 16+ characters is a token used as the
     # user (https://ghp_...@github.com, https://TOKEN:x-oauth-basic@host) and goes too
     r"://(?:(?P<v_user>[^\s/?#:]{16,})|[^\s/?#:@]{0,15})(?::(?P<v_pw>[^\s/?#]*))?@", _FLAGS)
+_URL_PASSWORD_SLASH = re.compile(
+    # redis://:pa/ss@host: a `/` in the password (not allowed there, but written all the
+    # same); digits and a `/` after the `:` are a port and a path (http://host:8000/a@b)
+    r"://[^\s/?#:@]{0,15}:(?!\d+(?:/|$))(?P<v>[^\s@/?#]*/[^\s@]*)@(?=[\w.-])", _FLAGS)
+_URL_SIGNATURE = re.compile(
+    # signed URLs: S3/GCS presigned (X-Amz-Signature, X-Amz-Credential, X-Goog-Signature),
+    # CloudFront and the Hugging Face CDN (Signature=), Azure SAS (sig=)
+    r"[?&](?:x-(?:amz|goog)-)?(?:signature|sig|credential)=(?P<v>[^&\s#'\"]+)", _FLAGS)
 _BARE_TOKEN = re.compile(
     r"\b(?P<v>hf_[A-Za-z0-9]{30,}|sk-[A-Za-z0-9_-]{20,}|gh[pousr]_[A-Za-z0-9]{30,}"
     r"|github_pat_[A-Za-z0-9_]{30,}|glpat-[A-Za-z0-9_-]{20,}|xox[abp]-[A-Za-z0-9-]{10,}"
@@ -82,7 +93,8 @@ def _is_aws_secret(value: str) -> bool:
 Rule = tuple[re.Pattern[str], Callable[[str], bool] | None]
 RULES: tuple[Rule, ...] = (  # (pattern, test of a value it found)
     (_KEY_VALUE, None), (_FLAG, None), (_AUTHORIZATION, None), (_BEARER, None),
-    (_BASIC, _is_basic_credentials), (_URL_CREDENTIALS, None), (_BARE_TOKEN, None),
+    (_BASIC, _is_basic_credentials), (_URL_CREDENTIALS, None), (_URL_PASSWORD_SLASH, None),
+    (_URL_SIGNATURE, None), (_BARE_TOKEN, None),
     (_AWS_SECRET, _is_aws_secret),
 )
 
@@ -96,7 +108,7 @@ _AFTER_NAME = _CLOSE_NAME + r"(?:\s*[:=]|,?[ \t])"  # key-value `=`/`:`, or a fl
 _TRIGGER = re.compile(
     r"ken" + _AFTER_NAME + r"|key" + _AFTER_NAME + r"|w(?:or)?d" + _AFTER_NAME
     + r"|cret" + _AFTER_NAME + r"|credential|zation" + _CLOSE_NAME + r"\s*[:=]|bearer\s|basic\s"
-    r"|://[^\s/?#]*@|f_[a-z0-9]{30}|k-[a-z0-9_-]{20}|gh[pousr]_|github_pat_|glpat-"
+    r"|://[^\s]*@|gnature=|sig=|f_[a-z0-9]{30}|k-[a-z0-9_-]{20}|gh[pousr]_|github_pat_|glpat-"
     r"|xox[abp]-|kia[0-9a-z]{16}|sia[0-9a-z]{16}", re.ASCII)
 # The 40 characters of an AWS key are searched apart: a branch starting with a repeat
 # would disable that skip for all the others.
@@ -190,10 +202,17 @@ SECRET_NAME_WORDS = frozenset({"TOKEN", "KEY", "SECRET", "PASSWORD", "PASSWD", "
 SECRET_FLAGS = ("--api-key", "--hf-token", "--token")
 
 
+# Parts of a word that say secret wherever they stand (PGPASSWORD, DB_SECRETS); TOKEN and KEY
+# only as whole words (max_num_batched_tokens, KEYBOARD are not secrets).
+SECRET_NAME_PARTS = ("PASSWORD", "PASSWD", "SECRET", "CREDENTIAL")
+
+
 def is_secret_name(name: str) -> bool:
-    """HF_TOKEN, OPENAI_API_KEY, --api-key: a whole word of the name says secret
-    (max_num_batched_tokens does not)."""
-    return any(word in SECRET_NAME_WORDS for word in re.split(r"[^A-Z0-9]+", name.upper()))
+    """HF_TOKEN, OPENAI_API_KEY, --api-key, PGPASSWORD, MYSQL_PWD: a word of the name says
+    secret (max_num_batched_tokens and the shell's PWD do not)."""
+    words = [w for w in re.split(r"[^A-Z0-9]+", name.upper()) if w]
+    return any(word in SECRET_NAME_WORDS or any(p in word for p in SECRET_NAME_PARTS)
+               or (word == "PWD" and len(words) > 1) for word in words)
 
 
 def redact_env(env: Mapping[str, str]) -> dict[str, str]:
