@@ -377,7 +377,19 @@ def _cmd_daemon(args: argparse.Namespace) -> int:
             _warn(f"logwatch daemon: {event}")
         print(f"logwatch daemon: {daemon.lines:,} lines read, {daemon.committed:,} new "
               "findings recorded", file=sys.stderr)
-        return code
+    leave_now(store, code)
+    return code
+
+
+def leave_now(store: Any, code: int) -> None:
+    """A socket query that no interrupt reached still runs on its thread: what was read is
+    committed, so end the process now instead of waiting for the query at exit."""
+    if store.left_open:
+        _warn("logwatch: a query on the control socket did not stop when interrupted; "
+              "everything read is committed; exiting without waiting for it")
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(code)
 
 
 def _cmd_config(args: argparse.Namespace) -> int:
@@ -440,7 +452,9 @@ def _cmd_run(args: argparse.Namespace) -> int:
     print(f"logwatch run: {daemon.lines:,} lines read, {daemon.committed:,} new findings "
           f"recorded (snapshot {digest})", file=sys.stderr)
     code = source.returncode if source.returncode is not None else 1
-    return 128 - code if code < 0 else code
+    code = 128 - code if code < 0 else code
+    leave_now(store, code)
+    return code
 
 
 def _cmd_history(args: argparse.Namespace) -> int:

@@ -4,6 +4,7 @@ daemon holds it; afterwards every table, the schema version and the WAL are as t
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import time
 from pathlib import Path
@@ -268,3 +269,57 @@ def test_a_write_hidden_in_a_cte_is_refused_by_the_parser(held: Store) -> None:
                   "SELECT 1 UNION ALL (WITH g AS (DELETE FROM findings RETURNING 1) FROM g)"]:
         with pytest.raises(DatabaseError, match="this query holds a"):
             check_read_only(held.con, query)
+
+
+def doubling_ctes(levels: int) -> str:
+    """Each CTE names the one before it twice: DuckDB's binder inlines 2**levels copies,
+    and no interrupt reaches it while it does (30 s and 4 GB at 22 levels, from 1.5 KB)."""
+    ctes = ["a0 AS NOT MATERIALIZED (SELECT 1 AS x)"] + [
+        f"a{i} AS NOT MATERIALIZED (SELECT x FROM a{i - 1} UNION ALL SELECT x FROM a{i - 1})"
+        for i in range(1, levels)]
+    return "WITH " + ", ".join(ctes) + f" SELECT count(*) FROM a{levels - 1}"
+
+
+def test_a_query_that_grows_when_its_ctes_are_inlined_is_refused_before_binding(
+        held: Store) -> None:
+    started = time.monotonic()
+    for levels in (16, 22, 40):
+        with held.reader() as cursor, pytest.raises(DatabaseError, match="once its CTEs are"):
+            run_read_only(cursor, doubling_ctes(levels))
+    assert time.monotonic() - started < 10  # refused from the syntax tree, never bound
+    with held.reader() as cursor:  # a few levels are an ordinary query
+        assert run_read_only(cursor, doubling_ctes(6)).rows == [(32,)]
+    with held.reader() as cursor:  # a recursive CTE names itself: counted once
+        assert run_read_only(cursor, "WITH RECURSIVE r(n) AS (SELECT 1 UNION ALL SELECT n + 1 "
+                                     "FROM r WHERE n < 5) SELECT max(n) FROM r").rows == [(5,)]
+
+
+def test_a_query_nested_too_deeply_is_refused_not_a_crash(held: Store) -> None:
+    query = "SELECT " + "(" * 5000 + "1" + ")" * 5000
+    with held.reader() as cursor, pytest.raises(DatabaseError):
+        run_read_only(cursor, query)
+
+
+def test_closing_with_a_query_still_running_leaves_it_to_the_process_end(held: Store
+                                                                         ) -> None:
+    """A query no interrupt reached must not turn the daemon's last step into a traceback
+    ("connection is busy"): the store says so, and the process ends without waiting."""
+    done = threading.Event()
+
+    def run() -> None:
+        with held.reader() as cursor, contextlib.suppress(DatabaseError):
+            run_read_only(cursor, "SELECT count(*) FROM range(1000000000000) a")
+        done.set()
+
+    threading.Thread(target=run, daemon=True).start()
+    deadline = time.monotonic() + 10
+    while not held.readers:
+        assert time.monotonic() < deadline
+        time.sleep(0.01)
+    held.close()  # no exception
+    assert held.left_open
+    held.interrupt_readers(wait=30)
+    assert done.wait(30)
+    held.close()  # nothing runs now: this one closes
+    with pytest.raises(duckdb.ConnectionException):
+        held.con.execute("SELECT 1")

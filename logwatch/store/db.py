@@ -75,6 +75,7 @@ class Store:
         self._lock = threading.Lock()
         self._readers: set[duckdb.DuckDBPyConnection] = set()  # handed out, not closed yet
         self._stopping = False
+        self.left_open = False  # closed with a query still running (see close)
 
     @contextlib.contextmanager
     def reader(self) -> Iterator[duckdb.DuckDBPyConnection]:
@@ -127,6 +128,13 @@ class Store:
             return True
 
     def close(self) -> None:
+        """Close the connection, unless a query still runs on a reader that no interrupt
+        could stop: then it is left to the end of the process (`left_open`), which must not
+        wait for it (see cli.leave_now)."""
+        with self._lock:
+            if self._readers:
+                self.left_open = True
+                return
         self.con.close()
 
     def __enter__(self) -> Store:

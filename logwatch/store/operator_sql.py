@@ -38,6 +38,9 @@ READING_TABLE_FUNCTIONS = frozenset({"range", "generate_series", "unnest", "json
 READING_TABLE_PREFIXES = ("duckdb_", "pragma_")
 # Query nodes that read; a CTE may hold a DELETE/INSERT/UPDATE node ("WITH gone AS (DELETE
 # ... RETURNING *) SELECT ...") inside what the parser calls a SELECT statement.
+# A query may hold at most this many syntax nodes with its CTEs inlined (see _expanded_size);
+# a screenful of SQL has a few thousand, and DuckDB binds 500,000 in about 0.3 s.
+MAX_EXPANDED_NODES = 500_000
 READING_NODES = frozenset({"SELECT_NODE", "SET_OPERATION_NODE", "RECURSIVE_CTE_NODE",
                            "CTE_NODE"})
 
@@ -120,13 +123,54 @@ def _parts(node: Any) -> Iterator[tuple[str, str]]:
             yield from _parts(value)
 
 
+def _expanded_size(tree: Any) -> int:
+    """How many syntax nodes the query holds once every CTE is inlined where it is named:
+    DuckDB's binder does that work (for NOT MATERIALIZED ones, and others it inlines), and
+    no interrupt reaches it there, so 1.5 KB of CTEs that each name the previous one twice
+    took 30 s and 4 GB before a time limit could act. Counted without expanding anything."""
+    ctes: dict[str, Any] = {}
+    sizes: dict[int, int] = {}
+    expanding: set[int] = set()
+
+    def size(node: Any) -> int:
+        if isinstance(node, list):
+            return sum(size(item) for item in node)
+        if not isinstance(node, dict):
+            return 1
+        cte_map = node.get("cte_map")
+        for entry in cte_map.get("map") or [] if isinstance(cte_map, dict) else []:
+            if isinstance(entry, dict):
+                ctes[str(entry.get("key", "")).lower()] = entry.get("value")
+        total = 1 + sum(size(value) for value in node.values())
+        if node.get("type") == "BASE_TABLE" and not node.get("schema_name"):
+            body = ctes.get(str(node.get("table_name", "")).lower())
+            if body is not None and id(body) not in expanding:  # recursive: counted once
+                if id(body) not in sizes:
+                    expanding.add(id(body))
+                    sizes[id(body)] = size(body)
+                    expanding.discard(id(body))
+                total += sizes[id(body)]
+        return total
+
+    return size(tree)
+
+
 def _check_select(con: duckdb.DuckDBPyConnection, sql: str) -> None:
-    """A SELECT's syntax tree names only table functions that read."""
+    """A SELECT's syntax tree names only table functions that read, and stays small once
+    its CTEs are inlined."""
     row = con.execute("SELECT json_serialize_sql(?)", [sql]).fetchone()
-    tree = json.loads(row[0]) if row else {"error": True}
-    if tree.get("error"):
-        raise _refuse(f"this query could not be checked ({tree.get('error_message', '?')})")
-    for kind, name in _parts(tree.get("statements")):
+    try:
+        tree = json.loads(row[0]) if row else {"error": True}
+        if tree.get("error"):
+            raise _refuse(f"this query could not be checked ({tree.get('error_message', '?')})")
+        expanded = _expanded_size(tree.get("statements"))
+        parts = list(_parts(tree.get("statements")))
+    except RecursionError as exc:
+        raise _refuse("this query is nested too deeply to be checked") from exc
+    if expanded > MAX_EXPANDED_NODES:
+        raise _refuse(f"this query grows to {expanded:,} parts once its CTEs are inlined where "
+                      f"they are named (the most here is {MAX_EXPANDED_NODES:,})")
+    for kind, name in parts:
         if kind == "node" and name not in READING_NODES:
             raise _refuse(f"this query holds a {name.removesuffix('_QUERY_NODE')} statement")
         if kind == "table" and name not in READING_TABLE_FUNCTIONS \
