@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import shutil
 import socket
 import subprocess
 import sys
@@ -18,6 +19,7 @@ import pytest
 
 from logwatch.control import request
 from tests.conftest import ROOT
+from tests.following import Running
 from tests.test_daemon import accepted_counts, spec_line
 
 EXIT_UNWRITTEN = 75
@@ -130,3 +132,36 @@ def test_a_full_disk_loses_nothing_and_writing_resumes_by_itself(small_disk: Pat
             proc.wait()
         notify.close()
     assert accepted_counts(db) == list(range(250))  # every finding, each once
+
+
+def test_a_copytruncate_while_reading_is_paused_loses_nothing(small_disk: Path,
+                                                              tmp_path: Path) -> None:
+    """Reading stops while the database cannot be written; logrotate copies and truncates
+    the log meanwhile, and vLLM writes more than the old offset into it before space comes
+    back. The size never drops below the offset, so only the first bytes show it is another
+    generation: the old one's rest comes from the copy, the new one is read from its start."""
+    logs = tmp_path / "logs"
+    logs.mkdir()
+    log, db = logs / "vllm.log", small_disk / "h.duckdb"
+    log.write_bytes(b"".join(spec_line(n) for n in range(100)))
+    (tmp_path / "none.toml").write_text("")
+    daemon = Running("--file", str(log), "--db", str(db), "--config",
+                     str(tmp_path / "none.toml"), sock=tmp_path / "lw.sock")
+    try:
+        daemon.wait_status(lambda st: st["findings_recorded"] == 100, 60, "100 findings")
+        filler = fill(small_disk)
+        with open(log, "ab") as out:
+            out.write(b"".join(spec_line(n) for n in range(100, 110)))
+        daemon.wait_status(lambda st: st["database"]["writable"] is False, 60,
+                           "the failed commit")
+        shutil.copy(log, logs / "vllm.log.1")  # copytruncate: copy, then truncate
+        with open(log, "r+b") as out:
+            out.truncate(0)
+        with open(log, "ab") as out:  # vLLM goes on: a new generation, longer than the old
+            out.write(b"".join(spec_line(n) for n in range(1000, 1300)))
+        filler.unlink()
+        daemon.wait_status(lambda st: st["findings_recorded"] == 410 and not st["pending"],
+                           90, "every finding of both generations")
+    finally:
+        assert daemon.stop() == 0
+    assert accepted_counts(db) == list(range(110)) + list(range(1000, 1300))

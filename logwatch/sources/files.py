@@ -158,6 +158,18 @@ class FileSource:
                                                                 lambda: self._closed):
             yield self._chunk(generation, piece.data, offset, new, piece.span)
 
+    async def _truncated(self, generation: str, offset: int, current: os.stat_result
+                         ) -> AsyncIterator[Chunk]:
+        """The file was truncated under us (copytruncate): the rest of our generation from
+        its rotated copy, and the generations rotated since, when they can be found."""
+        unread = unread_after(self.path, generation, offset, current)
+        if unread is None:
+            self.events.append(f"copytruncate: no rotated copy of {generation} found; its "
+                               "unread tail is lost")
+            return
+        async for chunk in self._read_unread(unread):
+            yield chunk
+
     # -- following --------------------------------------------------------------------------
     async def _resume(self, opened: tuple[IO[bytes], os.stat_result] | None
                       ) -> AsyncIterator[Chunk]:
@@ -227,6 +239,17 @@ class FileSource:
             splitter = LineSplitter()
             rotated_at: float | None = None
             while not self._closed:
+                if not new_generation and offset and not same_head(fh, generation.rsplit(
+                        ":", 1)[-1]):
+                    # truncated and written past our offset before we read again (reading
+                    # was paused, or the writer was quick): the size never shows that
+                    async for chunk in self._truncated(generation, offset,
+                                                       os.fstat(fh.fileno())):
+                        yield chunk
+                    fh.seek(0)
+                    offset, new_generation = 0, True
+                    splitter.reset()
+                    continue
                 block = fh.read(READ_BYTES)
                 if block:
                     for piece in splitter.feed(block):
@@ -246,14 +269,9 @@ class FileSource:
                 if now is not None and now.st_ino == current.st_ino \
                         and now.st_dev == current.st_dev:
                     if now.st_size < offset + splitter.pending:  # copytruncate
-                        unread = None if new_generation else \
-                            unread_after(self.path, generation, offset, current)
-                        if unread is not None:
-                            async for chunk in self._read_unread(unread):
+                        if not new_generation:
+                            async for chunk in self._truncated(generation, offset, current):
                                 yield chunk
-                        elif not new_generation:
-                            self.events.append(f"copytruncate: no rotated copy of {generation}"
-                                               " found; its unread tail is lost")
                         fh.seek(0)
                         offset, new_generation = 0, True
                         splitter.reset()
