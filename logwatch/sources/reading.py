@@ -6,7 +6,9 @@ log directory; `open()` on a FIFO with no writer blocks the event loop for good 
 SIGTERM). The path is opened with O_NONBLOCK (which a regular file ignores) and anything that
 is not a regular file is refused and named. Symbolic links are followed: a path that links
 to the current log (`current.log -> vllm-2026-11-30.log`) is a common layout, and what the
-link points at passes the same check.
+link points at passes the same check, and one more: whoever can write the directories on the
+way must be able to read the file themselves (file_access.py), so a link to /etc/shadow is
+refused.
 """
 
 from __future__ import annotations
@@ -17,6 +19,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO
 
+from logwatch.sources.file_access import refusal
+
 # A line longer than this is cut for matching: its first LINE_LIMIT bytes are handed on as a
 # line, the rest is read and dropped (never held) up to its newline.
 LINE_LIMIT = 64 << 20
@@ -24,7 +28,8 @@ READ_BYTES = 8 << 20  # one read of a log file
 
 
 class NotRegular(Exception):
-    """A path holds something other than a regular file; the message names it."""
+    """A path holds something other than a regular file, or a file that is not read for
+    those who could have put it there (file_access.py); the message says which."""
 
 
 _KINDS = ((stat.S_ISFIFO, "a FIFO"), (stat.S_ISDIR, "a directory"),
@@ -54,6 +59,10 @@ def open_regular(path: Path) -> tuple[IO[bytes], os.stat_result] | None:
     if not stat.S_ISREG(st.st_mode):
         os.close(fd)
         raise NotRegular(f"{path} is {kind_of(st.st_mode)}, not a regular file")
+    why = refusal(path, st)  # a link to a file its directory's writers could not read
+    if why is not None:
+        os.close(fd)
+        raise NotRegular(why)
     return os.fdopen(fd, "rb"), st
 
 
