@@ -148,6 +148,8 @@ FORMS: tuple[Form, ...] = (
          "X-Amz-Signature=9f86d081884c7d659a2feaa0c55ad015&X-Amz-Expires=60",
          # a value after a key word runs to the next space: a password may hold an `&`
          ("9f86d081884c7d659a2feaa0c55ad015", "AKIDEXAMPLE"), ("amazonaws.com/k?",)),
+    Form("connection_string_pwd", "connect Server=db;Uid=app;Pwd=hunter4-PW;Encrypt=yes",
+         ("hunter4-PW",), ("Server=db;Uid=app;Pwd=",)),
     Form("azure_sas_url", "https://acct.blob.core.windows.net/c/b?sv=2022-11-02&sig=LEAK4%2Bab"
          "%3D&se=2026", ("LEAK4",), ("sv=2022-11-02", "&se=2026")),
 )

@@ -21,7 +21,8 @@ Span = tuple[int, int]
 # alone, \s and \w are ASCII), so the lowered text `_TRIGGER` searches keeps every
 # character a rule depends on.
 _FLAGS = re.ASCII | re.IGNORECASE | re.MULTILINE
-_KEYWORD = r"(?:token|(?:api|secret|access|private)[_-]?key|secret|password|passwd|credentials?)"
+_KEYWORD = (r"(?:token|(?:api|secret|access|private)[_-]?key|secret|password|passwd|pwd"
+            r"|credentials?)")
 # A quoted value, masked to its closing quote (or the end of the line when cut there);
 # `\"...\"` is a quoted value inside a JSON string (a JSON-formatted log line as written).
 _QUOTED = (r"""(?:"(?P<v_dq>(?:[^"\\\n]|\\.)*)(?:"|$)|'(?P<v_sq>(?:[^'\\\n]|\\.)*)(?:'|$)"""
