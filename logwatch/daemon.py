@@ -366,7 +366,7 @@ class Daemon:
         if len(self.pending) >= BATCH_FINDINGS:
             self._flush_now.set()
         if len(self.pending) >= MAX_PENDING:
-            self._room.clear()
+            self._update_room()
 
     def _commit_soon(self) -> None:
         """Wake the batcher for pending findings: now, or when the commit gap is over."""
@@ -466,10 +466,6 @@ class Daemon:
                 self._commits += 1
                 if self._commits >= self.recycle_commits and self.writer.store.recycle():
                     self._commits = 0
-
-    def commit(self) -> None:
-        """Write what is pending now (on the calling thread)."""
-        self._write(*self._take())
 
     # -- the loop ---------------------------------------------------------------------------
     async def _read(self, source: Source) -> None:

@@ -10,7 +10,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import ipaddress
-import os
 import socket
 import time
 from collections import Counter
@@ -89,10 +88,8 @@ def daemon_samples(daemon: Any) -> list[Sample]:
     for name, stream in daemon.streams.items():
         samples.append(("logwatch_source_idle_seconds", {"source": name},
                         round(now - stream.last_data, 3)))
-    for source, (path, offset) in daemon.read_positions.items():
-        with contextlib.suppress(OSError):
-            samples.append(("logwatch_lag_bytes", {"source": source},
-                            max(0, os.stat(path).st_size - offset)))
+    for source, behind in daemon.lag_bytes().items():
+        samples.append(("logwatch_lag_bytes", {"source": source}, behind))
     for (signature, version), count in sorted(daemon.findings_by_signature.items()):
         samples.append(("logwatch_findings_total",
                         {"signature": signature, "version": str(version)}, count))

@@ -5,8 +5,9 @@ gates, none of which looks at the text itself:
 1. DuckDB's own parser classifies it: one statement, a SELECT (which covers WITH, FROM-first,
    VALUES, DESCRIBE, SHOW, SUMMARIZE and PIVOT with an IN list), or an EXPLAIN of one without
    ANALYZE (EXPLAIN ANALYZE executes its statement). Its syntax tree (`json_serialize_sql`) may
-   hold only reading query nodes (a CTE can hide a DELETE) and name only table functions that
-   read: `checkpoint()` and `query()` are refused.
+   hold only reading query nodes (a CTE can hide a DELETE), name only table functions that
+   read (`checkpoint()` and `query()` are refused), and must stay small with its CTEs inlined
+   (DuckDB's binder, which does that work, cannot be interrupted).
 2. It runs in a `BEGIN TRANSACTION READ ONLY` that is always rolled back: DuckDB itself
    refuses any write (a sequence's `nextval` included), whatever got past the first gate.
 3. The connection has file access off (`enable_external_access = false`): no `read_csv`,
@@ -38,11 +39,11 @@ READING_TABLE_FUNCTIONS = frozenset({"range", "generate_series", "unnest", "json
 READING_TABLE_PREFIXES = ("duckdb_", "pragma_")
 # Query nodes that read; a CTE may hold a DELETE/INSERT/UPDATE node ("WITH gone AS (DELETE
 # ... RETURNING *) SELECT ...") inside what the parser calls a SELECT statement.
+READING_NODES = frozenset({"SELECT_NODE", "SET_OPERATION_NODE", "RECURSIVE_CTE_NODE",
+                           "CTE_NODE"})
 # A query may hold at most this many syntax nodes with its CTEs inlined (see _expanded_size);
 # a screenful of SQL has a few thousand, and DuckDB binds 500,000 in about 0.3 s.
 MAX_EXPANDED_NODES = 500_000
-READING_NODES = frozenset({"SELECT_NODE", "SET_OPERATION_NODE", "RECURSIVE_CTE_NODE",
-                           "CTE_NODE"})
 
 
 @dataclass(frozen=True, slots=True)
@@ -100,8 +101,8 @@ def _explained(sql: str) -> str:
 
 
 def _parts(node: Any) -> Iterator[tuple[str, str]]:
-    """('table' | 'scalar', name) for every function call and ('node', type) for every
-    query node in a serialized syntax tree."""
+    """('table', name) for every table function call and ('node', type) for every query
+    node in a serialized syntax tree."""
     if isinstance(node, dict):
         kind = str(node.get("type", ""))
         if kind.endswith("_NODE") and "modifiers" in node:
@@ -114,8 +115,6 @@ def _parts(node: Any) -> Iterator[tuple[str, str]]:
                 if key != "function":
                     yield from _parts(value)
             return
-        if node.get("class") == "FUNCTION" and "function_name" in node:
-            yield "scalar", str(node["function_name"]).lower()
         for value in node.values():
             yield from _parts(value)
     elif isinstance(node, list):
