@@ -25,7 +25,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from logwatch.control import request  # noqa: E402
+from logwatch.daemon.control import request  # noqa: E402
 
 sys.path.insert(0, str(ROOT / "benchmarks"))
 from live_bench import access_line, finding_line  # noqa: E402

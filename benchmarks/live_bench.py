@@ -31,8 +31,8 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from logwatch import control  # noqa: E402
-from logwatch.control import request  # noqa: E402
+from logwatch.daemon import control  # noqa: E402
+from logwatch.daemon.control import request  # noqa: E402
 
 TICK = 0.01
 CLK_TCK = os.sysconf("SC_CLK_TCK")

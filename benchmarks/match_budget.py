@@ -104,13 +104,13 @@ def one_record(repeat: int) -> None:
 
 
 def library_load(repeat: int) -> None:
-    from logwatch.signature_files import load_signature_dirs
+    from logwatch.library.files import load_signature_dirs
 
     print("loading the shipped library (ms):")
     print(f"  {'in this process':30} {_figures(_timed(load_signature_dirs, repeat))}")
     try:
-        from logwatch.signature_worker import load_bounded
-        from logwatch.vetted_cache import VettedCache
+        from logwatch.library.vetted import VettedCache
+        from logwatch.library.worker import load_bounded
     except ImportError:
         return
     with tempfile.TemporaryDirectory() as cold, tempfile.TemporaryDirectory() as warm:

@@ -27,7 +27,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from logwatch.signature_files import load_signature_dirs  # noqa: E402
+from logwatch.library.files import load_signature_dirs  # noqa: E402
 
 CHUNKS = 24
 CHUNK_SECONDS = 600

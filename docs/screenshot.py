@@ -17,9 +17,9 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from logwatch.core.report import render_text  # noqa: E402
-from logwatch.scan import resolve_inputs, scan_inputs  # noqa: E402
-from logwatch.signature_files import load_signature_dirs  # noqa: E402
-from logwatch.triage import SnapshotOptions  # noqa: E402
+from logwatch.scan.offline import resolve_inputs, scan_inputs  # noqa: E402
+from logwatch.library.files import load_signature_dirs  # noqa: E402
+from logwatch.scan.triage import SnapshotOptions  # noqa: E402
 
 
 def main() -> None:

@@ -1,5 +1,5 @@
 """`python -m logwatch` runs the command-line interface."""
 
-from logwatch.cli import main
+from logwatch.cli.main import main
 
 raise SystemExit(main())

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from logwatch.core.library import Library
-from logwatch.signature_files import load_signature_dirs
+from logwatch.library.files import load_signature_dirs
 
 ROOT = Path(__file__).resolve().parent.parent
 SAMPLES = ROOT / "samples" / "logs"

@@ -14,7 +14,7 @@ from typing import Any
 
 import duckdb
 
-from logwatch.control import request
+from logwatch.daemon.control import request
 from tests.conftest import ROOT
 
 

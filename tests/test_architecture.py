@@ -7,8 +7,8 @@ import sys
 
 from tests.conftest import ROOT
 
-SHELL_LIBRARIES = ("duckdb", "textual", "watchdog", "structlog", "logwatch.scan",
-                   "logwatch.cli", "logwatch.signature_files")
+SHELL_LIBRARIES = ("duckdb", "textual", "watchdog", "structlog", "logwatch.scan.offline",
+                   "logwatch.cli.main", "logwatch.library.files")
 
 
 def test_core_imports_no_shell_library() -> None:

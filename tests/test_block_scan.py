@@ -8,11 +8,11 @@ from pathlib import Path
 
 import pytest
 
-from logwatch.blocks import CUT_MARKER, read_blocks
 from logwatch.core import prefilter
 from logwatch.core.block_scan import BlockScanner
 from logwatch.core.library import Library
 from logwatch.core.matcher import Matcher
+from logwatch.scan.blocks import CUT_MARKER, read_blocks
 from tests.conftest import SAMPLES
 
 REF = datetime(2026, 11, 30)

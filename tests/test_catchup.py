@@ -9,8 +9,8 @@ import sys
 import time
 from pathlib import Path
 
-from logwatch.control import request
-from logwatch.daemon import MAX_PENDING
+from logwatch.daemon.control import request
+from logwatch.daemon.service import MAX_PENDING
 from logwatch.sources.base import Chunk, slices
 from tests.conftest import ROOT
 from tests.test_daemon import accepted_counts, spec_line

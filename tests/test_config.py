@@ -8,8 +8,8 @@ from pathlib import Path
 
 import duckdb
 
-from logwatch.config import load_config
 from logwatch.core.config import parse_config
+from logwatch.daemon.config_file import load_config
 from tests.conftest import ROOT, SAMPLES
 
 GOOD = """\
@@ -124,7 +124,7 @@ def test_the_shipped_example_config_is_valid() -> None:
     assert config.problems == []
     assert [t.name for t in config.targets] == ["qwen", "bench"]
     assert config.targets[0].relaunch["policy"] == "ask"
-    from logwatch.config import source_for
+    from logwatch.daemon.config_file import source_for
     from logwatch.sources.globbed import GlobSource
 
     assert isinstance(source_for(config.targets[1]), GlobSource)  # the glob path

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from logwatch.control import request, subscribe
+from logwatch.daemon.control import request, subscribe
 from tests.conftest import ROOT, SAMPLES
 from tests.test_library_loader import GOOD
 

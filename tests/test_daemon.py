@@ -163,7 +163,7 @@ def wait_for_socket(sock: Path, proc: subprocess.Popen[bytes], timeout: float = 
     """Until the daemon answers on its socket: its sources are open by then."""
     import asyncio
 
-    from logwatch.control import request
+    from logwatch.daemon.control import request
 
     deadline = time.monotonic() + timeout
     while True:
@@ -265,7 +265,7 @@ def test_a_held_hit_is_reported_while_the_log_keeps_flowing(tmp_path: Path,
     not kept until the log goes quiet: it is committed while unrelated lines keep arriving."""
     import asyncio
 
-    from logwatch.daemon import Daemon
+    from logwatch.daemon.service import Daemon
     from logwatch.sources.base import MemorySource
     from logwatch.store.db import open_store
 

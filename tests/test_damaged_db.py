@@ -13,10 +13,10 @@ from pathlib import Path
 import duckdb
 import pytest
 
-from logwatch.cli import main
+from logwatch.cli.history import HISTORY_QUERY
+from logwatch.cli.main import main
 from logwatch.core.library import Library
-from logwatch.history_cmds import HISTORY_QUERY
-from logwatch.scan import resolve_inputs, scan_inputs
+from logwatch.scan.offline import resolve_inputs, scan_inputs
 from logwatch.store.db import open_store
 from logwatch.store.record import ScanRecorder
 from tests.conftest import ROOT, SAMPLES

@@ -6,8 +6,8 @@ from pathlib import Path
 from typing import Any
 
 from logwatch.core.library import Library
-from logwatch.scan import resolve_inputs, scan_inputs
-from logwatch.triage import SnapshotOptions
+from logwatch.scan.offline import resolve_inputs, scan_inputs
+from logwatch.scan.triage import SnapshotOptions
 from tests.conftest import ROOT, SAMPLES
 
 MODELS = ROOT / "samples" / "models"

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from logwatch.control import request
+from logwatch.daemon.control import request
 from tests.conftest import ROOT
 from tests.following import Running
 from tests.test_daemon import accepted_counts, spec_line

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from logwatch.control import subscribe
+from logwatch.daemon.control import subscribe
 from logwatch.sources.file_access import link_directories, writers_could_read
 from tests.following import Running, spec_line, wait_for
 

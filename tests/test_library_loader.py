@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from logwatch.core.library import LibraryError, load_library
-from logwatch.signature_files import load_signature_dirs
+from logwatch.library.files import load_signature_dirs
 
 HEADER = ("signatures/library.toml", 'version = "1.2.3"\n[[changelog]]\nversion = "1.2.3"\n'
           'date = "2026-11-29"\nchanges = ["x"]\n')

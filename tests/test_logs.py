@@ -9,7 +9,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from logwatch.logs import under_journald
+from logwatch.own_log import under_journald
 from tests.conftest import ROOT, SAMPLES, read_pty
 
 

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from logwatch.metrics import parse_listen, render
+from logwatch.daemon.metrics import parse_listen, render
 from tests.conftest import ROOT, SAMPLES
 
 

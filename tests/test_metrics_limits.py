@@ -13,7 +13,7 @@ import time
 import urllib.request
 from pathlib import Path
 
-from logwatch.metrics import MAX_CONNECTIONS, REQUEST_SECONDS
+from logwatch.daemon.metrics import MAX_CONNECTIONS, REQUEST_SECONDS
 from tests.conftest import ROOT, SAMPLES
 from tests.test_metrics import free_port
 

@@ -6,7 +6,7 @@ import pytest
 
 from logwatch.core.ignore import ignored_by, merge_overrides
 from logwatch.core.quant import derive_quant
-from logwatch.snapshot.model_dir import read_model_dir
+from logwatch.host.model_dir import read_model_dir
 from tests.conftest import ROOT
 
 MODELS = ROOT / "samples" / "models"

@@ -10,10 +10,10 @@ from pathlib import Path
 from typing import Any
 
 from logwatch.core.library import Library
-from logwatch.scan import resolve_inputs, scan_inputs
+from logwatch.scan.offline import resolve_inputs, scan_inputs
+from logwatch.scan.triage import SnapshotOptions
 from logwatch.store.db import open_store
 from logwatch.store.record import ScanRecorder
-from logwatch.triage import SnapshotOptions
 from tests.conftest import ROOT, SAMPLES
 
 DEMO = SAMPLES / "demo_marlin_and_mtp.log"  # two launches: findings under two snapshots

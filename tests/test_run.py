@@ -82,7 +82,7 @@ def test_the_running_launch_answers_snapshot_and_incident_events(tmp_path: Path)
     import json
     import os
 
-    from logwatch.control import request, subscribe
+    from logwatch.daemon.control import request, subscribe
 
     sock = tmp_path / "run.sock"
     script = ("import sys, time\n"

@@ -18,7 +18,7 @@ import pytest
 
 from logwatch.core.library import Library
 from logwatch.core.signature import SEVERITIES
-from logwatch.scan import resolve_inputs, scan_inputs
+from logwatch.scan.offline import resolve_inputs, scan_inputs
 from tests.conftest import SAMPLES
 
 SAMPLE_LOGS = sorted(p for p in SAMPLES.glob("*.log*") if not p.name.endswith(".toml"))

@@ -16,7 +16,7 @@ import pytest
 
 from logwatch.core.library import Library
 from logwatch.core.report import render_text
-from logwatch.scan import resolve_inputs, scan_inputs
+from logwatch.scan.offline import resolve_inputs, scan_inputs
 from tests.conftest import ROOT, SAMPLES
 
 DEMO = SAMPLES / "demo_marlin_and_mtp.log"

@@ -12,10 +12,10 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from logwatch.control import subscribe
 from logwatch.core.block_scan import BlockScanner
 from logwatch.core.library import Library
 from logwatch.core.matcher import Matcher
+from logwatch.daemon.control import subscribe
 from tests.conftest import ROOT
 from tests.test_redact import FORMS, GH, HF
 

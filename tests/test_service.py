@@ -14,7 +14,7 @@ from pathlib import Path
 import duckdb
 import pytest
 
-from logwatch.notify import Notifier
+from logwatch.daemon.notify import Notifier
 from tests.conftest import ROOT, SAMPLES
 
 UNITS = ROOT / "systemd"

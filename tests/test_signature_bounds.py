@@ -17,17 +17,17 @@ from typing import Any
 
 import pytest
 
-from logwatch.control import request, subscribe
 from logwatch.core.assemble import assemble
 from logwatch.core.library import Library, LibraryError
 from logwatch.core.matcher import DISABLE_AFTER_TIMEOUTS, Matcher
 from logwatch.core.signature import Example, Pattern, Signature
 from logwatch.core.vllm_format import parse_line
-from logwatch.daemon import Daemon
-from logwatch.signature_files import read_library
-from logwatch.signature_worker import load_bounded
+from logwatch.daemon.control import request, subscribe
+from logwatch.daemon.service import Daemon
+from logwatch.library.files import read_library
+from logwatch.library.vetted import VettedCache, library_digest
+from logwatch.library.worker import load_bounded
 from logwatch.store.db import Store, open_store
-from logwatch.vetted_cache import VettedCache, library_digest
 from tests.conftest import ROOT
 from tests.test_library_loader import GOOD
 

@@ -19,8 +19,8 @@ from logwatch.core.host_facts import (
 )
 from logwatch.core.redact import redact_argv, redact_env
 from logwatch.core.snapshot import GpuFacts, diff_snapshots
-from logwatch.snapshot.capture import read_process, take_snapshot
-from logwatch.snapshot.model_dir import read_model_dir
+from logwatch.host.capture import read_process, take_snapshot
+from logwatch.host.model_dir import read_model_dir
 from tests.conftest import ROOT
 
 MODELS = ROOT / "samples" / "models"
@@ -188,7 +188,7 @@ def test_snapshot_show_cli(flag: str, tmp_path: Path) -> None:
 
 
 def test_vllm_version_from_the_installed_package(tmp_path: Path) -> None:
-    from logwatch.snapshot.capture import installed_vllm_version
+    from logwatch.host.capture import installed_vllm_version
 
     venv = tmp_path / "venv"
     info = venv / "lib" / "python3.12" / "site-packages" / "vllm-0.33.0.dist-info"
@@ -218,7 +218,7 @@ def test_snapshot_records_the_marlin_decision_and_every_mtp_module() -> None:
 def test_gpu_capture_through_nvidia_smi(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """No GPU here: a stand-in nvidia-smi prints what the real one prints on an H200 host
     (the query and CSV format are the real tool's); without one the GPU is `unknown`."""
-    from logwatch.snapshot.capture import capture_gpu
+    from logwatch.host.capture import capture_gpu
 
     monkeypatch.setenv("PATH", str(tmp_path))
     assert capture_gpu().source.startswith("unknown (nvidia-smi not found)")
@@ -239,7 +239,7 @@ def test_target_snapshots_are_retaken_only_when_the_unit_started_again(tmp_path:
     retakes the snapshot; the same one, or none (systemd unreachable), does not. A target
     with only an argv is snapshotted once and never watched."""
     from logwatch.core.config import TargetConfig
-    from logwatch.snapshot.targets import TargetSnapshots
+    from logwatch.host.targets import TargetSnapshots
 
     gpu = GpuFacts("NVIDIA H100", 8, "570", 90, "test")
     invocations = iter(["a1", "a1", None, "b2"])

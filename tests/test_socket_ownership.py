@@ -21,8 +21,8 @@ from pathlib import Path
 
 import pytest
 
-from logwatch.control import request, subscribe
-from logwatch.socket_trust import UnsafeSocketPath, check_directory
+from logwatch.daemon.control import request, subscribe
+from logwatch.daemon.socket_trust import UnsafeSocketPath, check_directory
 from tests.conftest import ROOT
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="files of other users need root")
@@ -42,8 +42,9 @@ def victim_runs_logwatch() -> None:
     """Skip unless uid 65534 can run this Python and logwatch from this checkout."""
     if shutil.which("setpriv") is None:
         pytest.skip("setpriv (util-linux) is not installed")
-    probe = subprocess.run([*as_user(VICTIM), sys.executable, "-c", "import logwatch.control"],
-                           cwd=ROOT, capture_output=True, text=True, timeout=60, check=False)
+    probe = subprocess.run([*as_user(VICTIM), sys.executable, "-c",
+                            "import logwatch.daemon.control"], cwd=ROOT, capture_output=True,
+                           text=True, timeout=60, check=False)
     if probe.returncode != 0:
         pytest.skip(f"uid {VICTIM} cannot run {sys.executable} on {ROOT}: {probe.stderr}")
 

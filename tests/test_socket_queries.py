@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from logwatch.control import request
+from logwatch.daemon.control import request
 from tests.conftest import ROOT, SAMPLES
 
 RUNAWAY = "SELECT count(*) FROM range(1000000000000) a"
@@ -247,7 +247,7 @@ def test_every_malformed_request_is_answered_and_the_connection_stays(
 
 def test_every_documented_event_kind_can_be_asked_for(
         following: tuple[subprocess.Popen[bytes], Path, Path]) -> None:
-    from logwatch.control import EVENT_KINDS, subscribe
+    from logwatch.daemon.control import EVENT_KINDS, subscribe
 
     _, _, sock = following
     assert "signature_disabled" in EVENT_KINDS

@@ -12,12 +12,12 @@ import duckdb
 import pytest
 
 from logwatch.core.library import Library
-from logwatch.scan import resolve_inputs, scan_inputs
+from logwatch.scan.offline import resolve_inputs, scan_inputs
+from logwatch.scan.triage import SnapshotOptions
 from logwatch.store.db import DatabaseError, default_db_path, open_store
 from logwatch.store.operator_sql import read_only_query
 from logwatch.store.record import ScanRecorder
 from logwatch.store.schema import SCHEMA_VERSION
-from logwatch.triage import SnapshotOptions
 from tests.conftest import ROOT, SAMPLES
 
 DEMO = SAMPLES / "demo_marlin_and_mtp.log"
@@ -235,7 +235,7 @@ def test_the_connection_is_recycled_between_commits_and_never_under_a_reader(
     client's query in progress holds it off."""
     import asyncio
 
-    from logwatch.daemon import Daemon
+    from logwatch.daemon.service import Daemon
     from logwatch.sources.base import MemorySource
     from logwatch.store.db import open_store
 

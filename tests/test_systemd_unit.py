@@ -13,7 +13,7 @@ import pytest
 
 from logwatch.core.library import Library
 from logwatch.core.snapshot import GpuFacts
-from logwatch.snapshot.capture import take_snapshot
+from logwatch.host.capture import take_snapshot
 from logwatch.store.db import Store
 
 UNIT_DIR = Path("/run/user/0/systemd/user")
@@ -88,8 +88,8 @@ def test_a_restarted_unit_gets_a_new_snapshot_and_later_findings_link_to_it(
     import asyncio
 
     from logwatch.core.config import TargetConfig
-    from logwatch.daemon import Daemon
-    from logwatch.snapshot.targets import TargetSnapshots
+    from logwatch.daemon.service import Daemon
+    from logwatch.host.targets import TargetSnapshots
     from logwatch.sources.files import FileSource
     from logwatch.store.db import open_store
 

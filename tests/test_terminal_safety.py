@@ -24,7 +24,7 @@ from pathlib import Path
 
 import pytest
 
-from logwatch.control import request
+from logwatch.daemon.control import request
 from tests.conftest import ROOT, read_pty
 
 # What a log line can carry: every one of these does something to a terminal that obeys it.
@@ -326,14 +326,14 @@ def test_snapshot_show_and_diff(tmp_path: Path) -> None:
 
 
 def test_metric_labels_show_control_characters() -> None:
-    from logwatch.metrics import render
+    from logwatch.daemon.metrics import render
 
     text = render([("logwatch_lines_read_total", {"source": f"file:/x/{FILE_NAME}\n\"\\"}, 3)])
     assert_clean(text, ['{source="file:/x/vllm^[]0;title^G\\\\x9b6n\\\\u202e.log\\n\\"\\\\"} 3'])
 
 
 def test_progress_label_is_shown_visibly() -> None:
-    from logwatch.progress import Progress
+    from logwatch.scan.progress import Progress
 
     assert Progress(io.StringIO(), label=f"scanning {FILE_NAME}").label == (
         f"scanning {FILE_SHOWN}")

@@ -25,12 +25,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
 
-from logwatch.logs import get as get_logger
+from logwatch.daemon.wakeup import Wakeup
+from logwatch.own_log import get as get_logger
 from logwatch.sources.base import Chunk, source_name
 from logwatch.sources.inotify import open_watch
 from logwatch.sources.reading import READ_BYTES, LineSplitter, NotRegular, open_regular
 from logwatch.sources.rotated import Unread, fingerprint, read_unread, same_head, unread_after
-from logwatch.wakeup import Wakeup
 
 START_AT = ("start", "end")  # where a first run (no checkpoint) starts in the current file
 

@@ -14,7 +14,7 @@ import glob
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 
-from logwatch.logs import get as get_logger
+from logwatch.own_log import get as get_logger
 from logwatch.sources.base import Chunk, source_name
 from logwatch.sources.files import FilePosition, FileSource
 

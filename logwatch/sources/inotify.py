@@ -22,7 +22,7 @@ import os
 import struct
 from pathlib import Path
 
-from logwatch.wakeup import Wakeup
+from logwatch.daemon.wakeup import Wakeup
 
 IN_MODIFY = 0x2
 IN_ATTRIB = 0x4

@@ -12,7 +12,7 @@ from logwatch.core.host_facts import launch_from_log
 from logwatch.core.incidents import Incident
 from logwatch.core.launches import LaunchSegment, LaunchTracker
 from logwatch.core.snapshot import GpuFacts, Snapshot
-from logwatch.snapshot.capture import capture_gpu, take_snapshot
+from logwatch.host.capture import capture_gpu, take_snapshot
 
 
 @dataclass(frozen=True, slots=True)

@@ -14,16 +14,16 @@ from datetime import datetime
 from pathlib import Path
 from typing import IO, Any, BinaryIO
 
-from logwatch.blocks import read_blocks
 from logwatch.core.block_scan import BlockScanner, ScanStats
 from logwatch.core.incidents import IncidentBook
 from logwatch.core.launches import LaunchTracker
 from logwatch.core.library import Library
 from logwatch.core.matcher import Matcher
 from logwatch.core.report import report_dict
-from logwatch.progress import Progress
+from logwatch.scan.blocks import read_blocks
+from logwatch.scan.progress import Progress
+from logwatch.scan.triage import SnapshotOptions, triage
 from logwatch.store.record import ScanRecorder
-from logwatch.triage import SnapshotOptions, triage
 
 WRAP_SAMPLE_BYTES = 1 << 20
 

@@ -54,8 +54,8 @@ def _ask_daemon(socket: Path | None, message: dict[str, Any],
     daemon holds another database than the `db` asked for."""
     import asyncio
 
-    from logwatch.config import default_socket_path
-    from logwatch.control import request
+    from logwatch.daemon.config_file import default_socket_path
+    from logwatch.daemon.control import request
 
     path = socket or default_socket_path()
     if not path.exists():

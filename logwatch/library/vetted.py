@@ -19,7 +19,7 @@ from pathlib import Path
 import regex
 
 from logwatch import __version__
-from logwatch.signature_files import PACKAGE_DIR, Texts
+from logwatch.library.files import PACKAGE_DIR, Texts
 
 KEPT = 64  # hashes remembered: a few libraries, each in a few versions
 FILENAME = "vetted-libraries"
@@ -43,7 +43,7 @@ def library_digest(texts: Texts) -> str:
 
     for part in (__version__, regex.__version__, sys.version):
         add(part)
-    for code in sorted([*PACKAGE_DIR.glob("core/*.py"), PACKAGE_DIR / "signature_files.py"]):
+    for code in sorted([*PACKAGE_DIR.glob("core/*.py"), PACKAGE_DIR / "library" / "files.py"]):
         stat = code.stat()
         add(f"{code.name} {stat.st_size} {stat.st_mtime_ns}")
     header, layers = texts

@@ -25,7 +25,7 @@ from datetime import date, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from logwatch.socket_trust import (
+from logwatch.daemon.socket_trust import (
     UnsafeSocketPath,
     check_peer,
     check_socket,
@@ -36,7 +36,7 @@ from logwatch.store.db import DatabaseError
 from logwatch.store.operator_sql import DEFAULT_LIMITS, QueryLimits, QueryResult, run_read_only
 
 if TYPE_CHECKING:
-    from logwatch.daemon import Daemon
+    from logwatch.daemon.service import Daemon
 
 SUBSCRIBER_QUEUE = 256  # events; a "lines" event holds at most 64 KiB of text
 MAX_REQUEST_BYTES = 1 << 20

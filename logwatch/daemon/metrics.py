@@ -16,7 +16,7 @@ from collections import Counter
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from logwatch import logs
+from logwatch import own_log
 
 Sample = tuple[str, dict[str, str], float]  # name, labels, value
 
@@ -128,7 +128,7 @@ class MetricsServer:
         self._dropped: Counter[str] = Counter()
         self._last_error = ""
         self._report_timer: asyncio.TimerHandle | None = None
-        self.log = logs.get("logwatch.metrics")
+        self.log = own_log.get("logwatch.metrics")
 
     async def start(self) -> None:
         family = socket.AF_INET6 if ":" in self.host else socket.AF_INET

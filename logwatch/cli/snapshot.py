@@ -9,8 +9,8 @@ from typing import Any
 
 from logwatch.core.snapshot import Snapshot, diff_dicts
 from logwatch.core.visible import visible
-from logwatch.snapshot.capture import take_snapshot
-from logwatch.triage import SnapshotOptions, gpu_for
+from logwatch.host.capture import take_snapshot
+from logwatch.scan.triage import SnapshotOptions, gpu_for
 
 
 def capture(options: SnapshotOptions) -> Snapshot:

@@ -32,14 +32,14 @@ from logwatch.core.redact import redact_head
 from logwatch.core.signature import Signature
 from logwatch.core.visible import visible
 from logwatch.core.write_health import WriteHealth
-from logwatch.library_watch import LibraryWatch
-from logwatch.logs import get as get_logger
-from logwatch.notify import Notifier
-from logwatch.snapshot.targets import TargetSnapshot, TargetSnapshots
+from logwatch.daemon.library_watch import LibraryWatch
+from logwatch.daemon.notify import Notifier
+from logwatch.daemon.wakeup import Wakeup
+from logwatch.host.targets import TargetSnapshot, TargetSnapshots
+from logwatch.own_log import get as get_logger
 from logwatch.sources.base import Chunk, Source, slices
 from logwatch.store.db import Store
 from logwatch.store.live import Checkpoint, LiveFinding, LiveWriter
-from logwatch.wakeup import Wakeup
 
 # Findings are written with the positions that produced them: the first finding after a
 # quiet spell at once, then at most one batch per COMMIT_GAP_SECONDS (a DuckDB commit costs

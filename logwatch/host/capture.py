@@ -21,7 +21,7 @@ from logwatch.core.host_facts import (
     split_nul,
 )
 from logwatch.core.snapshot import GpuFacts, Snapshot, build_snapshot
-from logwatch.snapshot.model_dir import read_model_dir
+from logwatch.host.model_dir import read_model_dir
 
 COMMAND_TIMEOUT_S = 10
 

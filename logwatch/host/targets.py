@@ -18,7 +18,7 @@ from typing import Any
 
 from logwatch.core.config import TargetConfig
 from logwatch.core.snapshot import GpuFacts, Snapshot
-from logwatch.snapshot.capture import capture_gpu, run_systemctl, take_snapshot
+from logwatch.host.capture import capture_gpu, run_systemctl, take_snapshot
 
 CHECK_SECONDS = 5.0  # how often units are asked for their InvocationID
 

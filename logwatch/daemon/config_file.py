@@ -8,7 +8,7 @@ from typing import Any
 
 from logwatch.core.config import Config, TargetConfig, parse_config
 from logwatch.core.library import Problem
-from logwatch.socket_trust import fallback_runtime_dir
+from logwatch.daemon.socket_trust import fallback_runtime_dir
 from logwatch.sources.base import Source
 
 DEFAULT_CONFIG = Path("/etc/logwatch/logwatch.toml")

@@ -7,7 +7,7 @@ match budget already bounds each example; the deadline (and a memory ceiling) he
 backstop for what no regex timeout covers, compiling above all. The child is forked where
 this process has a single thread (the command line: it costs next to nothing) and spawned
 where it has more (the daemon), since forking a threaded process is not safe. Texts that
-passed before load in this process (vetted_cache), as fast as an unbounded load.
+passed before load in this process (library.vetted), as fast as an unbounded load.
 """
 
 from __future__ import annotations
@@ -30,8 +30,8 @@ from logwatch.core.library import (
     check_examples,
     load_library,
 )
-from logwatch.signature_files import Texts, load_signature_dirs, read_library
-from logwatch.vetted_cache import VettedCache, library_digest
+from logwatch.library.files import Texts, load_signature_dirs, read_library
+from logwatch.library.vetted import VettedCache, library_digest
 
 if TYPE_CHECKING:
     from multiprocessing.connection import Connection

@@ -59,7 +59,7 @@ def show(library: Library, signature_id: str) -> int:
 def test(extra: Sequence[Path], base: Path | None) -> int:
     """Load without the built-in check, then run every example and report each result (in a
     child process with a deadline: a pattern that never finishes is named, not waited for)."""
-    from logwatch.signature_worker import run_examples_bounded
+    from logwatch.library.worker import run_examples_bounded
 
     results = run_examples_bounded(extra, base=base)
     failures = 0
@@ -75,7 +75,7 @@ def test(extra: Sequence[Path], base: Path | None) -> int:
 
 def lint(extra: Sequence[Path], base: Path | None) -> int:
     """Load, check and lint the library in a child process with a deadline."""
-    from logwatch.signature_worker import lint_bounded
+    from logwatch.library.worker import lint_bounded
 
     count, issues = lint_bounded(extra, base=base)
     for issue in issues:

@@ -166,7 +166,7 @@ def _snapshot_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def _snapshot_options(args: argparse.Namespace) -> Any:
-    from logwatch.triage import SnapshotOptions, parse_capability
+    from logwatch.scan.triage import SnapshotOptions, parse_capability
 
     capability = None
     if args.gpu_capability:
@@ -183,14 +183,14 @@ def _snapshot_options(args: argparse.Namespace) -> Any:
 
 def _load(args: argparse.Namespace, check: bool = True) -> Library:
     """The library, loaded and checked in a child process with a deadline."""
-    from logwatch.signature_worker import load_bounded
+    from logwatch.library.worker import load_bounded
 
     return load_bounded(args.signatures, base=args.library, check=check)
 
 
 def _cmd_scan(args: argparse.Namespace) -> int:
     from logwatch.core.report import incomplete_warning, render_text
-    from logwatch.scan import InputError, resolve_inputs, run_scan
+    from logwatch.scan.offline import InputError, resolve_inputs, run_scan
 
     try:
         inputs = resolve_inputs(args.paths)
@@ -246,7 +246,7 @@ def _cmd_scan(args: argparse.Namespace) -> int:
 
 
 def _cmd_signatures(args: argparse.Namespace) -> int:
-    from logwatch import signature_cmds
+    from logwatch.cli import signatures as signature_cmds
 
     if args.action == "test":
         return signature_cmds.test(args.signatures, args.library)
@@ -259,7 +259,7 @@ def _cmd_signatures(args: argparse.Namespace) -> int:
 
 
 def _cmd_snapshot(args: argparse.Namespace) -> int:
-    from logwatch import snapshot_cmds
+    from logwatch.cli import snapshot as snapshot_cmds
 
     if args.action == "diff":
         return snapshot_cmds.diff(args.a, args.b, args.db)
@@ -269,10 +269,10 @@ def _cmd_snapshot(args: argparse.Namespace) -> int:
 def _cmd_daemon(args: argparse.Namespace) -> int:
     import asyncio
 
-    from logwatch import logs
+    from logwatch import own_log
 
-    logs.configure()
-    from logwatch.daemon import Daemon
+    own_log.configure()
+    from logwatch.daemon.service import Daemon
     from logwatch.sources.base import Source, source_name
     from logwatch.sources.files import FilePosition, FileSource
     from logwatch.sources.globbed import GlobSource, is_glob
@@ -285,7 +285,7 @@ def _cmd_daemon(args: argparse.Namespace) -> int:
                  + [["--user-unit", u] for u in args.journal_user_unit]
                  + [["--file", str(Path(p).resolve())] for p in args.journal_file]
                  + [["-D", str(Path(d).resolve())] for d in args.journal_dir])
-    from logwatch.config import load_config, source_for
+    from logwatch.daemon.config_file import load_config, source_for
 
     config = load_config(args.config)
     if config.problems:  # refuse to start on a configuration with problems, and say why
@@ -340,19 +340,19 @@ def _cmd_daemon(args: argparse.Namespace) -> int:
             elif point is not None and isinstance(source, JournalSource):
                 source.cursor, source.offset = point.cursor, point.offset
             sources.append(source)
-        from logwatch.snapshot.targets import TargetSnapshots
+        from logwatch.host.targets import TargetSnapshots
 
         targets = TargetSnapshots(config.targets)
         daemon = Daemon(sources, library, store, until_idle=args.until_idle,
                         reload_library=lambda: _load(args), targets=targets)
         for snapshot in targets.take_all():  # what each target runs with, before READY
             daemon.record_snapshot(snapshot)
-        from logwatch.signature_files import default_signature_dir
+        from logwatch.library.files import default_signature_dir
 
         daemon.watch_dirs = [args.library or default_signature_dir(), *args.signatures]
         if not args.no_socket:
-            from logwatch.config import default_socket_path
-            from logwatch.control import ControlServer
+            from logwatch.daemon.config_file import default_socket_path
+            from logwatch.daemon.control import ControlServer
 
             socket_path = args.socket or default_socket_path(config.get("socket.path"))
             from logwatch.store.operator_sql import QueryLimits
@@ -362,7 +362,7 @@ def _cmd_daemon(args: argparse.Namespace) -> int:
             daemon.control.limits = QueryLimits(seconds=float(config.get("socket.query_seconds")),
                                                 rows=int(config.get("socket.query_rows")))
         if args.metrics:
-            from logwatch.metrics import MetricsServer, daemon_samples, parse_listen
+            from logwatch.daemon.metrics import MetricsServer, daemon_samples, parse_listen
 
             try:
                 host, port = parse_listen(args.metrics)
@@ -393,7 +393,7 @@ def leave_now(store: Any, code: int) -> None:
 
 
 def _cmd_config(args: argparse.Namespace) -> int:
-    from logwatch.config import load_config, render
+    from logwatch.daemon.config_file import load_config, render
 
     overrides = {"database.path": str(args.db)} if getattr(args, "db", None) else None
     config = load_config(args.config, overrides)
@@ -415,16 +415,16 @@ def _cmd_run(args: argparse.Namespace) -> int:
     import asyncio
     import os
 
-    from logwatch import logs
+    from logwatch import own_log
     from logwatch.core.snapshot import GpuFacts
-    from logwatch.daemon import Daemon
-    from logwatch.snapshot.capture import capture_gpu, take_snapshot
+    from logwatch.daemon.service import Daemon
+    from logwatch.host.capture import capture_gpu, take_snapshot
+    from logwatch.scan.triage import parse_capability
     from logwatch.sources.process import ProcessSource
     from logwatch.store.db import default_db_path, keep_files_private, open_store
-    from logwatch.triage import parse_capability
 
-    logs.configure()
-    logs.bind(target=args.target)  # every event of this run names its target
+    own_log.configure()
+    own_log.bind(target=args.target)  # every event of this run names its target
     argv = args.argv[1:] if args.argv[:1] == ["--"] else args.argv
     if not argv:
         print("logwatch: run: give the command after --, e.g. logwatch run -- vllm serve "
@@ -443,7 +443,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
                         snapshots={source.name: digest})
         daemon.writer.record_snapshot(digest, snapshot.to_dict())
         if args.socket:
-            from logwatch.control import ControlServer
+            from logwatch.daemon.control import ControlServer
 
             daemon.control = ControlServer(daemon, args.socket)
         asyncio.run(daemon.run())
@@ -458,7 +458,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
 
 
 def _cmd_history(args: argparse.Namespace) -> int:
-    from logwatch import history_cmds
+    from logwatch.cli import history as history_cmds
 
     if args.command == "sql":
         fmt = "json" if args.json else "csv" if args.csv else "table"
@@ -469,7 +469,7 @@ def _cmd_history(args: argparse.Namespace) -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    from logwatch.socket_trust import UnsafeSocketPath
+    from logwatch.daemon.socket_trust import UnsafeSocketPath
     from logwatch.store.db import DatabaseError
 
     args = build_parser().parse_args(argv)

@@ -14,7 +14,7 @@ from logwatch.core.library import (
     no_progress,
 )
 
-PACKAGE_DIR = Path(__file__).resolve().parent
+PACKAGE_DIR = Path(__file__).resolve().parent.parent  # logwatch/
 # The largest shipped file is a few KiB; reading a file is not bounded by any deadline.
 MAX_FILE_BYTES = 1 << 20
 Texts = tuple[tuple[str, str], list[list[tuple[str, str]]]]  # header, layers of (label, text)
@@ -52,7 +52,7 @@ def read_layer(directory: Path) -> list[tuple[str, str]]:
 def load_signature_dirs(extra: Sequence[Path] = (), base: Path | None = None,
                         check: bool = True, progress: Progress = no_progress) -> Library:
     """The shipped library (or `base`) with site directories layered on top, in this
-    process and without a time bound (signature_worker.load_bounded has one)."""
+    process and without a time bound (library.worker.load_bounded has one)."""
     header, layers = read_library(extra, base)
     return load_library(header, layers, check=check, progress=progress)
 

@@ -1,1 +1,0 @@
-"""Shells that gather configuration facts from the host: model dirs, /proc, systemd, GPUs."""
