@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import os
+import sys
+import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -10,9 +12,11 @@ import pytest
 
 from logwatch.core.library import Library
 from logwatch.library.files import load_signature_dirs
+from tests import hermetic
 
 ROOT = Path(__file__).resolve().parent.parent
 SAMPLES = ROOT / "samples" / "logs"
+_SYSTEM_AT_START = pytest.StashKey[dict[str, tuple[int, int]]]()
 
 
 @pytest.fixture(scope="session", autouse=True)
@@ -31,6 +35,47 @@ def private_runtime(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
             os.environ.pop(key, None)
         else:
             os.environ[key] = value
+
+
+@pytest.fixture(autouse=True)
+def own_runtime(private_runtime: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
+    """Each test its own socket and history: $RUNTIME_DIRECTORY and $STATE_DIRECTORY in a
+    short private directory of its own (a socket path must stay under 108 bytes), so that
+    daemons of different tests never meet, even when a test leaves one running."""
+    base = Path(tempfile.mkdtemp(prefix="t", dir=private_runtime))
+    monkeypatch.setenv("RUNTIME_DIRECTORY", str(base / "run"))
+    monkeypatch.setenv("STATE_DIRECTORY", str(base / "state"))
+    yield base
+
+
+@pytest.fixture(autouse=True)
+def off_system_paths() -> Iterator[None]:
+    """Fails the test that made, removed or replaced anything under /run/logwatch,
+    /var/lib/logwatch or /etc/logwatch (itself, a child, a unit it started), or whose
+    process tried to bind, connect to or write there (see tests/hermetic.py)."""
+    before = hermetic.system_state()
+    hermetic.refused.clear()
+    yield
+    touched = hermetic.changes(before, hermetic.system_state())
+    tried, hermetic.refused[:] = list(hermetic.refused), []
+    if touched or tried:
+        pytest.fail("the test touched the host's logwatch paths:\n"
+                    + "\n".join(touched + tried), pytrace=False)
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    hermetic.install_audit_hook()
+    config.stash[_SYSTEM_AT_START] = hermetic.system_state()
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    """Whatever a test left running that touched a system path after its test ended."""
+    touched = hermetic.changes(session.config.stash[_SYSTEM_AT_START],
+                               hermetic.system_state())
+    if touched:
+        sys.stderr.write("\nhermetic tests: the session touched the host's logwatch paths:\n"
+                         + "\n".join(touched) + "\n")
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
 
 
 @pytest.fixture(autouse=True)

@@ -1,4 +1,5 @@
-"""`logwatch` as a user runs it: real subprocesses, real files, exit codes and output."""
+"""`logwatch` as a user runs it: real files, exit codes and output. The commands run
+in-process (`cli.main`); the entry points themselves and the terminal run as real processes."""
 
 from __future__ import annotations
 
@@ -12,15 +13,14 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import ROOT, SAMPLES, read_pty
+from tests.inprocess import Completed, logwatch
 
 DEMO = SAMPLES / "demo_marlin_and_mtp.log"
 HEALTHY = SAMPLES / "healthy_033_startup.log"
 
 
-def run(*args: str, stdin: bytes | None = None) -> subprocess.CompletedProcess[bytes]:
-    env = {**os.environ, "NO_COLOR": "1"}
-    return subprocess.run([sys.executable, "-m", "logwatch", *args], input=stdin,
-                          capture_output=True, cwd=ROOT, env=env, timeout=120, check=False)
+def run(*args: str, stdin: bytes = b"") -> Completed[bytes]:
+    return logwatch(*args, stdin=stdin, env={"NO_COLOR": "1"})
 
 
 def test_scan_a_failed_launch_exits_1_with_the_root_cause_first() -> None:
@@ -131,11 +131,18 @@ def test_signatures_subcommands() -> None:
 
 
 def test_python_dash_m_and_console_script_agree() -> None:
+    """The two entry points as processes: the same program, main's result the exit status."""
     script = Path(sys.executable).parent / "logwatch"
     if not script.exists():
         pytest.skip("console script not installed in this environment")
     result = subprocess.run([str(script), "--version"], capture_output=True, check=False)
-    assert result.stdout.strip() == run("--version").stdout.strip()
+    dash_m = subprocess.run([sys.executable, "-m", "logwatch", "--version"], cwd=ROOT,
+                            capture_output=True, timeout=120, check=False)
+    assert result.returncode == dash_m.returncode == 0
+    assert result.stdout.strip() == dash_m.stdout.strip() == run("--version").stdout.strip()
+    failed = subprocess.run([str(script), "scan", str(DEMO)], capture_output=True,
+                            timeout=120, check=False)
+    assert failed.returncode == 1 and b"ROOT CAUSE" in failed.stdout
 
 
 def test_progress_bar_on_a_real_terminal(tmp_path: Path) -> None:
@@ -158,10 +165,8 @@ def test_progress_bar_on_a_real_terminal(tmp_path: Path) -> None:
 
 
 def test_no_progress_bar_when_stderr_is_not_a_terminal() -> None:
-    env_run = subprocess.run([sys.executable, "-m", "logwatch", "scan", str(HEALTHY)], cwd=ROOT,
-                             env={**os.environ, "LOGWATCH_PROGRESS_AFTER": "0"},
-                             capture_output=True, timeout=60, check=False)
-    assert env_run.stderr == b""
+    env_run = logwatch("scan", str(HEALTHY), env={"LOGWATCH_PROGRESS_AFTER": "0"})
+    assert env_run.returncode == 0 and env_run.stderr == b""
 
 
 def test_a_wrong_model_dir_is_reported_and_the_scan_goes_on(tmp_path: Path) -> None:

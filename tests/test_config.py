@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import subprocess
-import sys
 from pathlib import Path
 
 import duckdb
@@ -11,6 +9,7 @@ import duckdb
 from logwatch.core.config import parse_config
 from logwatch.daemon.config_file import load_config
 from tests.conftest import ROOT, SAMPLES
+from tests.inprocess import logwatch_text
 
 GOOD = """\
 [database]
@@ -84,17 +83,13 @@ def test_missing_files(tmp_path: Path) -> None:
 def test_check_and_show_config_cli(tmp_path: Path) -> None:
     conf = tmp_path / "lw.toml"
     conf.write_text(GOOD)
-    run = [sys.executable, "-m", "logwatch"]
-    ok = subprocess.run([*run, "check-config", "--config", str(conf)], capture_output=True,
-                        text=True, cwd=ROOT, check=False)
+    ok = logwatch_text("check-config", "--config", str(conf))
     assert ok.returncode == 0 and "1 target(s)" in ok.stdout
-    shown = subprocess.run([*run, "show-config", "--config", str(conf), "--db", "/x.duckdb"],
-                           capture_output=True, text=True, cwd=ROOT, check=False).stdout
+    shown = logwatch_text("show-config", "--config", str(conf), "--db", "/x.duckdb").stdout
     assert "database.path" in shown and "# command line" in shown
     assert "socket.path" in shown and "# default" in shown
     conf.write_text(GOOD.replace("[socket]", "[sockets]"))
-    bad = subprocess.run([*run, "check-config", "--config", str(conf)], capture_output=True,
-                         text=True, cwd=ROOT, check=False)
+    bad = logwatch_text("check-config", "--config", str(conf))
     assert bad.returncode == 1 and "unknown section [sockets]" in bad.stderr
 
 
@@ -103,17 +98,15 @@ def test_the_daemon_runs_targets_and_refuses_a_bad_config(tmp_path: Path) -> Non
     log.write_bytes((SAMPLES / "journald_kv_cache.log").read_bytes())
     conf.write_text(f'[database]\npath = "{db}"\n[[targets]]\nname = "q"\n'
                     f'[targets.source]\nkind = "file"\npath = "{log}"\n')
-    run = [sys.executable, "-m", "logwatch", "daemon", "--config", str(conf)]
-    done = subprocess.run([*run, "--until-idle", "1"], capture_output=True, text=True,
-                          cwd=ROOT, timeout=60, check=False)
+    run = ["daemon", "--config", str(conf)]
+    done = logwatch_text(*run, "--until-idle", "1")
     assert done.returncode == 0, done.stderr
     con = duckdb.connect(str(db), read_only=True)
     assert ("memory.kv_cache_too_small",) in con.execute(
         "SELECT signature FROM findings").fetchall()
     con.close()
     conf.write_text(conf.read_text() + "colour = true\n")
-    refused = subprocess.run(run, capture_output=True, text=True, cwd=ROOT, timeout=60,
-                             check=False)
+    refused = logwatch_text(*run)
     assert refused.returncode == 2
     assert "not starting" in refused.stderr and "unknown key 'colour'" in refused.stderr
 
@@ -139,9 +132,7 @@ def test_a_targets_findings_link_to_the_snapshot_of_its_launch(tmp_path: Path) -
                     f'[targets.source]\nkind = "file"\npath = "{tmp_path}/*.log"\n'
                     '[targets.launch]\nargv = ["vllm", "serve", "' + str(model) + '", '
                     '"--tensor-parallel-size", "4", "--api-key", "sk-live-abcdefgh1234"]\n')
-    done = subprocess.run([sys.executable, "-m", "logwatch", "daemon", "--config", str(conf),
-                           "--no-socket", "--until-idle", "1"], capture_output=True,
-                          text=True, cwd=ROOT, timeout=60, check=False)
+    done = logwatch_text("daemon", "--config", str(conf), "--no-socket", "--until-idle", "1")
     assert done.returncode == 0, done.stderr
     con = duckdb.connect(str(db), read_only=True)
     rows = con.execute("SELECT DISTINCT s.quant_scheme, s.tensor_parallel_size, s.body "

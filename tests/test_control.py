@@ -18,12 +18,12 @@ import pytest
 
 from logwatch.daemon.control import request, subscribe
 from tests.conftest import ROOT, SAMPLES
+from tests.inprocess import Completed, logwatch_text
 from tests.test_library_loader import GOOD
 
 
-def cli(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "logwatch", *args], capture_output=True,
-                          text=True, cwd=ROOT, timeout=60, check=False)
+def cli(*args: str) -> Completed[str]:
+    return logwatch_text(*args)
 
 
 @dataclass
