@@ -50,6 +50,63 @@ def changes(before: dict[str, tuple[int, int]], after: dict[str, tuple[int, int]
     return lines
 
 
+def holders(paths: list[str]) -> dict[str, list[tuple[int, str, str]]]:
+    """The processes that have each path open, as a bound socket or a file:
+    path -> [(pid, command line, working directory)]. Read from /proc, as root sees it."""
+    wanted = set(paths)
+    links = {path: {path} for path in wanted}
+    try:
+        with open("/proc/net/unix") as table:
+            for row in table.read().splitlines()[1:]:
+                fields = row.split()
+                if len(fields) >= 8 and fields[7] in wanted:
+                    links[fields[7]].add(f"socket:[{fields[6]}]")
+    except OSError:
+        pass
+    found: dict[str, list[tuple[int, str, str]]] = {path: [] for path in wanted}
+    for proc in Path("/proc").iterdir():
+        if not proc.name.isdigit():
+            continue
+        try:
+            opened = {_link(fd) for fd in list((proc / "fd").iterdir())}
+            command = (proc / "cmdline").read_bytes().replace(b"\0", b" ").decode(
+                errors="replace").strip()
+            cwd = os.readlink(proc / "cwd")
+        except OSError:
+            continue  # gone, or not ours to read
+        for path, names in links.items():
+            if opened & names:
+                found[path].append((int(proc.name), command, cwd))
+    return found
+
+
+def _link(fd: Path) -> str:
+    try:
+        return os.readlink(fd)
+    except OSError:  # closed meanwhile
+        return ""
+
+
+def foreign(changed: list[str], root: Path) -> str | None:
+    """Where every path that changed is held open by a process of another checkout (another
+    engineer's test run on a shared machine; never the case in CI, which runs alone): who,
+    so the report can say it is not this session's. None where any could be ours."""
+    paths = [line.split(" ", 1)[1] for line in changed if line.startswith("created ")]
+    if not paths or len(paths) != len(changed):
+        return None
+    held = holders(paths)
+    ours = (sys.executable, str(root))
+    said = []
+    for path in paths:
+        if not held[path]:
+            return None
+        for pid, command, cwd in held[path]:
+            if any(mark in command or cwd.startswith(mark) for mark in ours):
+                return None
+            said.append(f"{path}: pid {pid} ({command[:200]}; in {cwd})")
+    return "\n".join(said)
+
+
 class SystemPathTouched(PermissionError):
     """A test process tried to use a system path (raised by the audit hook)."""
 

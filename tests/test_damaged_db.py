@@ -5,8 +5,6 @@ from __future__ import annotations
 
 import os
 import shutil
-import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -19,7 +17,8 @@ from logwatch.core.library import Library
 from logwatch.scan.offline import resolve_inputs, scan_inputs
 from logwatch.store.db import open_store
 from logwatch.store.record import ScanRecorder
-from tests.conftest import ROOT, SAMPLES
+from tests.conftest import SAMPLES
+from tests.inprocess import Completed, logwatch_text
 
 DEMO = SAMPLES / "demo_marlin_and_mtp.log"
 HEADER_BYTES = 3 * 4096  # DuckDB: a file header, then two database headers
@@ -64,10 +63,8 @@ def partly_damaged(good: Path, into: Path) -> Path:
     raise AssertionError("no block of the test database holds the incident history")
 
 
-def logwatch(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "logwatch", *args], capture_output=True,
-                          text=True, cwd=ROOT, env={**os.environ, "NO_COLOR": "1"},
-                          timeout=120, check=False)
+def logwatch(*args: str) -> Completed[str]:
+    return logwatch_text(*args, env={"NO_COLOR": "1"})
 
 
 def assert_damage_paragraph(stderr: str, db: Path) -> None:

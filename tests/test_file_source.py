@@ -6,8 +6,6 @@ from __future__ import annotations
 
 import os
 import random
-import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -15,8 +13,8 @@ import duckdb
 import pytest
 
 from logwatch.sources.reading import LineSplitter
-from tests.conftest import ROOT
 from tests.following import Running, accepted_rows, run_daemon, spec_line
+from tests.inprocess import Completed, logwatch_text
 
 JOURNAL_REMOTE = next((p for p in ("/lib/systemd/systemd-journal-remote",
                                    "/usr/lib/systemd/systemd-journal-remote")
@@ -151,9 +149,8 @@ def _config(path: Path, source: str) -> Path:
     return path
 
 
-def _cli(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "logwatch", *args], capture_output=True,
-                          text=True, cwd=ROOT, timeout=60, check=False)
+def _cli(*args: str) -> Completed[str]:
+    return logwatch_text(*args)
 
 
 def test_start_at_in_a_target_is_checked_shown_and_followed(tmp_path: Path) -> None:

@@ -71,3 +71,18 @@ def test_the_guard_reads_what_changed() -> None:
     assert hermetic.is_system_path("/run/logwatch") and hermetic.is_system_path(
         "/var/lib/logwatch/../logwatch/h.duckdb")
     assert not hermetic.is_system_path("/run/logwatch2/x")
+
+
+def test_the_guard_names_who_holds_a_socket(tmp_path: Path) -> None:
+    """On a machine shared with other checkouts' test runs, a change is blamed on this
+    session unless every path is held by a process of another checkout."""
+    path = str(tmp_path / "held.sock")
+    with socket.socket(socket.AF_UNIX) as sock:
+        sock.bind(path)
+        sock.listen()
+        (pid, _, cwd), = hermetic.holders([path])[path]
+        assert pid == os.getpid() and cwd == os.getcwd()
+        assert hermetic.foreign([f"created {path}"], ROOT) is None  # ours
+        assert f"{path}: pid {pid}" in str(hermetic.foreign([f"created {path}"],
+                                                             tmp_path / "elsewhere"))
+    assert hermetic.foreign([f"created {path}"], tmp_path / "elsewhere") is None  # nobody

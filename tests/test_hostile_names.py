@@ -6,12 +6,10 @@ name is stored and shown with the odd bytes as `\\xNN`, and nothing stops."""
 from __future__ import annotations
 
 import os
-import subprocess
-import sys
 from pathlib import Path
 
-from tests.conftest import ROOT
 from tests.following import Running, accepted_rows, spec_line
+from tests.inprocess import logwatch
 
 
 def test_a_file_name_that_is_not_utf8_stops_nothing(tmp_path: Path) -> None:
@@ -34,9 +32,7 @@ def test_a_file_name_that_is_not_utf8_stops_nothing(tmp_path: Path) -> None:
         assert state["database"]["writable"] is True
         names = [s["name"] for s in state["sources"]]
         assert any(name.endswith("evil\\xff\\x9b.log") for name in names), names
-        shown = subprocess.run([sys.executable, "-m", "logwatch", "status", "--socket",
-                                str(daemon.sock)], cwd=ROOT, capture_output=True, timeout=60,
-                               check=False)
+        shown = logwatch("status", "--socket", str(daemon.sock))
         assert shown.returncode == 0
         assert b"\x9b" not in shown.stdout and b"evil\\xff\\x9b.log" in shown.stdout
     finally:

@@ -7,14 +7,13 @@ from __future__ import annotations
 import shutil
 import struct
 import subprocess
-import sys
 import time
 from pathlib import Path
 
 import duckdb
 import pytest
 
-from tests.conftest import ROOT
+from tests.inprocess import Completed, logwatch_text
 
 REMOTE = next((p for p in ("/lib/systemd/systemd-journal-remote",
                            "/usr/lib/systemd/systemd-journal-remote") if Path(p).exists()), None)
@@ -48,10 +47,9 @@ def append(journal: Path, entries: list[bytes]) -> None:
                    capture_output=True, timeout=60)
 
 
-def daemon(journal: Path, db: Path, idle: str = "2") -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "logwatch", "daemon", "--journal-file",
-                           str(journal), "--db", str(db), "--until-idle", idle],
-                          capture_output=True, text=True, cwd=ROOT, timeout=120, check=False)
+def daemon(journal: Path, db: Path, idle: str = "2") -> Completed[str]:
+    return logwatch_text("daemon", "--journal-file", str(journal), "--db", str(db),
+                         "--until-idle", idle)
 
 
 def findings(db: Path) -> list[tuple[str, int]]:

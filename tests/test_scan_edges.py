@@ -18,6 +18,7 @@ from logwatch.core.library import Library
 from logwatch.core.report import render_text
 from logwatch.scan.offline import resolve_inputs, scan_inputs
 from tests.conftest import ROOT, SAMPLES
+from tests.inprocess import logwatch
 
 DEMO = SAMPLES / "demo_marlin_and_mtp.log"
 ENV = {**os.environ, "NO_COLOR": "1"}
@@ -73,8 +74,7 @@ def fifo(tmp_path: Path) -> Iterator[Path]:
 def test_a_named_fifo_is_read_as_a_stream(fifo: Path, demo_report: dict[str, object]) -> None:
     writer = FifoWriter(fifo, DEMO.read_bytes())
     try:
-        result = subprocess.run([*LOGWATCH, "scan", "--json", str(fifo)], capture_output=True,
-                                cwd=ROOT, env=ENV, timeout=120, check=False)
+        result = logwatch("scan", "--json", str(fifo), env={"NO_COLOR": "1"})
     finally:
         writer.release()
     assert result.returncode == 1, result.stderr.decode()
@@ -166,9 +166,8 @@ def test_truncation_by_another_process_warns_on_stderr(tmp_path: Path, fifo: Pat
     writer = FifoWriter(fifo, b"INFO 11-29 10:00:00 [api_server.py:1] starting\n",
                         then=lambda: os.truncate(log, keep))
     try:
-        result = subprocess.run([*LOGWATCH, "scan", *(["--json"] if as_json else []),
-                                 str(fifo), str(log)], capture_output=True, cwd=ROOT, env=ENV,
-                                timeout=120, check=False)
+        result = logwatch("scan", *(["--json"] if as_json else []), str(fifo), str(log),
+                          env={"NO_COLOR": "1"})
     finally:
         writer.release()
     err = result.stderr.decode()

@@ -17,6 +17,7 @@ from logwatch.core.library import Library
 from logwatch.core.matcher import Matcher
 from logwatch.daemon.control import subscribe
 from tests.conftest import ROOT
+from tests.inprocess import logwatch
 from tests.test_redact import FORMS, GH, HF
 
 URL_SECRET = "https://user:p@ss@word@hub.example.com/acme/model"
@@ -102,11 +103,9 @@ def test_scan_keeps_secrets_out_of_its_output_and_the_database(tmp_path: Path,
                                                                library: Library) -> None:
     log, db = tmp_path / "vllm.log", tmp_path / "history.duckdb"
     log.write_bytes(LOG)
-    text = subprocess.run([sys.executable, "-m", "logwatch", "scan", "--db", str(db), str(log)],
-                          capture_output=True, cwd=ROOT, timeout=120, check=False)
+    text = logwatch("scan", "--db", str(db), str(log))
     assert text.returncode == 1, text.stderr  # fatal incidents found
-    as_json = subprocess.run([sys.executable, "-m", "logwatch", "scan", "--json", str(log)],
-                             capture_output=True, cwd=ROOT, timeout=120, check=False)
+    as_json = logwatch("scan", "--json", str(log))
     assert as_json.returncode == 1, as_json.stderr
     report = json.loads(as_json.stdout)
     assert {c for i in report["incidents"] for c in i["captures"].values()}  # captures exist

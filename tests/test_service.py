@@ -69,9 +69,14 @@ def test_type_notify_unit_under_systemd_user(systemd_user: dict[str, str],
     name = f"logwatch-test-{os.getpid()}.service"
     log, db = tmp_path / "vllm.log", tmp_path / "h.duckdb"
     log.write_bytes((SAMPLES / "mtp_tensor_mismatch_glm_033.log").read_bytes())
+    config = tmp_path / "logwatch.toml"
+    config.write_text("")  # not the host's /etc/logwatch/logwatch.toml
+    # the manager strips $RUNTIME_DIRECTORY from what its units inherit: without --socket a
+    # root daemon would bind /run/logwatch/logwatch.sock
     (unit_dir / name).write_text(
         "[Service]\nType=notify\nNotifyAccess=main\n"
-        f"ExecStart={sys.executable} -m logwatch daemon --file {log} --db {db}\n"
+        f"ExecStart={sys.executable} -m logwatch daemon --file {log} --db {db} "
+        f"--socket {tmp_path / 'lw.sock'} --config {config}\n"
         "ExecReload=/bin/kill -HUP $MAINPID\nWatchdogSec=2\nRestart=on-failure\n"
         f"WorkingDirectory={ROOT}\n")
     _user(env, "daemon-reload")

@@ -22,6 +22,7 @@ from logwatch.core.snapshot import GpuFacts, diff_snapshots
 from logwatch.host.capture import read_process, take_snapshot
 from logwatch.host.model_dir import read_model_dir
 from tests.conftest import ROOT
+from tests.inprocess import logwatch_text
 
 MODELS = ROOT / "samples" / "models"
 UNCOVERED = MODELS / "qwen3.6-35b-a3b-nvfp4-mtp-uncovered"
@@ -173,17 +174,16 @@ def test_an_argv_that_is_not_vllm_keeps_the_rest_of_the_snapshot() -> None:
 @pytest.mark.parametrize("flag", ["--cmdline", "--model-dir"])
 def test_snapshot_show_cli(flag: str, tmp_path: Path) -> None:
     value = f"vllm serve {UNCOVERED} -tp 4" if flag == "--cmdline" else str(UNCOVERED)
-    run = [sys.executable, "-m", "logwatch", "snapshot", "show", flag, value,
-           "--gpu-capability", "9.0"]
-    text = subprocess.run(run, capture_output=True, text=True, cwd=ROOT, check=True).stdout
+    run = ["snapshot", "show", flag, value, "--gpu-capability", "9.0"]
+    shown = logwatch_text(*run)
+    assert shown.returncode == 0, shown.stderr
+    text = shown.stdout
     assert "W4A4_NVFP4" in text and "Marlin on this GPU: yes" in text
     assert "ignore list: NOT covered" in text and "BF16, not ignored: mtp.fc" in text
     a, b = tmp_path / "a.json", tmp_path / "b.json"
-    a.write_text(subprocess.run([*run, "--json"], capture_output=True, text=True, cwd=ROOT,
-                                check=True).stdout)
+    a.write_text(logwatch_text(*run, "--json").stdout)
     b.write_text(a.read_text().replace('"capability": 90', '"capability": 100'))
-    diff = subprocess.run([sys.executable, "-m", "logwatch", "snapshot", "diff", str(a), str(b)],
-                          capture_output=True, text=True, cwd=ROOT, check=False)
+    diff = logwatch_text("snapshot", "diff", str(a), str(b))
     assert diff.returncode == 1 and "gpu.capability: 90 -> 100" in diff.stdout
 
 

@@ -18,6 +18,7 @@ import pytest
 
 from logwatch.daemon.control import request
 from tests.conftest import ROOT, SAMPLES
+from tests.inprocess import Completed, logwatch_text
 
 RUNAWAY = "SELECT count(*) FROM range(1000000000000) a"
 FINDING = (b"(Worker_TP0 pid=9) ERROR 10-14 10:00:00 [core.py:1] RuntimeError: CUDA error: an "
@@ -179,12 +180,10 @@ def test_rows_are_cut_while_fetching_and_the_cut_is_shown(tmp_path: Path) -> Non
     proc = start(tmp_path, "--file", str(log), config="[socket]\nquery_rows = 100\n")
     query = "SELECT * FROM range(1000000000000)"
 
-    def cli(*args: str, via_socket: bool = True) -> subprocess.CompletedProcess[str]:
+    def cli(*args: str, via_socket: bool = True) -> Completed[str]:
         where = ["--socket", str(sock)] if via_socket else ["--socket", str(tmp_path / "no"),
                                                             "--db", str(db)]
-        return subprocess.run([sys.executable, "-m", "logwatch", "sql", *where, *args, query],
-                              capture_output=True, text=True, cwd=ROOT, timeout=60,
-                              check=False)
+        return logwatch_text("sql", *where, *args, query)
 
     try:
         wait_for("the daemon", lambda: up(sock, proc))

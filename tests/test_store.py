@@ -19,6 +19,7 @@ from logwatch.store.operator_sql import read_only_query
 from logwatch.store.record import ScanRecorder
 from logwatch.store.schema import SCHEMA_VERSION
 from tests.conftest import ROOT, SAMPLES
+from tests.inprocess import logwatch_text
 
 DEMO = SAMPLES / "demo_marlin_and_mtp.log"
 UNCOVERED = str(ROOT / "samples" / "models" / "qwen3.6-35b-a3b-nvfp4-mtp-uncovered")
@@ -151,36 +152,29 @@ def test_default_paths() -> None:
 
 def test_cli_sql_history_and_a_locked_database(tmp_path: Path) -> None:
     db = tmp_path / "h.duckdb"
-    env = {**os.environ, "NO_COLOR": "1"}
-    run = [sys.executable, "-m", "logwatch"]
     no_daemon = ["--socket", str(tmp_path / "none.sock")]  # not a daemon of /run/logwatch
-    scan = subprocess.run([*run, "scan", "--db", str(db), str(DEMO), "--model-dir", UNCOVERED,
-                           "--gpu-capability", "9.0"], capture_output=True, text=True, cwd=ROOT,
-                          env=env, check=False)
+    scan = logwatch_text("scan", "--db", str(db), str(DEMO), "--model-dir", UNCOVERED,
+                         "--gpu-capability", "9.0", env={"NO_COLOR": "1"})
     assert scan.returncode == 1 and "recorded in" in scan.stderr
-    out = subprocess.run([*run, "sql", *no_daemon, "--db", str(db), "--json",
-                          "SELECT signature, count FROM incidents WHERE root_cause"],
-                         capture_output=True, text=True, cwd=ROOT, check=True).stdout
+    out = logwatch_text("sql", *no_daemon, "--db", str(db), "--json",
+                        "SELECT signature, count FROM incidents WHERE root_cause").stdout
     assert json.loads(out) == {"columns": ["signature", "count"], "truncated": None,
                                "rows": [{"signature": "marlin.repack_tile_n", "count": 4}]}
-    csv_out = subprocess.run([*run, "sql", *no_daemon, "--db", str(db), "--csv", "SELECT 1 AS one"],
-                             capture_output=True, text=True, cwd=ROOT, check=True).stdout
+    csv_out = logwatch_text("sql", *no_daemon, "--db", str(db), "--csv", "SELECT 1 AS one").stdout
     assert csv_out.splitlines() == ["one", "1"]
-    history = subprocess.run([*run, "history", "--db", str(db)], capture_output=True,
-                             text=True, cwd=ROOT, check=True).stdout
+    history = logwatch_text("history", "--db", str(db)).stdout
     assert "marlin.repack_tile_n" in history and "mtp_ignore_list_gap" in history
-    refused = subprocess.run([*run, "sql", *no_daemon, "--db", str(db), "DROP TABLE findings"],
-                             capture_output=True, text=True, cwd=ROOT, check=False)
+    refused = logwatch_text("sql", *no_daemon, "--db", str(db), "DROP TABLE findings")
     assert refused.returncode == 2 and "only read-only queries" in refused.stderr
     holder = duckdb.connect(str(db))  # another process holds the file read-write
-    try:
-        locked = subprocess.run([*run, "sql", *no_daemon, "--db", str(db), "SELECT 1"],
+    try:  # (a process of its own: DuckDB shares one instance between connections of one)
+        locked = subprocess.run([sys.executable, "-m", "logwatch", "sql", *no_daemon, "--db",
+                                 str(db), "SELECT 1"], env={**os.environ, "NO_COLOR": "1"},
                                 capture_output=True, text=True, cwd=ROOT, check=False)
     finally:
         holder.close()
     assert locked.returncode == 2 and "in use by another process" in locked.stderr
-    missing = subprocess.run([*run, "history", "--db", str(tmp_path / "none.duckdb")],
-                             capture_output=True, text=True, cwd=ROOT, check=False)
+    missing = logwatch_text("history", "--db", str(tmp_path / "none.duckdb"))
     assert missing.returncode == 2 and "no database yet" in missing.stderr
 
 
@@ -190,14 +184,10 @@ def test_snapshot_diff_by_hash_from_the_history(tmp_path: Path, library: Library
     rows = read_only_query(db, "SELECT hash FROM snapshots WHERE tensor_parallel_size IN "
                                "(2, 4) ORDER BY tensor_parallel_size DESC").rows
     (tp4,), (tp2,) = rows
-    out = subprocess.run([sys.executable, "-m", "logwatch", "snapshot", "diff", tp4[:8],
-                          tp2[:8], "--db", str(db)], capture_output=True, text=True, cwd=ROOT,
-                         check=False)
+    out = logwatch_text("snapshot", "diff", tp4[:8], tp2[:8], "--db", str(db))
     assert out.returncode == 1
     assert "launch.tensor_parallel_size: 4 -> 2" in out.stdout
-    bad = subprocess.run([sys.executable, "-m", "logwatch", "snapshot", "diff", "zz';--",
-                          tp2, "--db", str(db)], capture_output=True, text=True, cwd=ROOT,
-                         check=False)
+    bad = logwatch_text("snapshot", "diff", "zz';--", tp2, "--db", str(db))
     assert bad.returncode == 2 and "neither a snapshot file nor a snapshot hash" in bad.stderr
 
 

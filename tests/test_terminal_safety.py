@@ -26,6 +26,7 @@ import pytest
 
 from logwatch.daemon.control import request
 from tests.conftest import ROOT, read_pty
+from tests.inprocess import Completed, logwatch_text
 
 # What a log line can carry: every one of these does something to a terminal that obeys it.
 PAYLOAD = ("\x1b]52;c;cm0gLXJmIH4K\x07"  # OSC 52: write the clipboard
@@ -72,10 +73,8 @@ def log(tmp_path: Path) -> Path:
     return path
 
 
-def cli(*args: str | Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "logwatch", *map(str, args)],
-                          capture_output=True, text=True, encoding="utf-8", cwd=ROOT,
-                          timeout=120, check=False)
+def cli(*args: str | Path) -> Completed[str]:
+    return logwatch_text(*map(str, args))
 
 
 def assert_clean(text: str, shown: Sequence[str] = (SHOWN,)) -> None:
