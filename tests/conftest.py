@@ -17,7 +17,7 @@ from tests import hermetic
 
 ROOT = Path(__file__).resolve().parent.parent
 SAMPLES = ROOT / "samples" / "logs"
-_SYSTEM_AT_START = pytest.StashKey[dict[str, tuple[int, int]]]()
+_SYSTEM_AT_START = pytest.StashKey[hermetic.Snapshot]()
 
 
 @pytest.fixture(scope="session", autouse=True)
@@ -54,36 +54,34 @@ def off_system_paths() -> Iterator[None]:
     """Fails the test that made, removed or replaced anything under /run/logwatch,
     /var/lib/logwatch or /etc/logwatch (itself, a child, a unit it started), or whose
     process tried to bind, connect to or write there (see tests/hermetic.py)."""
-    before = hermetic.system_state()
+    before = hermetic.Snapshot.take()
     hermetic.refused.clear()
     yield
-    touched = hermetic.changes(before, hermetic.system_state())
+    ours, theirs = hermetic.blame(before, hermetic.Snapshot.take(), ROOT)
     tried, hermetic.refused[:] = list(hermetic.refused), []
-    others = hermetic.foreign(touched, ROOT) if touched and not tried else None
-    if others is not None:
-        warnings.warn("a process of another checkout touched the host's logwatch paths "
-                      f"during this test:\n{others}", stacklevel=1)
-    elif touched or tried:
+    if theirs:
+        warnings.warn("processes of another checkout touched the host's logwatch paths "
+                      "during this test:\n" + "\n".join(theirs), stacklevel=1)
+    if ours or tried:
         pytest.fail("the test touched the host's logwatch paths:\n"
-                    + "\n".join(touched + tried), pytrace=False)
+                    + "\n".join(ours + tried), pytrace=False)
 
 
 def pytest_configure(config: pytest.Config) -> None:
     hermetic.install_audit_hook()
-    config.stash[_SYSTEM_AT_START] = hermetic.system_state()
+    config.stash[_SYSTEM_AT_START] = hermetic.Snapshot.take()
 
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     """Whatever a test left running that touched a system path after its test ended."""
-    touched = hermetic.changes(session.config.stash[_SYSTEM_AT_START],
-                               hermetic.system_state())
-    others = hermetic.foreign(touched, ROOT) if touched else None
-    if others is not None:
-        sys.stderr.write("\nhermetic tests: a process of another checkout touched the host's "
-                         f"logwatch paths during this session:\n{others}\n")
-    elif touched:
+    ours, theirs = hermetic.blame(session.config.stash[_SYSTEM_AT_START],
+                                  hermetic.Snapshot.take(), ROOT)
+    if theirs:
+        sys.stderr.write("\nhermetic tests: processes of another checkout touched the host's "
+                         "logwatch paths during this session:\n" + "\n".join(theirs) + "\n")
+    if ours:
         sys.stderr.write("\nhermetic tests: the session touched the host's logwatch paths:\n"
-                         + "\n".join(touched) + "\n")
+                         + "\n".join(ours) + "\n")
         session.exitstatus = pytest.ExitCode.TESTS_FAILED
 
 

@@ -13,6 +13,7 @@ import os
 import socket
 import sys
 import traceback
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -87,24 +88,51 @@ def _link(fd: Path) -> str:
         return ""
 
 
-def foreign(changed: list[str], root: Path) -> str | None:
-    """Where every path that changed is held open by a process of another checkout (another
-    engineer's test run on a shared machine; never the case in CI, which runs alone): who,
-    so the report can say it is not this session's. None where any could be ours."""
-    paths = [line.split(" ", 1)[1] for line in changed if line.startswith("created ")]
-    if not paths or len(paths) != len(changed):
-        return None
-    held = holders(paths)
-    ours = (sys.executable, str(root))
-    said = []
-    for path in paths:
-        if not held[path]:
-            return None
-        for pid, command, cwd in held[path]:
-            if any(mark in command or cwd.startswith(mark) for mark in ours):
-                return None
-            said.append(f"{path}: pid {pid} ({command[:200]}; in {cwd})")
-    return "\n".join(said)
+Holder = tuple[int, str, str]
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    """What exists under the system paths, and (where anything does) who holds it open."""
+
+    state: dict[str, tuple[int, int]]
+    held: dict[str, list[Holder]]
+
+    @classmethod
+    def take(cls) -> Snapshot:
+        state = system_state()
+        return cls(state, holders(list(state)) if state else {})
+
+
+def _theirs(held: list[Holder], root: Path) -> bool:
+    """Held, and only by processes of another checkout (another engineer's test run on a
+    shared machine; never the case in CI, which runs alone)."""
+    return bool(held) and not any(sys.executable in command or cwd.startswith(str(root))
+                                  for _, command, cwd in held)
+
+
+def blame(before: Snapshot, after: Snapshot, root: Path) -> tuple[list[str], list[str]]:
+    """The changes between two snapshots: (this session's, another checkout's with who).
+    A change is another checkout's only where the path is held by its processes alone (now,
+    or before it went); a directory only where everything that changed under it is."""
+    ours: list[str] = []
+    theirs: dict[str, str] = {}
+    for line in changes(before.state, after.state):
+        path = line.split(" ", 1)[1]
+        held = before.held.get(path, []) if line.startswith("removed") else after.held.get(
+            path, [])
+        if _theirs(held, root):
+            theirs[path] = line + "".join(f"\n    by pid {pid}: {command[:200]} (in {cwd})"
+                                          for pid, command, cwd in held)
+        else:
+            ours.append(line)
+    for line in list(ours):
+        path = line.split(" ", 1)[1]
+        under = [p for p in theirs if p.startswith(path + "/")]
+        if under and not any(o.split(" ", 1)[1].startswith(path + "/") for o in ours):
+            ours.remove(line)
+            theirs[path] = line + " (for the above)"
+    return ours, list(theirs.values())
 
 
 class SystemPathTouched(PermissionError):

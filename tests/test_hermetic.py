@@ -75,14 +75,18 @@ def test_the_guard_reads_what_changed() -> None:
 
 def test_the_guard_names_who_holds_a_socket(tmp_path: Path) -> None:
     """On a machine shared with other checkouts' test runs, a change is blamed on this
-    session unless every path is held by a process of another checkout."""
+    session unless the path is held by processes of another checkout alone."""
     path = str(tmp_path / "held.sock")
+    before = hermetic.Snapshot({}, {})
     with socket.socket(socket.AF_UNIX) as sock:
         sock.bind(path)
         sock.listen()
         (pid, _, cwd), = hermetic.holders([path])[path]
         assert pid == os.getpid() and cwd == os.getcwd()
-        assert hermetic.foreign([f"created {path}"], ROOT) is None  # ours
-        assert f"{path}: pid {pid}" in str(hermetic.foreign([f"created {path}"],
-                                                             tmp_path / "elsewhere"))
-    assert hermetic.foreign([f"created {path}"], tmp_path / "elsewhere") is None  # nobody
+        after = hermetic.Snapshot({path: (1, 0o140000)}, hermetic.holders([path]))
+    assert hermetic.blame(before, after, ROOT) == ([f"created {path}"], [])  # ours
+    ours, theirs = hermetic.blame(before, after, tmp_path / "elsewhere")
+    assert ours == [] and theirs[0].startswith(f"created {path}\n    by pid {pid}: ")
+    assert hermetic.blame(after, before, tmp_path / "elsewhere")[0] == []  # theirs went
+    unheld = hermetic.Snapshot(after.state, {path: []})
+    assert hermetic.blame(before, unheld, tmp_path / "elsewhere") == ([f"created {path}"], [])
