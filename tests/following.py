@@ -16,6 +16,7 @@ import duckdb
 
 from logwatch.daemon.control import request
 from tests.conftest import ROOT
+from tests.inprocess import Completed, caught_up, daemon_until
 
 
 def spec_line(n: int) -> bytes:
@@ -48,10 +49,10 @@ def accepted_rows(db: Path) -> list[tuple[int, int]]:
     return sorted((int(n), int(line)) for n, line in rows)
 
 
-def run_daemon(*args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "logwatch", "daemon", *args],
-                          capture_output=True, text=True, cwd=ROOT, timeout=timeout,
-                          check=False)
+def run_daemon(*args: str, findings: int = 0, timeout: float = 120) -> Completed[str]:
+    """`logwatch daemon ARGS` in-process until it has caught up with at least `findings` new
+    findings (see inprocess.caught_up), then stopped as SIGTERM stops it."""
+    return daemon_until(caught_up(findings), *args, timeout=timeout)
 
 
 def wait_for(condition: Callable[[], Any], timeout: float, what: str,

@@ -7,18 +7,23 @@ status seen by systemd, sd_notify, kill -9, another uid, a terminal) keep a real
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import io
 import os
 import sys
-import tempfile
-from collections.abc import Iterator, Mapping
+import threading
+import time
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
-from typing import Generic, TypeVar
+from typing import TYPE_CHECKING, Generic, TypeVar
 
 import structlog
 
 from logwatch.cli.main import main
+
+if TYPE_CHECKING:
+    from logwatch.daemon.service import Daemon
 
 Out = TypeVar("Out", str, bytes)
 
@@ -51,13 +56,29 @@ def _environment(env: Mapping[str, str | None]) -> Iterator[None]:
                 os.environ[key] = value
 
 
+def _feed(fd: int, data: bytes) -> None:
+    """Write `data` into the pipe, then close it (end of input); a reader that stops early
+    closes its end: the rest is dropped, as a shell's writer would get SIGPIPE."""
+    with contextlib.suppress(BrokenPipeError), open(fd, "wb") as pipe:
+        pipe.write(data)
+
+
 def _run(argv: list[str], stdin: bytes, env: Mapping[str, str | None]
          ) -> tuple[int, bytes, bytes]:
+    # stdin is a real pipe, as a shell gives it: the daemon's --stdin reads its descriptor
+    read_end, write_end = os.pipe()
+    feeder = threading.Thread(target=_feed, args=(write_end, stdin), daemon=True)
+    feeder.start()
+    try:
+        return _with_streams(argv, read_end, env)
+    finally:  # the read end is closed by now: a writer of unread input gets EPIPE
+        feeder.join(timeout=60)
+
+
+def _with_streams(argv: list[str], read_end: int, env: Mapping[str, str | None]
+                  ) -> tuple[int, bytes, bytes]:
     out, err = io.BytesIO(), io.BytesIO()
-    # stdin is a real file: the daemon's --stdin reads a file descriptor
-    with tempfile.TemporaryFile() as raw_in:
-        raw_in.write(stdin)
-        raw_in.seek(0)
+    with open(read_end, "rb") as raw_in:
         streams = (sys.stdin, sys.stdout, sys.stderr)
         sys.stdin = io.TextIOWrapper(raw_in, encoding="utf-8")
         sys.stdout = io.TextIOWrapper(out, encoding="utf-8", write_through=True)
@@ -95,3 +116,49 @@ def logwatch_text(*args: str, stdin: bytes = b"",
     done = logwatch(*args, stdin=stdin, env=env)
     return Completed(done.args, done.returncode, done.stdout.decode(errors="replace"),
                      done.stderr.decode(errors="replace"))
+
+
+def caught_up(findings: int = 0) -> Callable[[Daemon], bool]:
+    """The daemon has read something, every file to its end, settled and committed it all,
+    and recorded at least `findings` new findings: what a test waits for before stopping it
+    (a journal has no end to compare with: its findings say it)."""
+    def check(daemon: Daemon) -> bool:
+        return (bool(daemon.streams) and daemon.committed >= findings and not daemon.pending
+                and all(stream.settled for stream in daemon.streams.values())
+                and not any(daemon.lag_bytes().values()))
+    return check
+
+
+def daemon_until(condition: Callable[[Daemon], bool], *args: str, timeout: float = 60,
+                 stdin: bytes = b"") -> Completed[str]:
+    """`logwatch daemon ARGS` in-process, stopped as SIGTERM stops it once `condition(daemon)`
+    holds (checked on its loop every 20 ms): a readiness signal where `--until-idle` would
+    guess one (under load, idle for a second is not done). Fails after `timeout` seconds."""
+    from logwatch.daemon.service import Daemon
+
+    run = Daemon.run
+    missed: list[str] = []
+
+    async def run_until(daemon: Daemon) -> int:
+        async def watch() -> None:
+            deadline = time.monotonic() + timeout
+            while not condition(daemon):
+                if time.monotonic() > deadline:
+                    missed.append(f"not met after {timeout} s: {daemon.status()}")
+                    break
+                await asyncio.sleep(0.02)
+            daemon.stop()
+
+        watcher = asyncio.get_running_loop().create_task(watch())
+        try:
+            return await run(daemon)
+        finally:
+            watcher.cancel()
+
+    Daemon.run = run_until  # type: ignore[method-assign]
+    try:
+        done = logwatch_text("daemon", *args, stdin=stdin)
+    finally:
+        Daemon.run = run  # type: ignore[method-assign]
+    assert not missed, f"{missed[0]}\n{done.stderr[-3000:]}"
+    return done

@@ -6,7 +6,6 @@ from __future__ import annotations
 import os
 import random
 import shutil
-import signal
 import subprocess
 import sys
 import threading
@@ -21,7 +20,8 @@ from logwatch.core.block_scan import BlockScanner
 from logwatch.core.library import Library
 from logwatch.core.matcher import Matcher
 from tests.conftest import ROOT, SAMPLES
-from tests.following import accepted_rows
+from tests.following import Running, accepted_rows, run_daemon, wait_for
+from tests.inprocess import logwatch_text
 
 LOGROTATE = shutil.which("logrotate") or ("/usr/sbin/logrotate"
                                           if Path("/usr/sbin/logrotate").exists() else None)
@@ -31,11 +31,6 @@ def daemon(*args: str, stdin: bytes | None = None,
            timeout: float = 120) -> subprocess.CompletedProcess[bytes]:
     return subprocess.run([sys.executable, "-m", "logwatch", "daemon", *args], input=stdin,
                           capture_output=True, cwd=ROOT, timeout=timeout, check=False)
-
-
-def start(*args: str) -> subprocess.Popen[bytes]:
-    return subprocess.Popen([sys.executable, "-m", "logwatch", "daemon", *args], cwd=ROOT,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
 
 
 def recorded(db: Path) -> list[tuple[str, int, str]]:
@@ -76,16 +71,21 @@ def test_follows_a_file_that_does_not_exist_yet(tmp_path: Path, library: Library
     db, log = tmp_path / "h.duckdb", tmp_path / "logs" / "vllm.log"
     log.parent.mkdir()
     data = (SAMPLES / "demo_marlin_and_mtp.log").read_bytes()
-    proc = start("--file", str(log), "--db", str(db), "--poll-interval", "30",
-                 "--until-idle", "2")
-    time.sleep(0.5)  # let it start watching; the file appears afterwards
-    with open(log, "wb") as out:
-        for piece in (data[i:i + 997] for i in range(0, len(data), 997)):
-            out.write(piece)  # arbitrary cuts: lines arrive in halves
-            out.flush()
-            time.sleep(0.02)
-    assert proc.wait(timeout=60) == 0, proc.stderr.read() if proc.stderr else ""
-    assert {(s, line) for s, line, _ in recorded(db)} == expected(library, data)
+    want = expected(library, data)
+    daemon = Running("--file", str(log), "--db", str(db), "--poll-interval", "30",
+                     sock=tmp_path / "lw.sock")
+    try:
+        daemon.wait_status(lambda st: True, 60, "the daemon to listen (it watches by then)")
+        with open(log, "wb") as out:
+            for piece in (data[i:i + 997] for i in range(0, len(data), 997)):
+                out.write(piece)  # arbitrary cuts: lines arrive in halves
+                out.flush()
+                time.sleep(0.02)  # the writer's pace
+        daemon.wait_status(lambda st: st["findings_recorded"] >= len(want)
+                           and not st["pending"], 60, "every finding")
+    finally:
+        assert daemon.stop() == 0, daemon.stderr
+    assert {(s, line) for s, line, _ in recorded(db)} == want
 
 
 def test_a_glob_follows_every_match_now_and_later_and_resumes_per_file(tmp_path: Path
@@ -96,10 +96,14 @@ def test_a_glob_follows_every_match_now_and_later_and_resumes_per_file(tmp_path:
     (logs / "b.log").write_bytes(b"".join(spec_line(n) for n in range(50, 100)))
     (logs / "ignored.txt").write_bytes(spec_line(999))
     args = ("--file", str(logs / "*.log"), "--db", str(db), "--poll-interval", "0.2")
-    proc = start(*args, "--until-idle", "4")
-    time.sleep(1.0)
-    (logs / "c.log").write_bytes(b"".join(spec_line(n) for n in range(100, 150)))  # appears
-    assert proc.wait(timeout=60) == 0, proc.stderr.read() if proc.stderr else ""
+    daemon = Running(*args, sock=tmp_path / "lw.sock")
+    try:
+        daemon.wait_status(lambda st: st["findings_recorded"] == 100, 60, "a.log and b.log")
+        (logs / "c.log").write_bytes(b"".join(spec_line(n) for n in range(100, 150)))
+        daemon.wait_status(lambda st: st["findings_recorded"] >= 150 and not st["pending"],
+                           60, "c.log, which appeared later")
+    finally:
+        assert daemon.stop() == 0, daemon.stderr
     assert accepted_counts(db) == list(range(150))
     con = duckdb.connect(str(db), read_only=True)
     try:
@@ -110,31 +114,36 @@ def test_a_glob_follows_every_match_now_and_later_and_resumes_per_file(tmp_path:
 
     with open(logs / "b.log", "ab") as out:  # a restart resumes each file where it stopped
         out.write(b"".join(spec_line(n) for n in range(150, 160)))
-    again = daemon(*args, "--until-idle", "2")
+    again = run_daemon(*args, "--no-socket", findings=10)
     assert again.returncode == 0, again.stderr
     assert accepted_counts(db) == list(range(160))
 
 
-def _writer(path: Path, count: int, interval: float, start_n: int = 0,
-            reopen: threading.Event | None = None) -> threading.Thread:
+class Writer(threading.Thread):
     """Appends `count` identifiable lines, keeping its fd like `vllm serve > log` does; when
-    `reopen` is set it reopens the path (a writer restarted after rotation)."""
-    def run() -> None:
-        out = open(path, "ab", buffering=0)  # noqa: SIM115
+    `reopen` is set it reopens the path (a writer restarted after rotation). `written` says
+    how far it got, so a test waits for the writer, not for a time."""
+
+    def __init__(self, path: Path, count: int, interval: float) -> None:
+        super().__init__(daemon=True)
+        self.path, self.count, self.interval = path, count, interval
+        self.reopen = threading.Event()
+        self.written = 0
+        self.start()
+
+    def run(self) -> None:
+        out = open(self.path, "ab", buffering=0)  # noqa: SIM115
         try:
-            for n in range(start_n, start_n + count):
-                if reopen is not None and reopen.is_set():
+            for n in range(self.count):
+                if self.reopen.is_set():
                     out.close()
-                    out = open(path, "ab", buffering=0)  # noqa: SIM115
-                    reopen.clear()
+                    out = open(self.path, "ab", buffering=0)  # noqa: SIM115
+                    self.reopen.clear()
                 out.write(spec_line(n))
-                time.sleep(interval)
+                self.written = n + 1
+                time.sleep(self.interval)  # the writer's pace
         finally:
             out.close()
-
-    thread = threading.Thread(target=run, daemon=True)
-    thread.start()
-    return thread
 
 
 def _logrotate(tmp_path: Path, log: Path, directive: str) -> None:
@@ -146,69 +155,75 @@ def _logrotate(tmp_path: Path, log: Path, directive: str) -> None:
                    check=True, capture_output=True, timeout=30)
 
 
-def _followed_log(tmp_path: Path) -> tuple[Path, Path, subprocess.Popen[bytes]]:
+def _followed_log(tmp_path: Path) -> tuple[Path, Path, Running]:
     """An empty logs/vllm.log (directory mode logrotate accepts) and a daemon following it
     (its socket answers once the file is open)."""
-    db, logs, sock = tmp_path / "h.duckdb", tmp_path / "logs", tmp_path / "lw.sock"
+    db, logs = tmp_path / "h.duckdb", tmp_path / "logs"
     logs.mkdir(mode=0o755)
     log = logs / "vllm.log"
     log.touch()
-    proc = start("--file", str(log), "--db", str(db), "--until-idle", "3", "--socket",
-                 str(sock))
-    wait_for_socket(sock, proc)
-    return db, log, proc
+    daemon = Running("--file", str(log), "--db", str(db), sock=tmp_path / "lw.sock")
+    daemon.wait_status(lambda st: True, 60, "the daemon to listen")
+    return db, log, daemon
 
 
-def wait_for_socket(sock: Path, proc: subprocess.Popen[bytes], timeout: float = 60) -> None:
-    """Until the daemon answers on its socket: its sources are open by then."""
-    import asyncio
-
-    from logwatch.daemon.control import request
-
-    deadline = time.monotonic() + timeout
-    while True:
-        assert proc.poll() is None and time.monotonic() < deadline, "the daemon did not start"
-        try:
-            if asyncio.run(request(sock, {"op": "status"}))["ok"]:
-                return
-        except OSError:
-            time.sleep(0.05)
+def _read_to_the_end(daemon: Running, findings: int) -> None:
+    """Until the daemon has read the file to its end (past a rotation: the new file) and
+    committed at least `findings`; then stopped. Stopping when idle (--until-idle 3) raced
+    the rotation grace: the old file is drained until 2 s after its last data, looked at
+    once a second when the writer is quiet, so the new file was opened up to ~3 s after the
+    last read, and under load after the idle stop: its lines were never read."""
+    try:
+        daemon.wait_status(lambda st: st["findings_recorded"] >= findings
+                           and not st["pending"] and len(st["sources"]) == 1
+                           and st["sources"][0].get("behind_bytes") == 0, 60,
+                           f"{findings} findings, the file read to its end")
+    finally:
+        assert daemon.stop() == 0, daemon.stderr
 
 
 @pytest.mark.skipif(LOGROTATE is None, reason="logrotate is not installed")
 def test_logrotate_create_with_a_writer_that_keeps_its_fd(tmp_path: Path) -> None:
-    db, log, proc = _followed_log(tmp_path)
-    reopen = threading.Event()
-    writer = _writer(log, 400, 0.004, reopen=reopen)
-    time.sleep(0.6)
+    db, log, daemon = _followed_log(tmp_path)
+    writer = Writer(log, 400, 0.004)
+    daemon.wait_status(lambda st: st["findings_recorded"] >= 50, 60, "50 lines followed")
     _logrotate(tmp_path, log, "create 0644")
-    time.sleep(0.3)  # the writer goes on writing into vllm.log.1 through its old fd ...
-    reopen.set()  # ... then reopens vllm.log, like a restarted vLLM
-    writer.join(timeout=30)
-    assert proc.wait(timeout=60) == 0
+    rotated_at = writer.written
+    # the writer goes on writing into vllm.log.1 through its old fd ...
+    wait_for(lambda: writer.written >= min(rotated_at + 50, 400), 60, "50 lines into .1")
+    writer.reopen.set()  # ... then reopens vllm.log, like a restarted vLLM
+    writer.join(timeout=60)
+    _read_to_the_end(daemon, 400)
     assert log.with_name("vllm.log.1").stat().st_size > 0 and log.stat().st_size > 0
     assert accepted_counts(db) == list(range(400))  # every line exactly once
 
 
 @pytest.mark.skipif(LOGROTATE is None, reason="logrotate is not installed")
 def test_logrotate_copytruncate_loses_only_the_copy_window(tmp_path: Path) -> None:
-    db, log, proc = _followed_log(tmp_path)
-    writer = _writer(log, 400, 0.004)
-    time.sleep(0.6)
+    db, log, daemon = _followed_log(tmp_path)
+    writer = Writer(log, 400, 0.004)
+    daemon.wait_status(lambda st: st["findings_recorded"] >= 50, 60, "50 lines followed")
     _logrotate(tmp_path, log, "copytruncate")
-    writer.join(timeout=30)
-    assert proc.wait(timeout=60) == 0
+    writer.join(timeout=60)
     on_disk = set()
     for path in (log.with_name("vllm.log.1"), log):
         for line in path.read_bytes().splitlines():
             on_disk.add(int(line.split(b"Accepted: ")[1].split(b" ")[0]))
+    try:  # until everything that survived rotation on disk is recorded
+        wait_for(lambda: on_disk <= {n for (n,) in daemon.sql(ACCEPTED)}, 60,
+                 "every line on disk to be recorded")
+    finally:
+        assert daemon.stop() == 0, daemon.stderr
     found = set(accepted_counts(db))
-    assert on_disk <= found  # everything that survived rotation on disk was read
     lost = set(range(400)) - found
     window = set(range(400)) - on_disk  # written between copy and truncate: gone from disk
     print(f"copytruncate: {len(window)} line(s) fell in the copy window; the daemon missed "
           f"{len(lost)} of them")
     assert lost <= window  # nothing lost beyond the copy window
+
+
+ACCEPTED = ("SELECT CAST(captures->>'accepted' AS INTEGER) FROM findings "
+            "WHERE signature = 'spec_decode.acceptance'")
 
 
 def test_kill_9_at_random_points_loses_nothing_and_doubles_nothing(tmp_path: Path,
@@ -230,19 +245,22 @@ def test_kill_9_at_random_points_loses_nothing_and_doubles_nothing(tmp_path: Pat
     writer = threading.Thread(target=write, daemon=True)
     writer.start()
     try:
-        for _ in range(20):
-            proc = start("--file", str(log), "--db", str(db))
-            time.sleep(rng.uniform(0.6, 1.4))  # python start-up is ~0.4 s of it
-            proc.send_signal(signal.SIGKILL)
-            proc.wait(timeout=30)
+        for run in range(20):
+            running = Running("--file", str(log), "--db", str(db),
+                              sock=tmp_path / f"lw{run}.sock")
+            running.wait_status(lambda st: True, 60, "the daemon to listen")
+            time.sleep(rng.uniform(0, 0.8))  # kill -9 at a random point of its work
+            running.kill()
     finally:
         stop.set()
         writer.join(timeout=10)
-    final = daemon("--file", str(log), "--db", str(db), "--until-idle", "1.5")
+    want = expected(library, log.read_bytes())
+    final = run_daemon("--file", str(log), "--db", str(db), "--no-socket",
+                       findings=len(want) - len(set(recorded(db))))
     assert final.returncode == 0, final.stderr
     rows = recorded(db)
     assert len(rows) == len(set(rows))  # no finding twice
-    assert {(s, line) for s, line, _ in rows} == expected(library, log.read_bytes())
+    assert {(s, line) for s, line, _ in rows} == want
 
 
 def test_bad_input_on_stdin_loses_nothing(tmp_path: Path, library: Library) -> None:
@@ -277,25 +295,27 @@ def test_a_held_hit_is_reported_while_the_log_keeps_flowing(tmp_path: Path,
     parts = burst + [access] * 150  # a part every 20 ms: three seconds, never quiet
 
     async def main(hold: float) -> tuple[int, list[tuple[int, int]]]:
+        """(lines read when the finding was committed, or all of them; what was recorded)"""
         with open_store(tmp_path / f"hold-{hold}.duckdb") as store:
             daemon = Daemon([MemorySource("mem", parts, delay=0.02)], library, store,
                             hold=hold)
             runner = asyncio.create_task(daemon.run())
-            await asyncio.sleep(1.5)  # half-way through the flow
-            committed_while_flowing = daemon.committed
+            while not daemon.committed and not runner.done():
+                await asyncio.sleep(0.005)
+            lines_read = daemon.lines
             await runner
             lines = store.query("SELECT line FROM findings "
                                 "WHERE signature = 'distributed.cuda_error'")
-            return committed_while_flowing, lines
+            return lines_read, lines
 
-    while_flowing, lines = asyncio.run(main(hold=0.05))
-    assert while_flowing >= 1 and lines == [(3,)]
-    while_flowing, lines = asyncio.run(main(hold=60))  # without the bound: held to the end
-    assert while_flowing == 0 and lines == [(3,)]
+    lines_read, lines = asyncio.run(main(hold=0.05))
+    assert lines_read < len(parts) and lines == [(3,)]  # committed while the log flowed
+    lines_read, lines = asyncio.run(main(hold=60))  # without the bound: held to the end
+    assert lines_read == len(parts) and lines == [(3,)]
 
 
 def test_a_glob_that_matches_nothing_is_reported(tmp_path: Path) -> None:
-    result = daemon("--file", str(tmp_path / "nope" / "*.log"), "--db",
-                    str(tmp_path / "h.duckdb"), "--until-idle", "1")
+    result = logwatch_text("daemon", "--file", str(tmp_path / "nope" / "*.log"), "--db",
+                           str(tmp_path / "h.duckdb"), "--until-idle", "0.5", "--no-socket")
     assert result.returncode == 0
-    assert b"no file matches yet" in result.stderr
+    assert "no file matches yet" in result.stderr

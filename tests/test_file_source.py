@@ -138,8 +138,8 @@ def test_from_end_starts_a_first_run_at_the_last_line_and_a_checkpoint_wins(
     assert "started at the end of" in daemon.stderr
     with open(log, "ab") as out:
         out.write(spec_line(12))
-    again = run_daemon("--file", str(log), "--db", str(db), "--from-end", "--until-idle", "1",
-                       "--no-socket")
+    again = run_daemon("--file", str(log), "--db", str(db), "--from-end", "--no-socket",
+                       findings=1)
     assert again.returncode == 0, again.stderr
     assert accepted_rows(db) == [(10, 11), (11, 12), (12, 13)]  # from the checkpoint
 
@@ -167,7 +167,7 @@ def test_start_at_in_a_target_is_checked_shown_and_followed(tmp_path: Path) -> N
     stdin = _cli("check-config", "--config", str(_config(
         tmp_path / "stdin.toml", 'kind = "stdin"\nstart_at = "end"')))
     assert stdin.returncode == 1 and "applies to file and journald" in stdin.stderr
-    result = run_daemon("--config", str(good), "--db", str(db), "--until-idle", "1",
+    result = run_daemon("--config", str(good), "--db", str(db),
                         "--no-socket")
     assert result.returncode == 0, result.stderr
     con = duckdb.connect(str(db), read_only=True)
@@ -189,14 +189,13 @@ def test_from_end_on_a_journal_skips_what_it_holds_and_anchors_a_cursor(tmp_path
     journal.parent.mkdir()
     t0 = int(time.time() * 1e6)
     append(journal, [export_entry("RuntimeError: NCCL error: unhandled system error", t0)])
-    args = ("--journal-file", str(journal), "--db", str(db), "--until-idle", "2",
-            "--no-socket", "--from-end")
-    first = run_daemon(*args)
+    args = ("--journal-file", str(journal), "--db", str(db), "--no-socket", "--from-end")
+    first = run_daemon(*args)  # until the start is anchored
     assert first.returncode == 0, first.stderr
     assert findings(db) == []
     append(journal, [export_entry("RuntimeError: CUDA error: an illegal memory access was "
                                   "encountered", t0 + 1000)])
-    second = run_daemon(*args)  # the anchored cursor wins over --from-end
+    second = run_daemon(*args, findings=1)  # the anchored cursor wins over --from-end
     assert second.returncode == 0, second.stderr
     assert [s for s, _ in findings(db)] == ["distributed.cuda_error"]
     assert "started at the end of the journal" in first.stderr
