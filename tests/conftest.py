@@ -2,9 +2,14 @@
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import os
+import shutil
+import subprocess
 import sys
 import tempfile
+import time
 import warnings
 from collections.abc import Iterator
 from pathlib import Path
@@ -117,25 +122,53 @@ def _vetted_cache_in_a_temp_dir(tmp_path_factory: pytest.TempPathFactory) -> Ite
 HARNESS = ROOT.parent / "shared" / "tools" / "systemd-user-harness.sh"
 
 
-@pytest.fixture(scope="session")
-def systemd_user() -> Iterator[dict[str, str]]:
-    """A real `systemd --user` manager (the shared harness); skipped where it cannot run."""
-    import os
-    import subprocess
+HARNESS_LOCK = Path(tempfile.gettempdir()) / "systemd-user-harness.lock"
 
+
+@contextlib.contextmanager
+def harness_lock(timeout: float = 600) -> Iterator[bool]:
+    """The machine has one /run/user/0: one `systemd --user` harness at a time, whichever
+    test session (or xdist worker) wants it; True once held, False after `timeout`."""
+    with open(HARNESS_LOCK, "a") as lock:
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                if time.monotonic() > deadline:
+                    yield False
+                    return
+                time.sleep(0.2)  # polling a lock another session holds, within a deadline
+        try:
+            yield True
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)
+
+
+@pytest.fixture(scope="module")
+def systemd_user() -> Iterator[dict[str, str]]:
+    """A real `systemd --user` manager (the shared harness) for one test module, its pid
+    files in a directory of this session's (so that stop ends this manager, not another
+    session's); skipped where it cannot run."""
     if os.geteuid() != 0 or not HARNESS.exists():
         pytest.skip("systemd --user harness needs root and ../shared/tools")
-    env = {**os.environ, "XDG_RUNTIME_DIR": "/run/user/0"}
-    started = subprocess.run(["bash", str(HARNESS), "start"], capture_output=True, text=True,
-                             env=env, timeout=60, check=False)
-    try:
-        if started.stdout.strip().splitlines()[-1:] != ["running"]:
-            pytest.skip(f"systemd --user harness did not start: {started.stdout.strip()} "
-                        f"{started.stderr.strip()}")
-        yield env
-    finally:
-        subprocess.run(["bash", str(HARNESS), "stop"], capture_output=True, env=env,
-                       timeout=60, check=False)
+    with harness_lock() as held:
+        if not held:
+            pytest.skip(f"another session held {HARNESS_LOCK} for 10 minutes")
+        state = tempfile.mkdtemp(prefix="systemd-user-harness-")
+        env = {**os.environ, "XDG_RUNTIME_DIR": "/run/user/0", "STATE": state}
+        started = subprocess.run(["bash", str(HARNESS), "start"], capture_output=True,
+                                 text=True, env=env, timeout=60, check=False)
+        try:
+            if started.stdout.strip().splitlines()[-1:] != ["running"]:
+                pytest.skip(f"systemd --user harness did not start: {started.stdout.strip()} "
+                            f"{started.stderr.strip()}")
+            yield env
+        finally:
+            subprocess.run(["bash", str(HARNESS), "stop"], capture_output=True, env=env,
+                           timeout=60, check=False)
+            shutil.rmtree(state, ignore_errors=True)
 
 
 def read_pty(master: int) -> bytes:

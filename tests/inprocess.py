@@ -155,7 +155,7 @@ def daemon_until(condition: Callable[[Daemon], bool], *args: str, timeout: float
         finally:
             watcher.cancel()
 
-    Daemon.run = run_until  # type: ignore[method-assign]
+    Daemon.run = run_until  # type: ignore[method-assign,assignment]
     try:
         done = logwatch_text("daemon", *args, stdin=stdin)
     finally:

@@ -5,7 +5,6 @@ from __future__ import annotations
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import duckdb
@@ -50,8 +49,8 @@ def test_signals_reach_the_child_and_its_status_comes_back(tmp_path: Path) -> No
                              sys.executable, "-c", script], cwd=ROOT, stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE)
     assert proc.stdout is not None
+    # the child's line came through logwatch's loop: its signal handlers are in place
     assert proc.stdout.readline() == b"ready\n"
-    time.sleep(0.2)
     proc.send_signal(signal.SIGTERM)
     code = proc.wait(timeout=30)
     err = proc.stderr.read() if proc.stderr else b""
@@ -89,7 +88,7 @@ def test_the_running_launch_answers_snapshot_and_incident_events(tmp_path: Path)
               "line = sys.stdin.readline()\n"  # wait until the test is subscribed
               "print('(Worker_TP0 pid=9) ERROR 10-14 10:00:00 [core.py:1] RuntimeError: CUDA "
               "error: an illegal memory access was encountered', flush=True)\n"
-              "time.sleep(1.5)\n")
+              "sys.stdin.readline()\n")  # until the test got the incident
     proc = subprocess.Popen([sys.executable, "-m", "logwatch", "run", "--db",
                              str(tmp_path / "h.duckdb"), "--gpu-capability", "9.0", "--socket",
                              str(sock), "--quiet", "--", sys.executable, "-c", script,
@@ -103,8 +102,9 @@ def test_the_running_launch_answers_snapshot_and_incident_events(tmp_path: Path)
         snapshot = await request(sock, {"op": "snapshot"})
         assert proc.stdin is not None
         proc.stdin.write(b"go\n")
-        proc.stdin.close()
+        proc.stdin.flush()
         incident = json.loads(await asyncio.wait_for(reader.readline(), 30))
+        proc.stdin.close()  # the child may end now
         writer.close()
         return snapshot, incident
 

@@ -3,17 +3,21 @@
 
 from __future__ import annotations
 
+import asyncio
+import json
 import os
 import shutil
 import socket
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import duckdb
 import pytest
 
+from logwatch.daemon.control import subscribe
 from logwatch.daemon.notify import Notifier
 from tests.conftest import ROOT, SAMPLES
 
@@ -61,6 +65,20 @@ def _wait(predicate, timeout: float = 30) -> None:  # type: ignore[no-untyped-de
         time.sleep(0.1)
 
 
+def reloaded(sock: Path, reload: Callable[[], object]) -> dict[str, object]:
+    """The `library` event the daemon publishes once a reload asked by `reload()` is done."""
+    async def watch() -> dict[str, object]:
+        reader, writer = await subscribe(sock, ["library"], wait=30)
+        try:
+            await asyncio.to_thread(reload)
+            event: dict[str, object] = json.loads(await asyncio.wait_for(reader.readline(), 60))
+            return event
+        finally:
+            writer.close()
+
+    return asyncio.run(watch())
+
+
 def test_type_notify_unit_under_systemd_user(systemd_user: dict[str, str],
                                              tmp_path: Path) -> None:
     env = systemd_user
@@ -69,14 +87,14 @@ def test_type_notify_unit_under_systemd_user(systemd_user: dict[str, str],
     name = f"logwatch-test-{os.getpid()}.service"
     log, db = tmp_path / "vllm.log", tmp_path / "h.duckdb"
     log.write_bytes((SAMPLES / "mtp_tensor_mismatch_glm_033.log").read_bytes())
-    config = tmp_path / "logwatch.toml"
+    config, sock = tmp_path / "logwatch.toml", tmp_path / "lw.sock"
     config.write_text("")  # not the host's /etc/logwatch/logwatch.toml
     # the manager strips $RUNTIME_DIRECTORY from what its units inherit: without --socket a
     # root daemon would bind /run/logwatch/logwatch.sock
     (unit_dir / name).write_text(
         "[Service]\nType=notify\nNotifyAccess=main\n"
         f"ExecStart={sys.executable} -m logwatch daemon --file {log} --db {db} "
-        f"--socket {tmp_path / 'lw.sock'} --config {config}\n"
+        f"--socket {sock} --config {config}\n"
         "ExecReload=/bin/kill -HUP $MAINPID\nWatchdogSec=2\nRestart=on-failure\n"
         f"WorkingDirectory={ROOT}\n")
     _user(env, "daemon-reload")
@@ -88,8 +106,7 @@ def test_type_notify_unit_under_systemd_user(systemd_user: dict[str, str],
         time.sleep(5)  # more than twice WatchdogSec: the watchdog must have been fed
         assert _user(env, "is-active", name) == "active"
         assert _user(env, "show", "-p", "NRestarts", "--value", name) == "0"
-        _user(env, "reload", name)
-        time.sleep(0.5)
+        assert reloaded(sock, lambda: _user(env, "reload", name))["loaded"] is True  # SIGHUP
         assert _user(env, "is-active", name) == "active"
         assert _user(env, "show", "-p", "MainPID", "--value", name) == pid  # same process
         _user(env, "stop", name)

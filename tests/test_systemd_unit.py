@@ -3,6 +3,7 @@ ExecStart with its drop-in, Environment and EnvironmentFile, then the running Ma
 
 from __future__ import annotations
 
+import asyncio
 import os
 import subprocess
 import sys
@@ -13,11 +14,20 @@ import pytest
 
 from logwatch.core.library import Library
 from logwatch.core.snapshot import GpuFacts
+from logwatch.daemon.service import Daemon
 from logwatch.host.capture import take_snapshot
 from logwatch.store.db import Store
 
 UNIT_DIR = Path("/run/user/0/systemd/user")
 H100 = GpuFacts("NVIDIA H100", 8, "570", 90, "test")
+
+
+async def committed(daemon: Daemon, findings: int, timeout: float = 30) -> None:
+    """Until the daemon has committed `findings` new findings in all."""
+    deadline = time.monotonic() + timeout
+    while daemon.committed < findings:
+        assert time.monotonic() < deadline, f"{findings} finding(s) not committed"
+        await asyncio.sleep(0.02)
 
 
 def _systemctl(env: dict[str, str], *args: str) -> str:
@@ -85,10 +95,7 @@ def test_a_restarted_unit_gets_a_new_snapshot_and_later_findings_link_to_it(
         library: Library) -> None:
     """vLLM restarted with other flags (a drop-in changes -tp): the daemon notices the new
     InvocationID, records the new configuration, and findings read afterwards link to it."""
-    import asyncio
-
     from logwatch.core.config import TargetConfig
-    from logwatch.daemon.service import Daemon
     from logwatch.host.targets import TargetSnapshots
     from logwatch.sources.files import FileSource
     from logwatch.store.db import open_store
@@ -121,7 +128,7 @@ def test_a_restarted_unit_gets_a_new_snapshot_and_later_findings_link_to_it(
         runner = asyncio.create_task(daemon.run())
         with open(log, "ab") as out:
             out.write(hit)
-        await asyncio.sleep(1)
+        await committed(daemon, 1)
         dropin.parent.mkdir(parents=True, exist_ok=True)
         dropin.write_text("[Service]\nExecStart=\n"
                           f"ExecStart={sys.executable} {fake} serve /models/q -tp 4\n")
@@ -133,7 +140,7 @@ def test_a_restarted_unit_gets_a_new_snapshot_and_later_findings_link_to_it(
             await asyncio.sleep(0.1)
         with open(log, "ab") as out:
             out.write(hit)
-        await asyncio.sleep(1)
+        await committed(daemon, 2)
         daemon.stop()
         await runner
         return first, daemon.snapshots["q"]
