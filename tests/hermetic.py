@@ -114,7 +114,8 @@ def _theirs(held: list[Holder], root: Path) -> bool:
 def blame(before: Snapshot, after: Snapshot, root: Path) -> tuple[list[str], list[str]]:
     """The changes between two snapshots: (this session's, another checkout's with who).
     A change is another checkout's only where the path is held by its processes alone (now,
-    or before it went); a directory only where everything that changed under it is."""
+    or before it went), or is an entry nobody held that went (the tests make none there to
+    remove); a directory only where everything that changed under it is."""
     ours: list[str] = []
     theirs: dict[str, str] = {}
     for line in changes(before.state, after.state):
@@ -124,6 +125,8 @@ def blame(before: Snapshot, after: Snapshot, root: Path) -> tuple[list[str], lis
         if _theirs(held, root):
             theirs[path] = line + "".join(f"\n    by pid {pid}: {command[:200]} (in {cwd})"
                                           for pid, command, cwd in held)
+        elif line.startswith("removed") and not held:  # the host's own, or a stale socket
+            theirs[path] = line + " (it was there before the test, held by nobody)"
         else:
             ours.append(line)
     for line in list(ours):

@@ -47,6 +47,7 @@ def test_findings_do_not_depend_on_block_size(library: Library, engine: str,
     assert findings(data, library, block, engine) == reference
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("block", [4096, 1 << 20])
 def test_a_burst_of_same_header_lines_matches_the_full_pipeline(library: Library,
                                                                 block: int) -> None:

@@ -9,6 +9,8 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
+
 from logwatch.daemon.control import request
 from logwatch.daemon.service import MAX_PENDING
 from logwatch.sources.base import Chunk, slices
@@ -21,6 +23,7 @@ def access_line(n: int) -> bytes:
             f'HTTP/1.1" 200 OK\n').encode()
 
 
+@pytest.mark.slow
 def test_a_backlog_is_read_with_the_socket_answering_all_along(tmp_path: Path) -> None:
     log, db, sock = tmp_path / "vllm.log", tmp_path / "h.duckdb", tmp_path / "lw.sock"
     with open(log, "wb") as out:  # ~12 MB, a finding every fourth line

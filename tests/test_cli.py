@@ -130,6 +130,7 @@ def test_signatures_subcommands() -> None:
     assert linted.returncode == 0 and b"0 issue(s)" in linted.stdout
 
 
+@pytest.mark.slow
 def test_python_dash_m_and_console_script_agree() -> None:
     """The two entry points as processes: the same program, main's result the exit status."""
     script = Path(sys.executable).parent / "logwatch"

@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import duckdb
+import pytest
 
 from logwatch.core.config import parse_config
 from logwatch.daemon.config_file import load_config
@@ -93,6 +94,7 @@ def test_check_and_show_config_cli(tmp_path: Path) -> None:
     assert bad.returncode == 1 and "unknown section [sockets]" in bad.stderr
 
 
+@pytest.mark.slow
 def test_the_daemon_runs_targets_and_refuses_a_bad_config(tmp_path: Path) -> None:
     log, db, conf = tmp_path / "vllm.log", tmp_path / "h.duckdb", tmp_path / "lw.toml"
     log.write_bytes((SAMPLES / "journald_kv_cache.log").read_bytes())
@@ -123,6 +125,7 @@ def test_the_shipped_example_config_is_valid() -> None:
     assert isinstance(source_for(config.targets[1]), GlobSource)  # the glob path
 
 
+@pytest.mark.slow
 def test_a_targets_findings_link_to_the_snapshot_of_its_launch(tmp_path: Path) -> None:
     log, db, conf = tmp_path / "vllm.log", tmp_path / "h.duckdb", tmp_path / "lw.toml"
     log.write_bytes((SAMPLES / "demo_marlin_and_mtp.log").read_bytes())

@@ -57,6 +57,7 @@ def running(tmp_path: Path) -> Iterator[Running]:
     proc.wait(timeout=30)
 
 
+@pytest.mark.slow
 def test_status_and_sql_go_through_the_daemon(running: Running) -> None:
     db, sock = running.db, running.sock
     assert stat.S_IMODE(sock.stat().st_mode) == 0o660
@@ -77,6 +78,7 @@ def test_status_and_sql_go_through_the_daemon(running: Running) -> None:
     assert asyncio.run(request(sock, {"op": "reload"}))["ok"] is True
 
 
+@pytest.mark.slow
 def test_subscribers_get_lines_and_findings(running: Running) -> None:
     log, sock = running.log, running.sock
 
@@ -98,6 +100,7 @@ def test_subscribers_get_lines_and_findings(running: Running) -> None:
     assert finding["event"] == "finding" and finding["fatal"] is True
 
 
+@pytest.mark.slow
 def test_a_stalled_subscriber_never_stalls_ingestion(running: Running) -> None:
     log, sock = running.log, running.sock
     stalled = socket.socket(socket.AF_UNIX)
@@ -119,6 +122,7 @@ def test_a_stalled_subscriber_never_stalls_ingestion(running: Running) -> None:
     stalled.close()
 
 
+@pytest.mark.slow
 def test_one_daemon_per_socket(running: Running, tmp_path: Path) -> None:
     sock = running.sock
     second = cli("daemon", "--stdin", "--db", str(tmp_path / "other.duckdb"), "--socket",
@@ -138,6 +142,7 @@ def test_status_without_a_daemon_reads_the_history(tmp_path: Path) -> None:
 SITE_SIGNATURE = GOOD.replace('id = "site.example"', 'id = "site.boom"')
 
 
+@pytest.mark.slow
 def test_a_change_in_a_signature_directory_reloads_the_library(tmp_path: Path) -> None:
     """Drop a signature in: it is loaded and matches; drop a broken one in: the running
     library stays and the subscriber is told why."""

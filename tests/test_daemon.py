@@ -58,6 +58,7 @@ def accepted_counts(db: Path) -> list[int]:
     return sorted(n for n, _ in accepted_rows(db))
 
 
+@pytest.mark.slow
 def test_stdin_mode_exits_0_at_end_of_input(tmp_path: Path, library: Library) -> None:
     db = tmp_path / "h.duckdb"
     data = (SAMPLES / "demo_marlin_and_mtp.log").read_bytes()
@@ -67,6 +68,7 @@ def test_stdin_mode_exits_0_at_end_of_input(tmp_path: Path, library: Library) ->
     assert b"118 lines read" in result.stderr
 
 
+@pytest.mark.slow
 def test_follows_a_file_that_does_not_exist_yet(tmp_path: Path, library: Library) -> None:
     db, log = tmp_path / "h.duckdb", tmp_path / "logs" / "vllm.log"
     log.parent.mkdir()
@@ -88,6 +90,7 @@ def test_follows_a_file_that_does_not_exist_yet(tmp_path: Path, library: Library
     assert {(s, line) for s, line, _ in recorded(db)} == want
 
 
+@pytest.mark.slow
 def test_a_glob_follows_every_match_now_and_later_and_resumes_per_file(tmp_path: Path
                                                                        ) -> None:
     db, logs = tmp_path / "h.duckdb", tmp_path / "logs"
@@ -182,6 +185,7 @@ def _read_to_the_end(daemon: Running, findings: int) -> None:
         assert daemon.stop() == 0, daemon.stderr
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(LOGROTATE is None, reason="logrotate is not installed")
 def test_logrotate_create_with_a_writer_that_keeps_its_fd(tmp_path: Path) -> None:
     db, log, daemon = _followed_log(tmp_path)
@@ -198,6 +202,7 @@ def test_logrotate_create_with_a_writer_that_keeps_its_fd(tmp_path: Path) -> Non
     assert accepted_counts(db) == list(range(400))  # every line exactly once
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(LOGROTATE is None, reason="logrotate is not installed")
 def test_logrotate_copytruncate_loses_only_the_copy_window(tmp_path: Path) -> None:
     db, log, daemon = _followed_log(tmp_path)
@@ -226,6 +231,7 @@ ACCEPTED = ("SELECT CAST(captures->>'accepted' AS INTEGER) FROM findings "
             "WHERE signature = 'spec_decode.acceptance'")
 
 
+@pytest.mark.slow
 def test_kill_9_at_random_points_loses_nothing_and_doubles_nothing(tmp_path: Path,
                                                                    library: Library) -> None:
     db, log = tmp_path / "h.duckdb", tmp_path / "vllm.log"
@@ -263,6 +269,7 @@ def test_kill_9_at_random_points_loses_nothing_and_doubles_nothing(tmp_path: Pat
     assert {(s, line) for s, line, _ in rows} == want
 
 
+@pytest.mark.slow
 def test_bad_input_on_stdin_loses_nothing(tmp_path: Path, library: Library) -> None:
     """Binary junk, invalid UTF-8 and a 10 MB line among real failures."""
     db = tmp_path / "h.duckdb"
@@ -277,6 +284,7 @@ def test_bad_input_on_stdin_loses_nothing(tmp_path: Path, library: Library) -> N
     assert {(s, line - offset) for s, line in found} >= expected(library, demo)
 
 
+@pytest.mark.slow
 def test_a_held_hit_is_reported_while_the_log_keeps_flowing(tmp_path: Path,
                                                             library: Library) -> None:
     """A finding whose record might go on (nothing after it proves the traceback ended) is
@@ -314,6 +322,7 @@ def test_a_held_hit_is_reported_while_the_log_keeps_flowing(tmp_path: Path,
     assert lines_read == len(parts) and lines == [(3,)]
 
 
+@pytest.mark.slow
 def test_a_glob_that_matches_nothing_is_reported(tmp_path: Path) -> None:
     result = logwatch_text("daemon", "--file", str(tmp_path / "nope" / "*.log"), "--db",
                            str(tmp_path / "h.duckdb"), "--until-idle", "0.5", "--no-socket")

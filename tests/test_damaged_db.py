@@ -75,6 +75,7 @@ def assert_damage_paragraph(stderr: str, db: Path) -> None:
     assert f"move it aside (mv {db} {db}.damaged)" in message, stderr
 
 
+@pytest.mark.slow
 def test_scan_db_on_a_partly_damaged_database_prints_the_report_and_exits_2(
         good_db: Path, tmp_path: Path) -> None:
     db = partly_damaged(good_db, tmp_path)
@@ -110,6 +111,7 @@ def test_a_file_that_is_not_a_database_is_refused_before_scanning(tmp_path: Path
     assert db.read_bytes() == content  # left as it was, for whoever recovers it
 
 
+@pytest.mark.slow
 def test_damage_in_any_block_gives_exit_1_or_2_never_a_traceback(
         good_db: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """Each block of a real history damaged in turn; in-process, so an exception that would

@@ -65,6 +65,7 @@ def wait_for(what: str, check: Callable[[], bool], timeout: float = 60) -> None:
         time.sleep(0.05)
 
 
+@pytest.mark.slow
 def test_a_full_disk_loses_nothing_and_writing_resumes_by_itself(small_disk: Path,
                                                                  tmp_path: Path) -> None:
     db, log, sock = small_disk / "h.duckdb", tmp_path / "vllm.log", tmp_path / "lw.sock"
@@ -134,6 +135,7 @@ def test_a_full_disk_loses_nothing_and_writing_resumes_by_itself(small_disk: Pat
     assert accepted_counts(db) == list(range(250))  # every finding, each once
 
 
+@pytest.mark.slow
 def test_a_copytruncate_while_reading_is_paused_loses_nothing(small_disk: Path,
                                                               tmp_path: Path) -> None:
     """Reading stops while the database cannot be written; logrotate copies and truncates

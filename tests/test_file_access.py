@@ -71,6 +71,7 @@ def shared_tmp() -> Iterator[Path]:
         shutil.rmtree(base, ignore_errors=True)
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(os.geteuid() != 0, reason="needs root: the daemon reads as root, the "
                     "log directory's owner is another user")
 def test_a_link_to_a_root_only_file_is_refused_and_said(shared_tmp: Path) -> None:

@@ -57,6 +57,7 @@ def _long_line_log(log: Path) -> tuple[int, int]:
     return data.count(b"\n"), len(data)
 
 
+@pytest.mark.slow
 def test_a_line_over_64_mib_is_cut_for_matching_and_the_file_is_read_once(tmp_path: Path
                                                                          ) -> None:
     log, db, sock = tmp_path / "vllm.log", tmp_path / "h.duckdb", tmp_path / "lw.sock"
@@ -83,6 +84,7 @@ def test_a_line_over_64_mib_is_cut_for_matching_and_the_file_is_read_once(tmp_pa
     assert "copytruncate" not in daemon.stderr
 
 
+@pytest.mark.slow
 def test_a_fifo_swapped_in_for_the_followed_file_is_refused_and_sigterm_works(
         tmp_path: Path) -> None:
     """Anyone who can write the log directory can put a FIFO at the path: opening it must not
@@ -120,6 +122,7 @@ def test_a_fifo_swapped_in_for_the_followed_file_is_refused_and_sigterm_works(
     assert [n for n, _ in accepted_rows(db)] == [0, 1]
 
 
+@pytest.mark.slow
 def test_from_end_starts_a_first_run_at_the_last_line_and_a_checkpoint_wins(
         tmp_path: Path) -> None:
     log, db, sock = tmp_path / "vllm.log", tmp_path / "h.duckdb", tmp_path / "lw.sock"
@@ -153,6 +156,7 @@ def _cli(*args: str) -> Completed[str]:
     return logwatch_text(*args)
 
 
+@pytest.mark.slow
 def test_start_at_in_a_target_is_checked_shown_and_followed(tmp_path: Path) -> None:
     log, db = tmp_path / "vllm.log", tmp_path / "h.duckdb"
     log.write_bytes(b"".join(spec_line(n) for n in range(5)))
@@ -180,6 +184,7 @@ def test_start_at_in_a_target_is_checked_shown_and_followed(tmp_path: Path) -> N
         con.close()
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(JOURNAL_REMOTE is None, reason="systemd-journal-remote not installed")
 def test_from_end_on_a_journal_skips_what_it_holds_and_anchors_a_cursor(tmp_path: Path
                                                                         ) -> None:

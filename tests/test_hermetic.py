@@ -88,5 +88,6 @@ def test_the_guard_names_who_holds_a_socket(tmp_path: Path) -> None:
     ours, theirs = hermetic.blame(before, after, tmp_path / "elsewhere")
     assert ours == [] and theirs[0].startswith(f"created {path}\n    by pid {pid}: ")
     assert hermetic.blame(after, before, tmp_path / "elsewhere")[0] == []  # theirs went
+    assert hermetic.blame(hermetic.Snapshot(after.state, {path: []}), before, ROOT)[0] == []
     unheld = hermetic.Snapshot(after.state, {path: []})
     assert hermetic.blame(before, unheld, tmp_path / "elsewhere") == ([f"created {path}"], [])

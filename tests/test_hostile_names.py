@@ -8,10 +8,13 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+import pytest
+
 from tests.following import Running, accepted_rows, spec_line
 from tests.inprocess import logwatch
 
 
+@pytest.mark.slow
 def test_a_file_name_that_is_not_utf8_stops_nothing(tmp_path: Path) -> None:
     logs, db = tmp_path / "logs", tmp_path / "h.duckdb"
     logs.mkdir()

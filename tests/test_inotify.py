@@ -15,6 +15,7 @@ from logwatch.sources.inotify import open_watch
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="inotify")
 
 
+@pytest.mark.slow
 def test_a_burst_of_writes_coalesces_and_other_files_are_ignored(tmp_path: Path) -> None:
     log, other = tmp_path / "vllm.log", tmp_path / "other.txt"
     log.write_bytes(b"")

@@ -60,6 +60,7 @@ def findings(db: Path) -> list[tuple[str, int]]:
         con.close()
 
 
+@pytest.mark.slow
 def test_journal_follow_restart_and_bad_cursor(tmp_path: Path) -> None:
     journal, db = tmp_path / "j" / "vllm.journal", tmp_path / "h.duckdb"
     journal.parent.mkdir()

@@ -9,6 +9,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from logwatch.own_log import under_journald
 from tests.conftest import ROOT, SAMPLES, read_pty
 
@@ -22,6 +24,7 @@ def test_journal_stream_detection_uses_the_real_stream(tmp_path: Path) -> None:
         assert not under_journald(stream, {})
 
 
+@pytest.mark.slow
 def test_json_events_under_journald_carry_target_and_source(tmp_path: Path) -> None:
     err = tmp_path / "stderr"
     with open(err, "w") as stream:
@@ -38,6 +41,7 @@ def test_json_events_under_journald_carry_target_and_source(tmp_path: Path) -> N
     assert {e["event"] for e in events} >= {"started", "reading", "stopped"}
 
 
+@pytest.mark.slow
 def test_console_lines_on_a_terminal(tmp_path: Path) -> None:
     master, slave = pty.openpty()
     env = {**os.environ, "NO_COLOR": "1"}

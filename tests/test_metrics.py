@@ -36,6 +36,7 @@ def test_render_escapes_labels() -> None:
     assert 'logwatch_lines_read_total{source="file:/a \\"b\\"\\\\c"} 3' in text
 
 
+@pytest.mark.slow
 def test_a_running_daemon_serves_its_numbers(tmp_path: Path) -> None:
     log, port = tmp_path / "vllm.log", free_port()
     log.write_bytes((SAMPLES / "demo_marlin_and_mtp.log").read_bytes())

@@ -13,6 +13,8 @@ import time
 import urllib.request
 from pathlib import Path
 
+import pytest
+
 from logwatch.daemon.metrics import MAX_CONNECTIONS, REQUEST_SECONDS
 from tests.conftest import ROOT, SAMPLES
 from tests.test_metrics import free_port
@@ -38,6 +40,7 @@ def closed_by_peer(conn: socket.socket) -> bool:
         return True
 
 
+@pytest.mark.slow
 def test_slow_connections_cannot_exhaust_the_daemon(tmp_path: Path) -> None:
     log, port, err = tmp_path / "vllm.log", free_port(), tmp_path / "stderr"
     log.write_bytes((SAMPLES / "demo_marlin_and_mtp.log").read_bytes())

@@ -155,6 +155,7 @@ def held(tmp_path: Path) -> Store:
     return store
 
 
+@pytest.mark.slow
 def test_no_statement_of_any_kind_changes_anything(held: Store, tmp_path: Path) -> None:
     before = _state(held)
     wal = tmp_path / "h.duckdb.wal"
@@ -220,6 +221,7 @@ def test_bytes_and_cells_are_bounded(held: Store) -> None:
     assert cell.startswith("y" * 1000) and cell.endswith("(5,000 characters, cut)")
 
 
+@pytest.mark.slow
 def test_a_query_over_its_time_limit_is_interrupted(held: Store) -> None:
     started = time.monotonic()
     with held.reader() as cursor, pytest.raises(DatabaseError, match=r"time limit of 0\.5 s"):

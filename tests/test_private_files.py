@@ -10,6 +10,8 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
+
 from tests.conftest import ROOT, SAMPLES
 
 
@@ -27,6 +29,7 @@ def private(found: dict[str, int], top: Path) -> dict[str, int]:
             if mode != (0o700 if (top / name).is_dir() else 0o600)}
 
 
+@pytest.mark.slow
 def test_the_daemon_keeps_its_history_and_wal_private(tmp_path: Path) -> None:
     log, state = tmp_path / "vllm.log", tmp_path / "state"  # `state` made by the daemon
     log.write_bytes((SAMPLES / "demo_marlin_and_mtp.log").read_bytes())
@@ -46,6 +49,7 @@ def test_the_daemon_keeps_its_history_and_wal_private(tmp_path: Path) -> None:
     assert private(found, state) == {}
 
 
+@pytest.mark.slow
 def test_run_keeps_its_history_private_and_the_child_its_umask(tmp_path: Path) -> None:
     state, umask = tmp_path / "state", tmp_path / "umask"
     out = subprocess.run([sys.executable, "-m", "logwatch", "run", "--db",
@@ -60,6 +64,7 @@ def test_run_keeps_its_history_private_and_the_child_its_umask(tmp_path: Path) -
     assert "h.duckdb" in found and private(found, state) == {}
 
 
+@pytest.mark.slow
 def test_scan_db_keeps_its_history_private(tmp_path: Path) -> None:
     state = tmp_path / "state"
     out = subprocess.run([sys.executable, "-m", "logwatch", "scan", "--db",

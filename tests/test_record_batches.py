@@ -9,6 +9,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from logwatch.core.library import Library
 from logwatch.scan.offline import resolve_inputs, scan_inputs
 from logwatch.scan.triage import SnapshotOptions
@@ -35,6 +37,7 @@ def rows(db: Path, sql: str) -> list[tuple[Any, ...]]:
         return store.query(sql)
 
 
+@pytest.mark.slow
 def test_small_batches_store_what_one_batch_stores(tmp_path: Path, library: Library) -> None:
     small, added = record(tmp_path / "small.duckdb", library, batch_size=5)
     _, added_whole = record(tmp_path / "whole.duckdb", library, batch_size=10_000)

@@ -53,6 +53,7 @@ class Writer:
             self.write(rng.randint(1, 20), self.log.with_name(self.log.name + ".1"))
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(LOGROTATE is None, reason="logrotate is not installed")
 def test_kill_9_twenty_times_across_rotations_records_every_finding_once(tmp_path: Path
                                                                         ) -> None:

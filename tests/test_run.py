@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 import duckdb
+import pytest
 
 from tests.conftest import ROOT, SAMPLES
 
@@ -18,6 +19,7 @@ def run(*args: str, **kwargs: object) -> subprocess.CompletedProcess[bytes]:
                           **kwargs)  # type: ignore[call-overload]
 
 
+@pytest.mark.slow
 def test_exit_code_output_and_snapshot(tmp_path: Path) -> None:
     db = tmp_path / "h.duckdb"
     log = SAMPLES / "mtp_tensor_mismatch_glm_033.log"
@@ -37,6 +39,7 @@ def test_exit_code_output_and_snapshot(tmp_path: Path) -> None:
     assert {r[1] for r in rows} == {90} and {r[2] for r in rows} == {sys.executable}
 
 
+@pytest.mark.slow
 def test_signals_reach_the_child_and_its_status_comes_back(tmp_path: Path) -> None:
     script = ("import signal, sys, time\n"
               "def stop(*_):\n"
@@ -58,6 +61,7 @@ def test_signals_reach_the_child_and_its_status_comes_back(tmp_path: Path) -> No
     assert proc.stdout.read() == b"child got SIGTERM\n"
 
 
+@pytest.mark.slow
 def test_a_10_mb_line_and_a_missing_command(tmp_path: Path) -> None:
     db = tmp_path / "h.duckdb"
     script = ("import sys; sys.stdout.write('x' * (10 << 20) + '\\n'); "
@@ -74,6 +78,7 @@ def test_a_10_mb_line_and_a_missing_command(tmp_path: Path) -> None:
     assert run("--db", str(db)).returncode == 2  # nothing to run
 
 
+@pytest.mark.slow
 def test_the_running_launch_answers_snapshot_and_incident_events(tmp_path: Path) -> None:
     """`run --socket`: the snapshot of what was started, and an incident event as the child
     fails, with the API key in its environment never reaching the socket."""

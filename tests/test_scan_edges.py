@@ -98,6 +98,7 @@ def test_a_fifo_reports_progress_in_bytes_read_without_a_total(
     assert calls and calls[-1] == (len(DEMO.read_bytes()), 0)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("shell", "what"),
     [
@@ -181,6 +182,7 @@ def test_truncation_by_another_process_warns_on_stderr(tmp_path: Path, fifo: Pat
         assert f"{log}: the file shrank while it was scanned" in result.stdout.decode()
 
 
+@pytest.mark.slow
 def test_a_gzip_truncated_under_the_reader_is_incomplete_not_an_error(
         tmp_path: Path, library: Library) -> None:
     log = tmp_path / "vllm.log.gz"

@@ -12,6 +12,8 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from logwatch.core.block_scan import BlockScanner
 from logwatch.core.library import Library
 from logwatch.core.matcher import Matcher
@@ -99,6 +101,7 @@ def test_the_log_exercises_every_form(library: Library) -> None:
         assert any(s == signature for s, _ in found), signature
 
 
+@pytest.mark.slow
 def test_scan_keeps_secrets_out_of_its_output_and_the_database(tmp_path: Path,
                                                                library: Library) -> None:
     log, db = tmp_path / "vllm.log", tmp_path / "history.duckdb"
@@ -119,6 +122,7 @@ def test_scan_keeps_secrets_out_of_its_output_and_the_database(tmp_path: Path,
     assert recorded_findings(db) == expected_findings(library)
 
 
+@pytest.mark.slow
 def test_the_daemon_keeps_secrets_out_of_events_and_the_database(tmp_path: Path,
                                                                  library: Library) -> None:
     db, sock, config = tmp_path / "live.duckdb", tmp_path / "run" / "lw.sock", tmp_path / "c.toml"

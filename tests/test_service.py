@@ -79,6 +79,7 @@ def reloaded(sock: Path, reload: Callable[[], object]) -> dict[str, object]:
     return asyncio.run(watch())
 
 
+@pytest.mark.slow
 def test_type_notify_unit_under_systemd_user(systemd_user: dict[str, str],
                                              tmp_path: Path) -> None:
     env = systemd_user

@@ -129,6 +129,7 @@ def test_signatures_lint_is_bounded(tmp_path: Path) -> None:
     assert "site/local/evil.toml" in done.stderr and "pattern 2" in done.stderr
 
 
+@pytest.mark.slow
 def test_a_pattern_that_never_finishes_compiling_is_refused(tmp_path: Path,
                                                             log: Path) -> None:
     """No regex timeout covers compiling: the child's deadline and memory ceiling do,
@@ -198,6 +199,7 @@ def test_a_signature_that_keeps_running_over_is_disabled_and_reported() -> None:
     assert f"{DISABLE_AFTER_TIMEOUTS} times" in disabled[0][1]
 
 
+@pytest.mark.slow
 def test_scan_disables_a_signature_that_keeps_running_over(tmp_path: Path) -> None:
     """Examples fine, the pattern catastrophic on other lines: a few budgets, then off."""
     site = site_dir(tmp_path, signature_file(CATASTROPHIC))
@@ -211,6 +213,7 @@ def test_scan_disables_a_signature_that_keeps_running_over(tmp_path: Path) -> No
 GOOD_SITE = GOOD.replace('id = "site.example"', 'id = "site.boom"')
 
 
+@pytest.mark.slow
 def test_the_daemon_keeps_working_while_a_reload_runs_over(tmp_path: Path) -> None:
     """A signature that never compiles is dropped into a watched site directory: while the
     reload runs, the socket answers and a followed file's findings keep coming; then the

@@ -249,6 +249,7 @@ def _daemon(shared_tmp: Path, *extra: str) -> tuple[list[str], dict[str, str]]:
             str(config), "--file", str(log), "--db", str(home / "h.duckdb"), *extra], env
 
 
+@pytest.mark.slow
 def test_the_daemon_makes_its_fallback_directory_private(shared_tmp: Path) -> None:
     argv, env = _daemon(shared_tmp)
     sock = shared_tmp / f"logwatch-{VICTIM}" / "logwatch" / "logwatch.sock"
@@ -271,6 +272,7 @@ def test_the_daemon_makes_its_fallback_directory_private(shared_tmp: Path) -> No
         proc.wait(timeout=30)
 
 
+@pytest.mark.slow
 def test_the_daemon_refuses_a_fallback_directory_made_by_someone_else(
         shared_tmp: Path) -> None:
     """It goes on reading its logs without a socket, and says why."""
@@ -307,6 +309,7 @@ except OSError as exc:
 """
 
 
+@pytest.mark.slow
 def test_socket_group_members_connect_under_systemd(systemd_user: dict[str, str],
                                                     victim_runs_logwatch: None,
                                                     tmp_path: Path) -> None:
@@ -363,6 +366,7 @@ def test_socket_group_members_connect_under_systemd(systemd_user: dict[str, str]
         _systemctl(env, "daemon-reload", check=False)
 
 
+@pytest.mark.slow
 def test_the_daemon_says_when_its_group_cannot_reach_the_socket(tmp_path: Path) -> None:
     """A directory made 0750 root:root beforehand (the unit's old RuntimeDirectoryMode)."""
     group = next((g for g in grp.getgrall() if g.gr_name == "users"), None)

@@ -64,8 +64,7 @@ def start(tmp_path: Path, *args: str, config: str = "", stdin: int | None = None
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
 
 
-@pytest.fixture
-def following(tmp_path: Path) -> Iterator[tuple[subprocess.Popen[bytes], Path, Path]]:
+def _following(tmp_path: Path) -> Iterator[tuple[subprocess.Popen[bytes], Path, Path]]:
     log, sock = tmp_path / "vllm.log", tmp_path / "lw.sock"
     log.write_bytes((SAMPLES / "demo_marlin_and_mtp.log").read_bytes())
     proc = start(tmp_path, "--file", str(log))
@@ -75,9 +74,23 @@ def following(tmp_path: Path) -> Iterator[tuple[subprocess.Popen[bytes], Path, P
              and not ask(sock, {"op": "status"})["status"]["pending"])  # type: ignore[index]
     yield proc, log, sock
     proc.terminate()
-    proc.wait(timeout=30)
+    assert proc.wait(timeout=30) == 0
 
 
+@pytest.fixture
+def following(tmp_path: Path) -> Iterator[tuple[subprocess.Popen[bytes], Path, Path]]:
+    yield from _following(tmp_path)
+
+
+@pytest.fixture(scope="module")
+def malformed_target(tmp_path_factory: pytest.TempPathFactory
+                     ) -> Iterator[tuple[subprocess.Popen[bytes], Path, Path]]:
+    """One daemon for every malformed request: each case on a connection of its own, and
+    the daemon must go on answering all of them (and stop cleanly at the end)."""
+    yield from _following(tmp_path_factory.mktemp("malformed"))
+
+
+@pytest.mark.slow
 def test_the_socket_cannot_write_the_history(following: tuple[subprocess.Popen[bytes], Path,
                                                               Path], tmp_path: Path) -> None:
     """The attacks that worked: EXPLAIN ANALYZE ran its statement on the daemon's read-write
@@ -116,6 +129,7 @@ def test_the_socket_cannot_write_the_history(following: tuple[subprocess.Popen[b
         again.wait(timeout=30)
 
 
+@pytest.mark.slow
 def test_runaway_queries_never_stop_ingestion_and_sigterm_still_ends_the_daemon(
         tmp_path: Path) -> None:
     """Six abandoned runaway queries used to fill the thread pool the stdin reader shares:
@@ -159,6 +173,7 @@ def test_runaway_queries_never_stop_ingestion_and_sigterm_still_ends_the_daemon(
         client.close()
 
 
+@pytest.mark.slow
 def test_a_query_over_the_time_limit_is_stopped_and_answered(tmp_path: Path) -> None:
     sock, log = tmp_path / "lw.sock", tmp_path / "vllm.log"
     log.write_bytes(b"")
@@ -174,6 +189,7 @@ def test_a_query_over_the_time_limit_is_stopped_and_answered(tmp_path: Path) -> 
         proc.wait(timeout=30)
 
 
+@pytest.mark.slow
 def test_rows_are_cut_while_fetching_and_the_cut_is_shown(tmp_path: Path) -> None:
     sock, log, db = tmp_path / "lw.sock", tmp_path / "vllm.log", tmp_path / "h.duckdb"
     log.write_bytes(b"")
@@ -224,9 +240,10 @@ def test_rows_are_cut_while_fetching_and_the_cut_is_shown(tmp_path: Path) -> Non
     pytest.param("[" * 200_000, id="nested-too-deep"),
 ])
 def test_every_malformed_request_is_answered_and_the_connection_stays(
-        following: tuple[subprocess.Popen[bytes], Path, Path],
+        malformed_target: tuple[subprocess.Popen[bytes], Path, Path],
         message: dict[str, object] | str) -> None:
-    _, _, sock = following
+    proc, _, sock = malformed_target
+    assert proc.poll() is None, "an earlier malformed request ended the daemon"
     raw = message if isinstance(message, str) else json.dumps(message)
 
     async def exchange() -> tuple[dict[str, object], dict[str, object]]:
@@ -244,6 +261,7 @@ def test_every_malformed_request_is_answered_and_the_connection_stays(
     assert second["ok"] is True and "status" in second
 
 
+@pytest.mark.slow
 def test_every_documented_event_kind_can_be_asked_for(
         following: tuple[subprocess.Popen[bytes], Path, Path]) -> None:
     from logwatch.daemon.control import EVENT_KINDS, subscribe
@@ -265,6 +283,7 @@ def peak_rss_mib(pid: int) -> float:
     return 0.0
 
 
+@pytest.mark.slow
 def test_clients_that_never_read_their_answers_cannot_grow_the_daemon(
         following: tuple[subprocess.Popen[bytes], Path, Path]) -> None:
     """Each asks for 16 MiB of escape characters (six bytes each as JSON) and never reads:

@@ -150,6 +150,7 @@ def test_default_paths() -> None:
     assert default_db_path({"HOME": "/h"}) == Path("/h/.local/share/logwatch/logwatch.duckdb")
 
 
+@pytest.mark.slow
 def test_cli_sql_history_and_a_locked_database(tmp_path: Path) -> None:
     db = tmp_path / "h.duckdb"
     no_daemon = ["--socket", str(tmp_path / "none.sock")]  # not a daemon of /run/logwatch
@@ -218,6 +219,7 @@ def test_live_incidents_fold_forward_and_replays_add_nothing(tmp_path: Path,
     assert rows[0][0] == 4 and len(rows[0][3]) == 4
 
 
+@pytest.mark.slow
 def test_the_connection_is_recycled_between_commits_and_never_under_a_reader(
         tmp_path: Path, library: Library) -> None:
     """The daemon reopens its DuckDB connection every N commits (DuckDB gives back what it

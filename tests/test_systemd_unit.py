@@ -35,6 +35,7 @@ def _systemctl(env: dict[str, str], *args: str) -> str:
                           env=env, timeout=30, check=True).stdout
 
 
+@pytest.mark.slow
 def test_unit_snapshot_stopped_then_running(systemd_user: dict[str, str], tmp_path: Path,
                                             monkeypatch: pytest.MonkeyPatch) -> None:
     env = systemd_user
@@ -90,6 +91,7 @@ def test_unit_snapshot_stopped_then_running(systemd_user: dict[str, str], tmp_pa
                        check=False)
 
 
+@pytest.mark.slow
 def test_a_restarted_unit_gets_a_new_snapshot_and_later_findings_link_to_it(
         systemd_user: dict[str, str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
         library: Library) -> None:

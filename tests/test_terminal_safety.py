@@ -104,6 +104,7 @@ def test_scan_text_shows_payload_and_file_name(log: Path) -> None:
     assert "ROOT CAUSE" in out.stdout and "CUDA out of memory" in out.stdout
 
 
+@pytest.mark.slow
 def test_scan_on_a_terminal_obeys_only_its_own_colours(log: Path) -> None:
     code, seen = on_pty("scan", log, env={"LOGWATCH_PROGRESS_AFTER": "0"})
     assert code == 1, seen
@@ -127,6 +128,7 @@ def test_scan_input_errors_quote_the_name_visibly(tmp_path: Path) -> None:
     assert_clean(out.stderr, [FILE_SHOWN, "no such file"])
 
 
+@pytest.mark.slow
 def test_history_sql_and_status_show_database_values_visibly(log: Path, tmp_path: Path
                                                             ) -> None:
     db = tmp_path / "h.duckdb"
@@ -173,6 +175,7 @@ def test_history_sql_and_status_show_database_values_visibly(log: Path, tmp_path
     assert_clean(failed.stderr, ["no_such_table"])
 
 
+@pytest.mark.slow
 def test_sql_table_on_a_terminal(log: Path, tmp_path: Path) -> None:
     db = tmp_path / "h.duckdb"
     assert cli("scan", "--db", db, log).returncode == 1
@@ -235,6 +238,7 @@ def daemon(log: Path, tmp_path: Path) -> Daemon:
     return running
 
 
+@pytest.mark.slow
 def test_daemon_status_sql_metrics_and_console(daemon: Daemon, log: Path) -> None:
     try:
         status = cli("status", "--socket", daemon.sock)
