@@ -38,7 +38,7 @@ def test_recording_twice_adds_nothing(tmp_path: Path, library: Library) -> None:
     first = record(db, [DEMO], library, model_dir=UNCOVERED, gpu_capability=90)
     assert first["findings"] > 20 and first["incidents"] > 5 and first["diagnoses"] >= 2
     again = record(db, [DEMO], library, model_dir=UNCOVERED, gpu_capability=90)
-    assert again == {"sources": 0, "snapshots": 0, "incidents": 0, "findings": 0,
+    assert again == {"sources": 0, "snapshots": 0, "launches": 0, "incidents": 0, "findings": 0,
                      "diagnoses": 0}
 
 
@@ -159,10 +159,13 @@ def test_cli_sql_history_and_a_locked_database(tmp_path: Path) -> None:
                           env=env, check=False)
     assert scan.returncode == 1 and "recorded in" in scan.stderr
     out = subprocess.run([*run, "sql", *no_daemon, "--db", str(db), "--json",
-                          "SELECT signature, count FROM incidents WHERE root_cause"],
+                          "SELECT signature, count FROM incidents WHERE root_cause "
+                          "ORDER BY signature"],
                          capture_output=True, text=True, cwd=ROOT, check=True).stdout
     assert json.loads(out) == {"columns": ["signature", "count"], "truncated": None,
-                               "rows": [{"signature": "marlin.repack_tile_n", "count": 4}]}
+                               "rows": [{"signature": "marlin.repack_tile_n", "count": 4},
+                                        {"signature": "weights.tensor_size_mismatch",
+                                         "count": 2}]}
     csv_out = subprocess.run([*run, "sql", *no_daemon, "--db", str(db), "--csv", "SELECT 1 AS one"],
                              capture_output=True, text=True, cwd=ROOT, check=True).stdout
     assert csv_out.splitlines() == ["one", "1"]
