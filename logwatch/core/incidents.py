@@ -10,7 +10,7 @@ last serious finding from EngineCore or a Worker before it.
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from logwatch.core.findings import Evidence, Finding
 from logwatch.core.signature import Signature
@@ -108,6 +108,15 @@ class IncidentBook:
                 and finding.captures == previous.captures
                 and finding.lineno - previous.lineno <= COPY_WINDOW_LINES
                 and (finding.pid is None or previous.pid is None or finding.pid == previous.pid))
+
+    def copy(self) -> IncidentBook:
+        """A copy whose incidents later findings do not change."""
+        book = IncidentBook()
+        book.incidents = {key: replace(i, processes=set(i.processes), ranks=set(i.ranks),
+                                       evidence=list(i.evidence))
+                          for key, i in self.incidents.items()}
+        book._last_cause = dict(self._last_cause)
+        return book
 
     def add_all(self, findings: Iterable[Finding]) -> None:
         for finding in findings:

@@ -16,7 +16,7 @@ moves starting -> serving -> stopped, and to failed on a fatal finding or a non-
 from __future__ import annotations
 
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 
 from logwatch.core.findings import Finding
@@ -56,6 +56,11 @@ class Launch:
     def ended(self) -> bool:
         return self.outcome in (FAILED, STOPPED)
 
+    def frozen(self) -> Launch:
+        """A copy that later findings do not change (analysed on another thread)."""
+        return replace(self, captures={k: dict(v) for k, v in self.captures.items()},
+                       book=self.book.copy())
+
 
 @dataclass(frozen=True, slots=True)
 class Change:
@@ -87,6 +92,11 @@ class LaunchBook:
         launch = Launch(source, line, number, generation, seen_start, last_line=line)
         self.by_source.setdefault(source, []).append(launch)
         return launch
+
+    def renumber(self, launch: Launch, number: int) -> None:
+        """Give a launch the number it had (a restarted daemon going on with it)."""
+        launch.number = number
+        self._numbers[launch.source] = max(self._numbers.get(launch.source, 0), number)
 
     def observe(self, finding: Finding, generation: str = "") -> Change:
         source, sig = finding.source, finding.signature

@@ -113,7 +113,8 @@ def _when(seen: Mapping[str, Any]) -> str:
     return f"{time}({seen['source']}:{seen['line']})"
 
 
-def render_text(report: Mapping[str, Any], colour: bool = False, width: int = 100) -> str:
+def render_text(report: Mapping[str, Any], colour: bool = False, width: int = 100,
+                title: str = "logwatch scan") -> str:
     """A report an operator reads top to bottom: the launches newest first, the newest
     failure's root cause and diagnoses, earlier failures in a line each, other problems,
     then the context (versions, backends, lifecycle) one line each. Every string from the
@@ -126,7 +127,7 @@ def render_text(report: Mapping[str, Any], colour: bool = False, width: int = 10
     root = report["root_cause"]
     focus = incidents[root].get("launch") if root is not None else None
     fatal = sum(1 for i in incidents if i["fatal"] and i.get("launch", focus) == focus)
-    out = [_paint(f"logwatch scan: {stats.get('lines', 0):,} lines in {stats.get('files', 0)} "
+    out = [_paint(f"{title}: {stats.get('lines', 0):,} lines in {stats.get('files', 0)} "
                   f"input(s), signature library {report['library_version']}", "1", colour)]
     if root is not None:
         out.append(f"{fatal} fatal incident(s); root cause: {incidents[root]['title']}")

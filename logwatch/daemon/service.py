@@ -24,8 +24,10 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+from logwatch.core.analysis import LaunchAnalysis, analyse
 from logwatch.core.block_scan import BlockScanner
 from logwatch.core.findings import Finding
+from logwatch.core.launches import FAILED, Launch, LaunchBook
 from logwatch.core.library import Library, LibraryError
 from logwatch.core.matcher import Matcher
 from logwatch.core.redact import redact_head
@@ -35,11 +37,19 @@ from logwatch.core.write_health import WriteHealth
 from logwatch.daemon.library_watch import LibraryWatch
 from logwatch.daemon.notify import Notifier
 from logwatch.daemon.wakeup import Wakeup
+from logwatch.host.launch_snapshot import LaunchSnapshots
 from logwatch.host.targets import TargetSnapshot, TargetSnapshots
 from logwatch.own_log import get as get_logger
 from logwatch.sources.base import Chunk, Source, slices
 from logwatch.store.db import Store
-from logwatch.store.live import Checkpoint, LiveFinding, LiveWriter
+from logwatch.store.live import (
+    Checkpoint,
+    LaunchWritten,
+    LiveFinding,
+    LiveWriter,
+    StoredLaunch,
+    launch_id,
+)
 
 # Findings are written with the positions that produced them: the first finding after a
 # quiet spell at once, then at most one batch per COMMIT_GAP_SECONDS (a DuckDB commit costs
@@ -119,7 +129,8 @@ class Daemon:
                  notifier: Notifier | None = None,
                  on_signal: Callable[[int], None] | None = None,
                  snapshots: dict[str, str] | None = None,
-                 targets: TargetSnapshots | None = None) -> None:
+                 targets: TargetSnapshots | None = None,
+                 launch_snapshots: LaunchSnapshots | None = None) -> None:
         """`until_idle`: stop once no source has produced data for that many seconds.
         `reload_library`: loads and checks the library again (SIGHUP)."""
         self.until_idle = until_idle
@@ -128,6 +139,8 @@ class Daemon:
         # source or target name -> hash of the recorded snapshot of its configuration
         self.snapshots = snapshots or {}
         self.targets = targets  # configured targets: snapshots retaken when a unit restarts
+        # the snapshot each launch is judged against (configured, or from its start lines)
+        self.launch_snapshots = launch_snapshots or LaunchSnapshots()
         self.notifier = notifier or Notifier()
         self.events: list[str] = []  # what the operator should know (reload results, ...)
         self.control: Any = None  # a ControlServer, when a socket is configured
@@ -144,6 +157,20 @@ class Daemon:
         self.hold = hold
         self.line_hold = line_hold
         self.resume = self.writer.checkpoints()
+        # launches: each source's current one goes on across a restart of the daemon
+        self.launches = LaunchBook()
+        for stored in self.writer.latest_launches():
+            self._go_on_with(stored)
+        self._dirty: dict[str, Launch] = {}  # launches changed since the last commit, by id
+        self.analyses: dict[str, LaunchAnalysis] = {}  # the newest of each source's launch
+        self._published: dict[str, tuple[Any, ...]] = {}  # launch id -> last `launch` event
+        self._diagnoses_published: set[str] = set()
+        self._problems = self.writer.seen_problems()  # incidents seen in earlier launches
+        self.failed_launches = 0
+        self.last_failure: str | None = None  # for STATUS=: the newest launch that failed
+        # sources whose every generation is a new start of vLLM (a `run` child, a stdin run)
+        self._launch_per_generation = {s.name for s in sources
+                                       if not getattr(s, "replayable", True)}
         self.streams: dict[str, _Stream] = {}
         self.pending: list[LiveFinding] = []
         self.checkpoints: dict[str, Checkpoint] = {}
@@ -155,7 +182,9 @@ class Daemon:
         self.findings_by_signature: Counter[tuple[str, int]] = Counter()
         self.incidents_seen: dict[bool, set[str]] = {}
         self.checkpoint_times: dict[str, float] = {}
-        self._new_incidents: list[tuple[str, str, bool]] = []  # for subscribers
+        # for subscribers: (incident id, signature, fatal, launch id, seen in an earlier launch)
+        self._new_incidents: list[tuple[str, str, bool, str | None, bool]] = []
+        self._new_launches: list[LaunchWritten] = []
         self.metrics: Any = None  # a MetricsServer, when --metrics is given
         self.lines = 0
         self._stop = asyncio.Event()
@@ -165,7 +194,8 @@ class Daemon:
         # cursors) and the snapshot checks use the default pool
         self._db_thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="logwatch-db")
         self._inflight: asyncio.Future[None] | None = None
-        self._writing: tuple[list[LiveFinding], list[Checkpoint]] = ([], [])  # in flight
+        # in flight: findings, positions, launches
+        self._writing: tuple[list[LiveFinding], list[Checkpoint], list[Launch]] = ([], [], [])
         self._last_beat = 0.0
         self._last_write = 0.0  # the last commit
         self._last_batch = 0.0  # the last commit with findings
@@ -269,6 +299,9 @@ class Daemon:
             start_line = chunk.first_line
         scanner = BlockScanner(self.matcher, chunk.source, datetime.now(),
                                start_line=start_line)
+        if chunk.source in self._launch_per_generation:
+            self._begin_launch(self.launches.begin(chunk.source, start_line, chunk.generation,
+                                                   seen_start=False))
         stream = _Stream(chunk.generation, scanner, chunk.offset, next_line=start_line)
         self.streams[chunk.source] = stream
         return stream
@@ -309,8 +342,48 @@ class Daemon:
                          "idle_s": round(time.monotonic() - st.last_data, 1),
                          **({"behind_bytes": lag[name]} if name in lag else {})}
                         for name, st in self.streams.items()],
+            "launches": [self._launch_state(launch) for launch in self._current_launches()],
+            "failed_launches": self.failed_launches,
+            "last_failure": self.last_failure,
             "events": self.events[-10:],
         }
+
+    def _current_launches(self) -> list[Launch]:
+        return [launches[-1] for launches in self.launches.by_source.values() if launches]
+
+    def _launch_state(self, launch: Launch) -> dict[str, Any]:
+        lid = launch_id(launch)
+        published = self._published.get(lid)
+        return {"id": lid, "source": launch.source, "number": launch.number,
+                "start_line": launch.start_line, "outcome": launch.outcome,
+                "root_cause": published[1] if published else None,
+                "failed_before": published[2] if published else 0}
+
+    # -- launches ---------------------------------------------------------------------------
+    def _go_on_with(self, stored: StoredLaunch) -> None:
+        """A launch stored by an earlier run of the daemon is still its source's current
+        one: later findings of that source join it (its earlier incidents stay counted in
+        the database; the analysis after a restart covers what is read from then on)."""
+        launch = self.launches.begin(stored.source, stored.start_line, stored.generation,
+                                     stored.seen_start)
+        self.launches.renumber(launch, stored.number)
+        launch.outcome, launch.started, launch.last_line = (stored.outcome, stored.started,
+                                                            stored.last_line)
+
+    def _begin_launch(self, launch: Launch) -> None:
+        """A new start of vLLM: older launches of its source leave memory (stored)."""
+        self.launches.forget(launch.source)
+        self._dirty[launch_id(launch)] = launch
+        self.log.info("launch", source=launch.source, number=launch.number,
+                      line=launch.start_line)
+
+    def _analyse(self, launches: list[Launch]) -> list[LaunchAnalysis]:
+        """On the database thread: each launch (a frozen copy) judged against its snapshot."""
+        out = []
+        for launch in launches:
+            snapshot = self.launch_snapshots.for_launch(launch.source, launch.captures)
+            out.append(analyse(launch, snapshot))
+        return out
 
     def _snapshot_for(self, source: str) -> str | None:
         """The configuration in force for a source: by its name, else by its target's name
@@ -323,6 +396,8 @@ class Daemon:
         with self._commit_lock:
             self.writer.record_snapshot(snapshot.digest, snapshot.body)
         self.snapshots[snapshot.target] = snapshot.digest
+        if snapshot.snapshot is not None:  # launches from now on are judged against it
+            self.launch_snapshots.configure(snapshot.target, snapshot.snapshot)
 
     async def _watch_targets(self, targets: TargetSnapshots) -> None:
         """Every `targets.interval`: a target whose unit started again gets a new snapshot."""
@@ -345,10 +420,15 @@ class Daemon:
                                      fatal=f.signature.fatal, captures=f.captures)
         if found:
             self._commit_soon()
-        self.pending.extend(LiveFinding(f, stream.generation,
-                                        self._identity(stream, f.lineno) if stream.marks
-                                        else None, self._snapshot_for(source))
-                            for f in found)
+        for f in found:
+            change = self.launches.observe(f, stream.generation)
+            if change.new_launch:
+                self._begin_launch(change.launch)
+            lid = launch_id(change.launch)
+            self._dirty[lid] = change.launch
+            self.pending.append(LiveFinding(
+                f, stream.generation, self._identity(stream, f.lineno) if stream.marks
+                else None, self._snapshot_for(source), lid))
         safe_bytes, safe_line = stream.scanner.safe_point()
         safe = stream.generation_offset(safe_bytes)
         if stream.marks:  # journald: resume after the last whole entry before the safe point
@@ -443,23 +523,32 @@ class Daemon:
             elif due is not None:
                 self._wake_batcher_at(due)
 
-    def _take(self) -> tuple[list[LiveFinding], list[Checkpoint]]:
-        """The pending batch, taken on the event-loop thread (where findings are added)."""
+    def _take(self) -> tuple[list[LiveFinding], list[Checkpoint], list[Launch]]:
+        """The pending batch, taken on the event-loop thread (where findings are added):
+        findings, positions, and the launches that changed (frozen copies)."""
         batch, points = self.pending, list(self.checkpoints.values())
-        self.pending, self.checkpoints = [], {}
-        return batch, points
+        launches = [launch.frozen() for launch in self._dirty.values()]
+        self.pending, self.checkpoints, self._dirty = [], {}, {}
+        return batch, points, launches
 
-    def _write(self, batch: list[LiveFinding], points: list[Checkpoint]) -> None:
+    def _write(self, batch: list[LiveFinding], points: list[Checkpoint],
+               launches: list[Launch]) -> None:
         with self._commit_lock:  # one DuckDB call at a time, whichever thread runs it
-            if batch or points:
-                self.committed += self.writer.commit(batch, points)
+            if batch or points or launches:
+                analyses = self._analyse(launches)
+                self.committed += self.writer.commit(batch, points, analyses)
+                new = self.writer.new_incidents
                 for signature, version, incident, fatal in self.writer.last_new:
                     self.findings_by_signature[(signature, version)] += 1
                     seen = self.incidents_seen.setdefault(fatal, set())
                     if incident not in seen:
                         seen.add(incident)
-                        if self.control is not None:  # published from the loop, after this
-                            self._new_incidents.append((incident, signature, fatal))
+                        if incident in new:  # published from the loop, after this
+                            problem, launch = new[incident]
+                            self._new_incidents.append((incident, signature, fatal, launch,
+                                                        problem in self._problems))
+                self._problems.update(problem for problem, _ in new.values())
+                self._new_launches.extend(self.writer.last_launches)
                 wall = time.time()
                 for point in points:
                     self.checkpoint_times[point.source] = wall
@@ -492,6 +581,10 @@ class Daemon:
             seen = len(events)
             if self._stop.is_set():
                 break
+        code = getattr(source, "returncode", None)  # a `run` child ended: so did its launch
+        if code is not None and (launch := self.launches.exited(source.name, code)):
+            self._dirty[launch_id(launch)] = launch
+            self._commit_soon()
 
     async def _breathe(self, busy: float) -> None:
         """After a slice of `busy` seconds of scanning: yield to the loop, and after
@@ -524,8 +617,10 @@ class Daemon:
         if not self.health.writable:
             return  # STATUS= says the database is unwritable (_write_failed) until it is not
         fatal = len(self.incidents_seen.get(True, ()))
+        failure = f"; {visible(self.last_failure[:200])}" if self.last_failure else ""
         self.notifier.status(f"{rate:,.0f} lines/s, {self.committed:,} findings recorded, "
-                             f"{fatal} fatal incident(s), library {self.library.version}")
+                             f"{fatal} fatal incident(s), library {self.library.version}"
+                             f"{failure}")
 
     @staticmethod
     async def _read_all(readers: list[asyncio.Task[None]]) -> None:
@@ -539,7 +634,7 @@ class Daemon:
             now = time.monotonic()
             if self.health.waiting(now):
                 due = False  # the database failed: wait for the next try
-            elif self.pending:
+            elif self.pending or self._dirty:
                 due = (now - self._last_batch >= COMMIT_GAP_SECONDS
                        or len(self.pending) >= BATCH_FINDINGS or not self.health.writable)
                 if not due:
@@ -547,21 +642,21 @@ class Daemon:
             else:
                 due = (now - self._last_write >= CHECKPOINT_SECONDS
                        or (not self.health.writable and bool(self.checkpoints)))
-            batch, points = self._take() if due else ([], [])
-            if batch or points:  # the write runs in a thread; shielded, so a stop waits for it
-                self._last_write = time.monotonic()
+            batch, points, launches = self._take() if due else ([], [], [])
+            if batch or points or launches:  # the write runs in a thread; shielded, so a
+                self._last_write = time.monotonic()  # stop waits for it
                 if batch:
                     self._last_batch = self._last_write
-                self._writing = (batch, points)
+                self._writing = (batch, points, launches)
                 self._inflight = asyncio.get_running_loop().run_in_executor(
-                    self._db_thread, self._write, batch, points)
+                    self._db_thread, self._write, batch, points, launches)
                 try:
                     await asyncio.shield(self._inflight)
                 except Exception as exc:  # any failure: keep it all, retry
-                    self._write_failed(batch, points, exc)
+                    self._write_failed(batch, points, launches, exc)
                 else:
                     self._written(batch)
-                self._inflight, self._writing = None, ([], [])
+                self._inflight, self._writing = None, ([], [], [])
             self._beat()
             if self.until_idle is not None:
                 last = max((st.last_data for st in self.streams.values()), default=self.started)
@@ -579,18 +674,66 @@ class Daemon:
                                "reading resumed")
             self._last_beat = 0.0  # a STATUS= that says so, now
         self._update_room()
-        if self.control is not None and self._new_incidents:
-            for incident, signature, fatal in self._new_incidents:
+        if self.control is not None:
+            for incident, signature, fatal, launch, again in self._new_incidents:
                 self.control.publish("incident", id=incident, signature=signature,
-                                     fatal=fatal)
-            self._new_incidents = []
+                                     fatal=fatal, launch=launch, again=again)
+        self._new_incidents = []
+        for written in self._new_launches:
+            self._launch_written(written)
+        self._new_launches = []
         if self.control is not None and batch:  # durable now: tell the watchers
             self.control.publish("committed", count=len(batch), findings=[
                 {"source": lf.finding.source, "line": lf.finding.lineno,
                  "signature": lf.finding.signature.id} for lf in batch[:1000]])
 
+    def _launch_written(self, written: LaunchWritten) -> None:
+        """A launch's state is durable: keep its analysis, tell the watchers what changed
+        (its outcome or root cause, new diagnoses), and the operator when it failed."""
+        row, analysis = written.row, written.analysis
+        self.analyses[row["source"]] = analysis
+        state = (row["outcome"], row["root_signature"], row["failed_before"])
+        before = self._published.get(row["id"])
+        if state != before:
+            self._published[row["id"]] = state
+            if row["outcome"] == FAILED and (before is None or before[0] != FAILED):
+                self._launch_failed(row, analysis)
+            if self.control is not None:
+                self.control.publish("launch", id=row["id"], source=row["source"],
+                                     start_line=row["start_line"], outcome=row["outcome"],
+                                     snapshot=row["snapshot_hash"],
+                                     root_cause=row["root_signature"],
+                                     failed_before=row["failed_before"])
+        for diag in written.diagnoses:
+            if diag["id"] in self._diagnoses_published:
+                continue
+            self._diagnoses_published.add(diag["id"])
+            if self.control is not None:
+                self.control.publish("diagnosis", launch=row["id"],
+                                     incident=diag["incident_id"], cause=diag["cause"],
+                                     title=diag["title"], summary=diag["summary"],
+                                     confidence=diag["confidence"])
+        if len(self._published) > 1000:  # old launches: their events are long out
+            for key in list(self._published)[:500]:
+                del self._published[key]
+
+    def _launch_failed(self, row: dict[str, Any], analysis: LaunchAnalysis) -> None:
+        self.failed_launches += 1
+        root = analysis.root_incident
+        why = root.signature.title if root is not None else (
+            f"exit code {row['exit_code']}" if row["exit_code"] is not None else "unknown")
+        again = (f" again ({row['failed_before']} time(s) before)"
+                 if row["failed_before"] else "")
+        self.last_failure = (f"{row['source']} launch #{row['number']} failed{again}: "
+                             f"{why}")
+        self.events.append(self.last_failure)
+        self.log.warning("launch_failed", source=row["source"], number=row["number"],
+                         root_cause=row["root_signature"], failed_before=row["failed_before"],
+                         exit_code=row["exit_code"])
+        self._last_beat = 0.0  # a STATUS= that says so, now
+
     def _write_failed(self, batch: list[LiveFinding], points: list[Checkpoint],
-                      exc: BaseException) -> None:
+                      launches: list[Launch], exc: BaseException) -> None:
         """A commit failed (disk full, I/O error, ...): nothing of it is lost. Its findings go
         back before those read since, a source's position goes back unless a newer one came
         (it covers the findings kept), files and journals stop being read, and it is tried
@@ -598,6 +741,10 @@ class Daemon:
         self.pending[:0] = batch
         for point in points:
             self.checkpoints.setdefault(point.source, point)
+        live = {launch_id(launch): launch for launch in self.launches.launches()}
+        for frozen in launches:  # written again as they are by then
+            lid = launch_id(frozen)
+            self._dirty.setdefault(lid, live.get(lid, frozen))
         health = self.health
         delay = health.failed(f"{type(exc).__name__}: {str(exc)[:500]}", time.monotonic())
         self._wake_batcher_at(health.retry_at)
@@ -675,7 +822,7 @@ class Daemon:
                 try:
                     await self._inflight
                 except Exception as exc:  # kept for the last try below
-                    self._write_failed(*self._writing, exc)
+                    self._write_failed(*self._writing, exc=exc)
             watch.stop()
             self.settle(everything=True)
             unwritten = await self._last_commit()
@@ -691,12 +838,13 @@ class Daemon:
         """Write what is pending before stopping, trying a few times over ~2 s (a stop must
         not wait for a disk to be freed); the findings left unwritten, said loudly."""
         for attempt in range(tries):
-            batch, points = self._take()
+            batch, points, launches = self._take()
             try:
-                self._write(batch, points)
+                self._write(batch, points, launches)
+                self._written(batch)
                 return 0
             except Exception as exc:  # retried, then reported
-                self._write_failed(batch, points, exc)
+                self._write_failed(batch, points, launches, exc)
                 if attempt + 1 < tries:
                     await asyncio.sleep(0.25 * 2 ** attempt)
         self.log.error("stopped_with_unwritten_findings", findings=len(self.pending),
