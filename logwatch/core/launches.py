@@ -20,7 +20,7 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime
 
 from logwatch.core.findings import Finding
-from logwatch.core.incidents import Incident, IncidentBook
+from logwatch.core.incidents import Incident, IncidentBook, incident_key
 
 LAUNCH_SIGNATURES = ("lifecycle.version", "lifecycle.non_default_args",
                      "lifecycle.engine_config")
@@ -71,6 +71,7 @@ class Change:
     new_launch: bool
     new_incident: bool
     outcome_changed: bool
+    copy: bool  # the same report printed again by another channel: not counted
 
 
 class LaunchBook:
@@ -121,6 +122,8 @@ class LaunchBook:
             launch.started = finding.time
         launch.last_line = max(launch.last_line, finding.lineno)
         before = len(launch.book.incidents)
+        copies = launch.book.incidents.get((sig.id, incident_key(finding)))
+        copies_before = copies.copies if copies is not None else 0
         incident = launch.book.add(finding)
         outcome = launch.outcome
         if sig.fatal:
@@ -130,7 +133,7 @@ class LaunchBook:
         elif sig.id in STOPPED_SIGNATURES and outcome != FAILED:
             launch.outcome = STOPPED
         return Change(launch, incident, new_launch, len(launch.book.incidents) > before,
-                      launch.outcome != outcome)
+                      launch.outcome != outcome, incident.copies > copies_before)
 
     def exited(self, source: str, code: int | None) -> Launch | None:
         """The process of the current launch ended: non-zero is a failure."""

@@ -428,7 +428,7 @@ class Daemon:
             self._dirty[lid] = change.launch
             self.pending.append(LiveFinding(
                 f, stream.generation, self._identity(stream, f.lineno) if stream.marks
-                else None, self._snapshot_for(source), lid))
+                else None, self._snapshot_for(source), lid, change.copy))
         safe_bytes, safe_line = stream.scanner.safe_point()
         safe = stream.generation_offset(safe_bytes)
         if stream.marks:  # journald: resume after the last whole entry before the safe point

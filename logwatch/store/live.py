@@ -48,6 +48,7 @@ class LiveFinding:
     identity: str | None = None  # journald: "cursor#line-in-entry", stable across re-reads
     snapshot_hash: str | None = None  # the configuration in force (known for `logwatch run`)
     launch: str | None = None  # the id of its launch (launch_id)
+    copy: bool = False  # a copy of a report already counted (raw stderr after the logger)
 
 
 def launch_id(launch: Launch) -> str:
@@ -220,7 +221,7 @@ class LiveWriter:
                 "signature": sig.id,
                 "signature_version": sig.version, "library_version": self.library.version,
                 "category": sig.category, "severity": sig.severity, "fatal": sig.fatal,
-                "root_cause": False, "count": len(members),
+                "root_cause": False, "count": sum(1 for m in members if not items[m["id"]].copy),
                 "first_source": members[0]["source_id"],
                 "first_line": min(m["line"] for m in members),
                 "first_time": min(times, default=None),
