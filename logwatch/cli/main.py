@@ -442,7 +442,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
         daemon = Daemon([source], library, store, on_signal=source.forward,
                         snapshots={source.name: digest})
         daemon.writer.record_snapshot(digest, snapshot.to_dict())
-        daemon.launch_snapshots.configure(source.name, snapshot)  # exactly what is started
+        daemon.launches.snapshots.configure(source.name, snapshot)  # exactly what is started
         if args.socket:
             from logwatch.daemon.control import ControlServer
 
@@ -454,7 +454,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
           f"recorded (snapshot {digest})", file=sys.stderr)
     code = source.returncode if source.returncode is not None else 1
     code = 128 - code if code < 0 else code
-    analysis = daemon.analyses.get(source.name)
+    analysis = daemon.launches.newest(source.name)
     if code != 0 and analysis is not None:  # the moment the operator wants the triage
         from logwatch.core.report import render_text, report_dict
 

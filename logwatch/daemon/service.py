@@ -24,10 +24,9 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from logwatch.core.analysis import LaunchAnalysis, analyse
 from logwatch.core.block_scan import BlockScanner
 from logwatch.core.findings import Finding
-from logwatch.core.launches import FAILED, Launch, LaunchBook
+from logwatch.core.launches import Launch
 from logwatch.core.library import Library, LibraryError
 from logwatch.core.matcher import Matcher
 from logwatch.core.redact import redact_head
@@ -35,6 +34,7 @@ from logwatch.core.signature import Signature
 from logwatch.core.visible import visible
 from logwatch.core.write_health import WriteHealth
 from logwatch.daemon.library_watch import LibraryWatch
+from logwatch.daemon.live_launches import LiveLaunches, Notice
 from logwatch.daemon.notify import Notifier
 from logwatch.daemon.wakeup import Wakeup
 from logwatch.host.launch_snapshot import LaunchSnapshots
@@ -42,14 +42,7 @@ from logwatch.host.targets import TargetSnapshot, TargetSnapshots
 from logwatch.own_log import get as get_logger
 from logwatch.sources.base import Chunk, Source, slices
 from logwatch.store.db import Store
-from logwatch.store.live import (
-    Checkpoint,
-    LaunchWritten,
-    LiveFinding,
-    LiveWriter,
-    StoredLaunch,
-    launch_id,
-)
+from logwatch.store.live import Checkpoint, LaunchWritten, LiveFinding, LiveWriter
 
 # Findings are written with the positions that produced them: the first finding after a
 # quiet spell at once, then at most one batch per COMMIT_GAP_SECONDS (a DuckDB commit costs
@@ -139,8 +132,6 @@ class Daemon:
         # source or target name -> hash of the recorded snapshot of its configuration
         self.snapshots = snapshots or {}
         self.targets = targets  # configured targets: snapshots retaken when a unit restarts
-        # the snapshot each launch is judged against (configured, or from its start lines)
-        self.launch_snapshots = launch_snapshots or LaunchSnapshots()
         self.notifier = notifier or Notifier()
         self.events: list[str] = []  # what the operator should know (reload results, ...)
         self.control: Any = None  # a ControlServer, when a socket is configured
@@ -157,20 +148,15 @@ class Daemon:
         self.hold = hold
         self.line_hold = line_hold
         self.resume = self.writer.checkpoints()
-        # launches: each source's current one goes on across a restart of the daemon
-        self.launches = LaunchBook()
-        for stored in self.writer.latest_launches():
-            self._go_on_with(stored)
-        self._dirty: dict[str, Launch] = {}  # launches changed since the last commit, by id
-        self.analyses: dict[str, LaunchAnalysis] = {}  # the newest of each source's launch
-        self._published: dict[str, tuple[Any, ...]] = {}  # launch id -> last `launch` event
-        self._diagnoses_published: set[str] = set()
+        # which start of vLLM each finding belongs to; a source's current one goes on
+        # across a restart of the daemon
+        self.launches = LiveLaunches(
+            self.writer, launch_snapshots or LaunchSnapshots(),
+            per_generation=[s.name for s in sources if not getattr(s, "replayable", True)],
+            on_begin=lambda launch: self.log.info("launch", source=launch.source,
+                                                  number=launch.number,
+                                                  line=launch.start_line))
         self._problems = self.writer.seen_problems()  # incidents seen in earlier launches
-        self.failed_launches = 0
-        self.last_failure: str | None = None  # for STATUS=: the newest launch that failed
-        # sources whose every generation is a new start of vLLM (a `run` child, a stdin run)
-        self._launch_per_generation = {s.name for s in sources
-                                       if not getattr(s, "replayable", True)}
         self.streams: dict[str, _Stream] = {}
         self.pending: list[LiveFinding] = []
         self.checkpoints: dict[str, Checkpoint] = {}
@@ -299,9 +285,7 @@ class Daemon:
             start_line = chunk.first_line
         scanner = BlockScanner(self.matcher, chunk.source, datetime.now(),
                                start_line=start_line)
-        if chunk.source in self._launch_per_generation:
-            self._begin_launch(self.launches.begin(chunk.source, start_line, chunk.generation,
-                                                   seen_start=False))
+        self.launches.new_generation(chunk.source, chunk.generation, start_line)
         stream = _Stream(chunk.generation, scanner, chunk.offset, next_line=start_line)
         self.streams[chunk.source] = stream
         return stream
@@ -342,48 +326,11 @@ class Daemon:
                          "idle_s": round(time.monotonic() - st.last_data, 1),
                          **({"behind_bytes": lag[name]} if name in lag else {})}
                         for name, st in self.streams.items()],
-            "launches": [self._launch_state(launch) for launch in self._current_launches()],
-            "failed_launches": self.failed_launches,
-            "last_failure": self.last_failure,
+            "launches": self.launches.status(),
+            "failed_launches": self.launches.failed,
+            "last_failure": self.launches.last_failure,
             "events": self.events[-10:],
         }
-
-    def _current_launches(self) -> list[Launch]:
-        return [launches[-1] for launches in self.launches.by_source.values() if launches]
-
-    def _launch_state(self, launch: Launch) -> dict[str, Any]:
-        lid = launch_id(launch)
-        published = self._published.get(lid)
-        return {"id": lid, "source": launch.source, "number": launch.number,
-                "start_line": launch.start_line, "outcome": launch.outcome,
-                "root_cause": published[1] if published else None,
-                "failed_before": published[2] if published else 0}
-
-    # -- launches ---------------------------------------------------------------------------
-    def _go_on_with(self, stored: StoredLaunch) -> None:
-        """A launch stored by an earlier run of the daemon is still its source's current
-        one: later findings of that source join it (its earlier incidents stay counted in
-        the database; the analysis after a restart covers what is read from then on)."""
-        launch = self.launches.begin(stored.source, stored.start_line, stored.generation,
-                                     stored.seen_start)
-        self.launches.renumber(launch, stored.number)
-        launch.outcome, launch.started, launch.last_line = (stored.outcome, stored.started,
-                                                            stored.last_line)
-
-    def _begin_launch(self, launch: Launch) -> None:
-        """A new start of vLLM: older launches of its source leave memory (stored)."""
-        self.launches.forget(launch.source)
-        self._dirty[launch_id(launch)] = launch
-        self.log.info("launch", source=launch.source, number=launch.number,
-                      line=launch.start_line)
-
-    def _analyse(self, launches: list[Launch]) -> list[LaunchAnalysis]:
-        """On the database thread: each launch (a frozen copy) judged against its snapshot."""
-        out = []
-        for launch in launches:
-            snapshot = self.launch_snapshots.for_launch(launch.source, launch.captures)
-            out.append(analyse(launch, snapshot))
-        return out
 
     def _snapshot_for(self, source: str) -> str | None:
         """The configuration in force for a source: by its name, else by its target's name
@@ -397,7 +344,7 @@ class Daemon:
             self.writer.record_snapshot(snapshot.digest, snapshot.body)
         self.snapshots[snapshot.target] = snapshot.digest
         if snapshot.snapshot is not None:  # launches from now on are judged against it
-            self.launch_snapshots.configure(snapshot.target, snapshot.snapshot)
+            self.launches.snapshots.configure(snapshot.target, snapshot.snapshot)
 
     async def _watch_targets(self, targets: TargetSnapshots) -> None:
         """Every `targets.interval`: a target whose unit started again gets a new snapshot."""
@@ -421,14 +368,10 @@ class Daemon:
         if found:
             self._commit_soon()
         for f in found:
-            change = self.launches.observe(f, stream.generation)
-            if change.new_launch:
-                self._begin_launch(change.launch)
-            lid = launch_id(change.launch)
-            self._dirty[lid] = change.launch
+            placed = self.launches.place(f, stream.generation)
             self.pending.append(LiveFinding(
                 f, stream.generation, self._identity(stream, f.lineno) if stream.marks
-                else None, self._snapshot_for(source), lid, change.copy))
+                else None, self._snapshot_for(source), placed.launch, placed.copy))
         safe_bytes, safe_line = stream.scanner.safe_point()
         safe = stream.generation_offset(safe_bytes)
         if stream.marks:  # journald: resume after the last whole entry before the safe point
@@ -527,15 +470,14 @@ class Daemon:
         """The pending batch, taken on the event-loop thread (where findings are added):
         findings, positions, and the launches that changed (frozen copies)."""
         batch, points = self.pending, list(self.checkpoints.values())
-        launches = [launch.frozen() for launch in self._dirty.values()]
-        self.pending, self.checkpoints, self._dirty = [], {}, {}
-        return batch, points, launches
+        self.pending, self.checkpoints = [], {}
+        return batch, points, self.launches.take()
 
     def _write(self, batch: list[LiveFinding], points: list[Checkpoint],
                launches: list[Launch]) -> None:
         with self._commit_lock:  # one DuckDB call at a time, whichever thread runs it
             if batch or points or launches:
-                analyses = self._analyse(launches)
+                analyses = self.launches.analyse(launches)
                 self.committed += self.writer.commit(batch, points, analyses)
                 new = self.writer.new_incidents
                 for signature, version, incident, fatal in self.writer.last_new:
@@ -582,8 +524,8 @@ class Daemon:
             if self._stop.is_set():
                 break
         code = getattr(source, "returncode", None)  # a `run` child ended: so did its launch
-        if code is not None and (launch := self.launches.exited(source.name, code)):
-            self._dirty[launch_id(launch)] = launch
+        if code is not None:
+            self.launches.exited(source.name, code)
             self._commit_soon()
 
     async def _breathe(self, busy: float) -> None:
@@ -617,7 +559,8 @@ class Daemon:
         if not self.health.writable:
             return  # STATUS= says the database is unwritable (_write_failed) until it is not
         fatal = len(self.incidents_seen.get(True, ()))
-        failure = f"; {visible(self.last_failure[:200])}" if self.last_failure else ""
+        last = self.launches.last_failure
+        failure = f"; {visible(last[:200])}" if last else ""
         self.notifier.status(f"{rate:,.0f} lines/s, {self.committed:,} findings recorded, "
                              f"{fatal} fatal incident(s), library {self.library.version}"
                              f"{failure}")
@@ -634,7 +577,7 @@ class Daemon:
             now = time.monotonic()
             if self.health.waiting(now):
                 due = False  # the database failed: wait for the next try
-            elif self.pending or self._dirty:
+            elif self.pending or self.launches.changed:
                 due = (now - self._last_batch >= COMMIT_GAP_SECONDS
                        or len(self.pending) >= BATCH_FINDINGS or not self.health.writable)
                 if not due:
@@ -680,57 +623,26 @@ class Daemon:
                                      fatal=fatal, launch=launch, again=again)
         self._new_incidents = []
         for written in self._new_launches:
-            self._launch_written(written)
+            for notice in self.launches.written(written):
+                if notice.failure is not None:
+                    self._launch_failed(notice)
+                if self.control is not None:
+                    self.control.publish(notice.kind, **notice.fields)
         self._new_launches = []
         if self.control is not None and batch:  # durable now: tell the watchers
             self.control.publish("committed", count=len(batch), findings=[
                 {"source": lf.finding.source, "line": lf.finding.lineno,
                  "signature": lf.finding.signature.id} for lf in batch[:1000]])
 
-    def _launch_written(self, written: LaunchWritten) -> None:
-        """A launch's state is durable: keep its analysis, tell the watchers what changed
-        (its outcome or root cause, new diagnoses), and the operator when it failed."""
-        row, analysis = written.row, written.analysis
-        self.analyses[row["source"]] = analysis
-        state = (row["outcome"], row["root_signature"], row["failed_before"])
-        before = self._published.get(row["id"])
-        if state != before:
-            self._published[row["id"]] = state
-            if row["outcome"] == FAILED and (before is None or before[0] != FAILED):
-                self._launch_failed(row, analysis)
-            if self.control is not None:
-                self.control.publish("launch", id=row["id"], source=row["source"],
-                                     start_line=row["start_line"], outcome=row["outcome"],
-                                     snapshot=row["snapshot_hash"],
-                                     root_cause=row["root_signature"],
-                                     failed_before=row["failed_before"])
-        for diag in written.diagnoses:
-            if diag["id"] in self._diagnoses_published:
-                continue
-            self._diagnoses_published.add(diag["id"])
-            if self.control is not None:
-                self.control.publish("diagnosis", launch=row["id"],
-                                     incident=diag["incident_id"], cause=diag["cause"],
-                                     title=diag["title"], summary=diag["summary"],
-                                     confidence=diag["confidence"])
-        if len(self._published) > 1000:  # old launches: their events are long out
-            for key in list(self._published)[:500]:
-                del self._published[key]
-
-    def _launch_failed(self, row: dict[str, Any], analysis: LaunchAnalysis) -> None:
-        self.failed_launches += 1
-        root = analysis.root_incident
-        why = root.signature.title if root is not None else (
-            f"exit code {row['exit_code']}" if row["exit_code"] is not None else "unknown")
-        again = (f" again ({row['failed_before']} time(s) before)"
-                 if row["failed_before"] else "")
-        self.last_failure = (f"{row['source']} launch #{row['number']} failed{again}: "
-                             f"{why}")
-        self.events.append(self.last_failure)
-        self.log.warning("launch_failed", source=row["source"], number=row["number"],
-                         root_cause=row["root_signature"], failed_before=row["failed_before"],
-                         exit_code=row["exit_code"])
-        self._last_beat = 0.0  # a STATUS= that says so, now
+    def _launch_failed(self, notice: Notice) -> None:
+        """Tell the operator: the log, the daemon's events, a STATUS= line now."""
+        assert notice.failure is not None
+        self.events.append(notice.failure)
+        fields = notice.fields
+        self.log.warning("launch_failed", source=fields["source"], launch=fields["id"],
+                         root_cause=fields["root_cause"],
+                         failed_before=fields["failed_before"])
+        self._last_beat = 0.0
 
     def _write_failed(self, batch: list[LiveFinding], points: list[Checkpoint],
                       launches: list[Launch], exc: BaseException) -> None:
@@ -741,10 +653,7 @@ class Daemon:
         self.pending[:0] = batch
         for point in points:
             self.checkpoints.setdefault(point.source, point)
-        live = {launch_id(launch): launch for launch in self.launches.launches()}
-        for frozen in launches:  # written again as they are by then
-            lid = launch_id(frozen)
-            self._dirty.setdefault(lid, live.get(lid, frozen))
+        self.launches.give_back(launches)
         health = self.health
         delay = health.failed(f"{type(exc).__name__}: {str(exc)[:500]}", time.monotonic())
         self._wake_batcher_at(health.retry_at)
