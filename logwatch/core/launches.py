@@ -80,6 +80,14 @@ class LaunchBook:
     def __init__(self) -> None:
         self.by_source: dict[str, list[Launch]] = {}
         self._numbers: dict[str, int] = {}
+        # lines where a source's program was started again (a new unit invocation), not yet
+        # reached by a finding: (line, generation)
+        self._restarts: dict[str, list[tuple[int, str]]] = {}
+
+    def restarted(self, source: str, line: int, generation: str = "") -> None:
+        """The program behind `source` was started again at `line`: a finding from there on
+        belongs to a new launch, even one that crashed before printing its start lines."""
+        self._restarts.setdefault(source, []).append((line, generation))
 
     def current(self, source: str) -> Launch | None:
         launches = self.by_source.get(source)
@@ -103,6 +111,14 @@ class LaunchBook:
         source, sig = finding.source, finding.signature
         launch = self.current(source)
         new_launch = False
+        restarts = self._restarts.get(source)
+        if restarts and restarts[0][0] <= finding.record_lineno:
+            passed = [r for r in restarts if r[0] <= finding.record_lineno]
+            self._restarts[source] = restarts[len(passed):]
+            line, began_in = passed[-1]  # restarts with no finding since began nothing seen
+            if launch is None or launch.start_line < line:
+                launch = self.begin(source, line, began_in or generation, seen_start=False)
+                new_launch = True
         if sig.id in LAUNCH_SIGNATURES and (
                 launch is None or not launch.seen_start or sig.id in launch.captures
                 or launch.outcome != STARTING):

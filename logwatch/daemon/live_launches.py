@@ -74,6 +74,10 @@ class LiveLaunches:
         if source in self._per_generation:
             self._begin(self.book.begin(source, line, generation, seen_start=False))
 
+    def restarted(self, source: str, line: int, generation: str) -> None:
+        """The program behind a source was started again at `line` (journald)."""
+        self.book.restarted(source, line, generation)
+
     def _begin(self, launch: Launch) -> None:
         self.book.forget(launch.source)  # older ones are stored; memory stays bounded
         self._dirty[launch_id(launch)] = launch

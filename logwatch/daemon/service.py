@@ -414,6 +414,9 @@ class Daemon:
             line = stream.next_line + chunk.data.count(b"\n", 0, end - chunk.offset)
             stream.marks.append((end, entry_first, line, cursor))
             entry_first = line
+        for offset in chunk.launches:  # the unit was started again: a launch from there
+            self.launches.restarted(chunk.source, stream.next_line + chunk.data.count(
+                b"\n", 0, offset - chunk.offset), chunk.generation)
         lines = chunk.data.count(b"\n")
         self.lines += lines
         self.lines_by_source[chunk.source] = self.lines_by_source.get(chunk.source, 0) + lines
