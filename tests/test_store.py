@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -261,3 +262,21 @@ def test_the_connection_is_recycled_between_commits_and_never_under_a_reader(
     assert [r[0] for r in rows] == [1 + 41 * n for n in range(12)]
     assert {r[1] for r in rows} == {"spec_decode.low_acceptance"}
     assert count == [(12,)]
+
+
+def test_every_query_in_the_history_doc_runs(tmp_path: Path, library: Library) -> None:
+    """docs/history.md's example queries, against a recorded history of the demo log."""
+    db = tmp_path / "h.duckdb"
+    record(db, [DEMO], library, model_dir=UNCOVERED, gpu_capability=90)
+    text = (ROOT / "docs" / "history.md").read_text(encoding="utf-8")
+    blocks = re.findall(r"```sql\n(.*?)```", text, flags=re.S)
+    queries = [q.strip() for block in blocks for q in block.split(";") if q.strip()
+               and not all(ln.startswith("--") for ln in q.strip().splitlines())]
+    assert len(queries) >= 5
+    answers = [read_only_query(db, query) for query in queries]
+    launches, problems = answers[0].rows, answers[1].rows
+    assert [(row[1], row[2]) for row in launches] == [
+        ("failed", "Tensor size mismatch while loading weights"),
+        ("failed", "Marlin repack: size_n is not divisible by tile_n_size")]
+    assert ("Marlin repack: size_n is not divisible by tile_n_size", 1, 1, 1) in [
+        row[:4] for row in problems]
