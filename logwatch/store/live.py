@@ -24,8 +24,11 @@ from logwatch.core.findings import Finding, evidence_text
 from logwatch.core.incidents import incident_key, problem_key
 from logwatch.core.launches import Launch
 from logwatch.core.library import Library
+from logwatch.core.snapshot import Snapshot
 from logwatch.store.db import Store
 from logwatch.store.record import snapshot_row
+
+DIGESTS_KEPT = 256  # snapshot objects whose hash is remembered (one per launch state)
 
 
 def _id(*parts: object) -> str:
@@ -87,6 +90,9 @@ class LiveWriter:
         # the last commit's new findings: (signature, version, incident id, fatal)
         self.last_new: list[tuple[str, int, str, bool]] = []
         self.last_launches: list[LaunchWritten] = []  # the last commit's launches
+        # snapshots hashed (by object: a launch's is built once) and those stored already
+        self._digests: dict[int, tuple[Snapshot, str]] = {}
+        self._stored: set[str] = set()
         # the last commit's new incidents: id -> (problem, launch id)
         self.new_incidents: dict[str, tuple[str, str | None]] = {}
 
@@ -116,7 +122,7 @@ class LiveWriter:
         """Write a batch atomically; returns how many findings were new. `analyses`: the
         launches the batch touched, analysed (their findings' snapshot is theirs)."""
         now = datetime.now()
-        digests = {launch_id(a.launch): a.snapshot.content_hash() for a in analyses}
+        digests = {launch_id(a.launch): self._digest(a.snapshot) for a in analyses}
         rows: list[dict[str, Any]] = []
         items: dict[str, LiveFinding] = {}  # finding id -> the finding
         for item in found:
@@ -151,8 +157,17 @@ class LiveWriter:
             raise
         self.last_new = [(r["signature"], r["signature_version"], r["incident_id"],
                           items[r["id"]].finding.signature.fatal) for r in new_rows]
+        self._stored.update(digests.values())
         self.last_launches = written
         return len(inserted)
+
+    def _digest(self, snapshot: Snapshot) -> str:
+        known = self._digests.get(id(snapshot))
+        if known is None:
+            if len(self._digests) >= DIGESTS_KEPT:
+                self._digests.pop(next(iter(self._digests)))
+            known = self._digests[id(snapshot)] = (snapshot, snapshot.content_hash())
+        return known[1]
 
     @staticmethod
     def incident_id(item: LiveFinding) -> str:
@@ -165,8 +180,9 @@ class LiveWriter:
         launch = analysis.launch
         lid = launch_id(launch)
         digest = digests[lid]
-        self.store.insert("snapshots", [snapshot_row(digest, analysis.snapshot.to_dict(),
-                                                     now)])
+        if digest not in self._stored:  # rolled back with the commit? stored again next time
+            self.store.insert("snapshots", [snapshot_row(digest, analysis.snapshot.to_dict(),
+                                                         now)])
         ids = [_id(lid, i.signature.id, "|".join(i.key)) for i in analysis.incidents]
         root = analysis.root_incident
         root_id = ids[analysis.root] if analysis.root is not None else None
