@@ -4,8 +4,8 @@ turns the connection into a stream of events.
 
 Requests: {"op": "status"} | {"op": "sql", "query": "..."} | {"op": "incidents", "limit": N}
 | {"op": "snapshot", "hash": H (optional)} | {"op": "subscribe", "events": [kinds...]}
-| {"op": "reload"}. Event kinds: lines, finding, committed, incident, library, snapshot,
-signature_disabled.
+| {"op": "reload"}. Event kinds: lines, finding, committed, incident, launch, diagnosis,
+library, snapshot, signature_disabled.
 Responses: {"ok": true, ...} or {"ok": false, "error": "..."}. A slow subscriber never stalls
 ingestion: its queue is bounded and events that do not fit are dropped and counted in the
 next event it gets.
@@ -43,8 +43,8 @@ MAX_REQUEST_BYTES = 1 << 20
 # Socket queries run on threads of their own (never the default pool, which sources use),
 # at most this many at once; more are answered "busy" at once rather than queued.
 SQL_CONCURRENT = 2
-EVENT_KINDS = frozenset({"lines", "finding", "committed", "incident", "library", "snapshot",
-                         "signature_disabled"})
+EVENT_KINDS = frozenset({"lines", "finding", "committed", "incident", "launch", "diagnosis",
+                         "library", "snapshot", "signature_disabled"})
 # At most this many connections at once; and answers waiting in the socket buffers of
 # clients that do not read them may hold at most ANSWER_BUFFER_BYTES all together (a bigger
 # answer is refused as busy), so clients that ask and never read cannot grow the daemon.
