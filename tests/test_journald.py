@@ -101,6 +101,7 @@ def test_journal_follow_restart_and_bad_cursor(tmp_path: Path) -> None:
     assert "Unknown child process" not in first.stderr + second.stderr + third.stderr
 
 
+@pytest.mark.slow
 def test_a_unit_started_again_is_a_new_launch_even_without_start_lines(tmp_path: Path) -> None:
     """vLLM that dies before printing its version (here: a model path that does not exist)
     twice: the unit's InvocationID changed, so these are two launches, and the second

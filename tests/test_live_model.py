@@ -179,6 +179,7 @@ def _summary(db: Path) -> dict[str, Any]:
     return {"launches": launches, "incidents": incidents, "diagnoses": diagnoses}
 
 
+@pytest.mark.slow
 def test_the_daemon_and_the_scan_agree_on_launches_root_causes_and_diagnoses(
         tmp_path: Path, library: Library) -> None:
     log = tmp_path / "vllm.log"
@@ -244,6 +245,7 @@ def test_a_launch_event_and_diagnosis_events_reach_subscribers(
     assert kinds.index("launch") < kinds.index("diagnosis")
 
 
+@pytest.mark.slow
 def test_a_daemon_restarted_mid_launch_ends_with_what_one_run_records(
         tmp_path: Path, library: Library) -> None:
     """Stopped after the start lines and before the Marlin errors, started again: the launch
