@@ -11,6 +11,7 @@ import duckdb
 import pytest
 
 from tests.conftest import ROOT, SAMPLES
+from tests.inprocess import logwatch
 
 
 def run(*args: str, **kwargs: object) -> subprocess.CompletedProcess[bytes]:
@@ -73,16 +74,17 @@ def test_a_10_mb_line_and_a_missing_command(tmp_path: Path) -> None:
     db = tmp_path / "h.duckdb"
     script = ("import sys; sys.stdout.write('x' * (10 << 20) + '\\n'); "
               "print('RuntimeError: NCCL error: unhandled system error')")
-    result = run("--db", str(db), "--quiet", "--gpu-capability", "9.0", "--", sys.executable,
-                 "-c", script)
+    result = logwatch("run", "--db", str(db), "--quiet", "--gpu-capability", "9.0", "--",
+                      sys.executable, "-c", script)  # in-process: its child is the point
     assert result.returncode == 0, result.stderr
     con = duckdb.connect(str(db), read_only=True)
     assert con.execute("SELECT signature, line FROM findings").fetchall() == [
         ("distributed.nccl_error", 2)]
     con.close()
-    missing = run("--db", str(db), "--gpu-capability", "9.0", "--", "/nonexistent/vllm")
+    missing = logwatch("run", "--db", str(db), "--gpu-capability", "9.0", "--",
+                       "/nonexistent/vllm")
     assert missing.returncode == 127 and b"cannot start /nonexistent/vllm" in missing.stderr
-    assert run("--db", str(db)).returncode == 2  # nothing to run
+    assert logwatch("run", "--db", str(db)).returncode == 2  # nothing to run
 
 
 @pytest.mark.slow
