@@ -118,15 +118,37 @@ def logwatch_text(*args: str, stdin: bytes = b"",
                      done.stderr.decode(errors="replace"))
 
 
+def last_line_end(path: str | os.PathLike[str]) -> int:
+    """Where the file's last complete line ends: a reader is at the end there (what follows
+    is a line still being written, which the daemon holds back until its newline comes)."""
+    with open(path, "rb") as file:
+        size = file.seek(0, os.SEEK_END)
+        start = size
+        while start > 0:
+            start = max(0, start - (1 << 16))
+            file.seek(start)
+            block = file.read(min(1 << 16, size - start))
+            if (at := block.rfind(b"\n")) >= 0:
+                return start + at + 1
+        return 0
+
+
 def caught_up(findings: int = 0) -> Callable[[Daemon], bool]:
-    """The daemon has read something, every file to its end, settled and committed it all,
-    and recorded at least `findings` new findings: what a test waits for before stopping it
-    (a journal has no end to compare with: its findings say it)."""
+    """The daemon has read something, every file to its last complete line, settled and
+    committed it all, and recorded at least `findings` new findings: what a test waits for
+    before stopping it (a journal has no end to compare with: its findings say it)."""
     def check(daemon: Daemon) -> bool:
         return (bool(daemon.streams) and daemon.committed >= findings and not daemon.pending
                 and all(stream.settled for stream in daemon.streams.values())
-                and not any(daemon.lag_bytes().values()))
+                and all(offset >= _end_of(path) for path, offset in daemon.read_positions.values()))
     return check
+
+
+def _end_of(path: str) -> int:
+    try:
+        return last_line_end(path)
+    except OSError:  # gone (rotated away and deleted): nothing more to read there
+        return 0
 
 
 def daemon_until(condition: Callable[[Daemon], bool], *args: str, timeout: float = 60,
@@ -142,12 +164,16 @@ def daemon_until(condition: Callable[[Daemon], bool], *args: str, timeout: float
     async def run_until(daemon: Daemon) -> int:
         async def watch() -> None:
             deadline = time.monotonic() + timeout
-            while not condition(daemon):
-                if time.monotonic() > deadline:
-                    missed.append(f"not met after {timeout} s: {daemon.status()}")
-                    break
-                await asyncio.sleep(0.02)
-            daemon.stop()
+            try:
+                while not condition(daemon):
+                    if time.monotonic() > deadline:
+                        missed.append(f"not met after {timeout} s: {daemon.status()}")
+                        break
+                    await asyncio.sleep(0.02)
+            except Exception as exc:  # a broken condition fails the test, never hangs it
+                missed.append(f"the condition failed: {exc!r}")
+            finally:
+                daemon.stop()
 
         watcher = asyncio.get_running_loop().create_task(watch())
         try:
