@@ -470,12 +470,13 @@ class Daemon:
             elif due is not None:
                 self._wake_batcher_at(due)
 
-    def _take(self) -> tuple[list[LiveFinding], list[Checkpoint], list[Launch]]:
+    def _take(self, everything: bool = False
+              ) -> tuple[list[LiveFinding], list[Checkpoint], list[Launch]]:
         """The pending batch, taken on the event-loop thread (where findings are added):
         findings, positions, and the launches that changed (frozen copies)."""
         batch, points = self.pending, list(self.checkpoints.values())
         self.pending, self.checkpoints = [], {}
-        return batch, points, self.launches.take()
+        return batch, points, self.launches.take(everything)
 
     def _write(self, batch: list[LiveFinding], points: list[Checkpoint],
                launches: list[Launch]) -> None:
@@ -751,7 +752,7 @@ class Daemon:
         """Write what is pending before stopping, trying a few times over ~2 s (a stop must
         not wait for a disk to be freed); the findings left unwritten, said loudly."""
         for attempt in range(tries):
-            batch, points, launches = self._take()
+            batch, points, launches = self._take(everything=True)
             try:
                 self._write(batch, points, launches)
                 self._written(batch)

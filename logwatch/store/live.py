@@ -55,8 +55,11 @@ class LiveFinding:
 
 
 def launch_id(launch: Launch) -> str:
-    """A live launch's id: the generation it began in, its source and first line."""
-    return _id("launch", launch.generation, launch.source, launch.start_line)
+    """A live launch's id: the generation it began in, its source and first line (computed
+    once: the launch keeps it)."""
+    if not launch.key:
+        launch.key = _id("launch", launch.generation, launch.source, launch.start_line)
+    return launch.key
 
 
 @dataclass(frozen=True, slots=True)
