@@ -46,8 +46,9 @@ class DaemonUnavailable(ConnectionError):
     """No daemon answers on the socket, or the one that did went away."""
 
 
-class ProtocolMismatch(ConnectionError):
-    """The daemon speaks another protocol version than this client."""
+class ProtocolMismatch(Exception):
+    """The daemon speaks another protocol version than this client (not an OSError: a
+    caller that falls back to the database file when no daemon runs must not do so here)."""
 
 
 class RequestFailed(Exception):

@@ -311,7 +311,7 @@ class ControlServer:
     def hello(self) -> dict[str, Any]:
         return {"ok": True, "version": __version__, "protocol": PROTOCOL_VERSION,
                 "requests": list(OPS), "events": sorted(EVENT_KINDS),
-                "db": str(self.daemon.writer.store.path), "pid": os.getpid()}
+                "db": os.path.abspath(self.daemon.writer.store.path), "pid": os.getpid()}
 
     async def answer(self, request: Request) -> dict[str, Any]:
         """The answer to a checked request (protocol.parse_request), subscribe aside."""
