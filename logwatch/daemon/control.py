@@ -189,7 +189,7 @@ class ControlServer:
                     "group, or make it 0755 (the socket's own mode 0660 keeps others out)")
             self.daemon.events.append(note)
             self.log.warning("control_socket_unreachable", group=self.group,
-                                    path=str(self.path.parent))
+                             path=str(self.path.parent))
         if self.path.is_socket():
             try:
                 _, probe = await asyncio.wait_for(asyncio.open_unix_connection(str(self.path)),

@@ -18,8 +18,8 @@ from logwatch.daemon.protocol.requests import REQUESTS, ErrorAnswer, parameters
 BEGIN = ("<!-- protocol reference: generated from logwatch/daemon/protocol by `python -m "
          "logwatch.daemon.protocol.reference docs/daemon.md`; edit the vocabulary, not this -->")
 END = "<!-- end of the protocol reference -->"
-NAMES = {str: "string", int: "integer", float: "number", bool: "boolean",
-         type(None): "null", Any: "any"}
+NAMES: dict[Any, str] = {str: "string", int: "integer", float: "number", bool: "boolean",
+                         type(None): "null", Any: "any"}
 
 
 def type_text(hint: Any, objects: dict[str, Any]) -> str:
@@ -27,8 +27,9 @@ def type_text(hint: Any, objects: dict[str, Any]) -> str:
     if hint in NAMES:
         return NAMES[hint]
     if is_typeddict(hint):
-        objects[hint.__name__] = hint
-        return hint.__name__
+        name: str = hint.__name__
+        objects[name] = hint
+        return name
     origin, args = typing.get_origin(hint), typing.get_args(hint)
     if origin is Literal:
         return " \\| ".join(f"`{json.dumps(value)}`" for value in args)
