@@ -17,7 +17,7 @@ import structlog
 
 from logwatch import __version__
 from logwatch.core.library import Library
-from logwatch.daemon import protocol
+from logwatch.daemon import protocol, subscription
 from logwatch.daemon.client import (
     Client,
     DaemonUnavailable,
@@ -33,6 +33,7 @@ from logwatch.daemon.protocol import (
     PROTOCOL_VERSION,
     FindingEvent,
     LaunchEvent,
+    LinesEvent,
     ProtocolError,
     parse_event,
     parse_request,
@@ -160,6 +161,31 @@ def test_the_client_resubscribes_after_a_daemon_restart(tmp_path: Path) -> None:
     assert lines == [1, 2]
     assert back.hello["pid"] == second.pid != first.pid and back.down_s > 0
     assert str(sock) in gone
+
+
+def test_an_event_too_long_to_keep_is_skipped_and_counted(
+        daemon: tuple[subprocess.Popen[bytes], Path], tmp_path: Path,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Here a `lines` event over a 2 KiB limit (the real one is 4 MiB); the stream goes on
+    with the next event."""
+    _, sock = daemon
+    monkeypatch.setattr(subscription, "EVENT_LIMIT", 2048)
+
+    async def watch() -> tuple[int, list[object]]:
+        seen: list[object] = []
+        async with subscribe(sock, ["lines", "finding"]) as events:
+            with open(tmp_path / "vllm.log", "a") as out:
+                out.write("x" * 10_000 + "\n" + FINDING.format(second=3))
+            async with asyncio.timeout(30):
+                async for event in events:
+                    seen.append(event)
+                    if isinstance(event, FindingEvent):
+                        return events.dropped, seen
+        raise AssertionError("the subscription ended")
+
+    dropped, seen = asyncio.run(watch())
+    assert dropped >= 1
+    assert not any(isinstance(e, LinesEvent) and "xxxx" in e.text for e in seen)
 
 
 def test_wait_ready_gives_up_at_its_deadline_or_when_the_daemon_exits(tmp_path: Path) -> None:

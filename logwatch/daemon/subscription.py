@@ -125,24 +125,31 @@ class Subscription:
 
     async def _line(self) -> bytes:
         """The next event line; b"" when the connection is gone. A line over EVENT_LIMIT is
-        skipped (the reader drops what it holds of it; its tail follows)."""
-        skipping = False
+        skipped and counted in `dropped`."""
         while True:
             reader = self._reader
             if reader is None:
                 return b""
             try:
-                line = await reader.readline()
-            except ValueError:  # over the limit
-                skipping = True
-                continue
-            except ConnectionError:
-                return b""
-            if skipping and line:
+                return await reader.readuntil(b"\n")
+            except asyncio.LimitOverrunError:
+                if not await _skip_line(reader):
+                    return b""
                 self.dropped += 1
-                skipping = False
-                continue
-            return line
+            except (asyncio.IncompleteReadError, ConnectionError):  # gone, maybe mid-line
+                return b""
+
+
+async def _skip_line(reader: asyncio.StreamReader) -> bool:
+    """Drop the rest of a line too long to keep; False when the connection ends first."""
+    while True:
+        try:
+            await reader.readuntil(b"\n")
+            return True
+        except asyncio.LimitOverrunError as over:
+            await reader.readexactly(over.consumed)  # what is buffered of it
+        except (asyncio.IncompleteReadError, ConnectionError):
+            return False
 
 
 async def raw_subscription(path: Path, kinds: list[str] | None = None, wait: float = 0.0
