@@ -27,9 +27,16 @@ def test_scan_a_failed_launch_exits_1_with_the_root_cause_first() -> None:
     result = run("scan", str(DEMO))
     assert result.returncode == 1
     out = result.stdout.decode()
-    assert "root cause: Marlin repack: size_n is not divisible by tile_n_size" in out
-    assert out.index("ROOT CAUSE") < out.index("[CRITICAL] FATAL Marlin repack")
-    assert out.index("[CRITICAL] FATAL Marlin repack") < out.index("OTHER PROBLEMS")
+    # two launches: the newest (TP=2) failed on the MTP draft, the first (TP=4) on Marlin
+    assert "root cause: Tensor size mismatch while loading weights" in out
+    assert ("#2 2026-10-14 09:31:02 (line 97): failed: Tensor size mismatch while loading "
+            "weights") in out
+    assert ("#1 2026-10-14 09:12:01 (line 1): failed: Marlin repack: size_n is not divisible "
+            "by tile_n_size") in out
+    assert out.index("LAUNCHES") < out.index("ROOT CAUSE (launch 2, from line 97")
+    assert out.index("ROOT CAUSE") < out.index("[CRITICAL] FATAL Tensor size mismatch")
+    assert out.index("[CRITICAL] FATAL Tensor size mismatch") < out.index("OTHER PROBLEMS")
+    assert out.index("OTHER PROBLEMS") < out.index("[CRITICAL] FATAL Marlin repack")
     assert "ranks TP0, TP1, TP2, TP3" in out
     assert "RuntimeError: size_n = 160 is not divisible by tile_n_size = 64" in out
 
@@ -43,15 +50,19 @@ def test_scan_a_healthy_log_exits_0() -> None:
 def test_json_report_schema() -> None:
     result = run("scan", "--json", str(DEMO))
     report = json.loads(result.stdout)
-    assert set(report) == {"library_version", "incidents", "root_cause", "stats", "diagnoses",
-                           "snapshots", "incomplete"}
+    assert set(report) == {"library_version", "launches", "incidents", "root_cause", "stats",
+                           "diagnoses", "snapshots", "incomplete"}
     assert report["incomplete"] == []  # inputs that shrank while they were read
     root = report["incidents"][report["root_cause"]]
     for key in ("signature", "signature_version", "category", "severity", "fatal", "count",
                 "first_seen", "last_seen", "processes", "ranks", "captures", "evidence",
                 "explanation"):
         assert key in root
-    assert root["signature"] == "marlin.repack_tile_n"
+    assert root["signature"] == "weights.tensor_size_mismatch"  # the newest launch's
+    newest, first = report["launches"]
+    assert (newest["number"], newest["start_line"], newest["outcome"]) == (2, 97, "failed")
+    assert newest["root_cause"] == report["root_cause"] and root["launch"] == 0
+    assert report["incidents"][first["root_cause"]]["signature"] == "marlin.repack_tile_n"
     assert root["evidence"][-1]["line"] == root["last_seen"]["line"]
     assert report["stats"]["lines"] == DEMO.read_bytes().count(b"\n")
 
@@ -97,7 +108,9 @@ def test_binary_junk_and_a_10_mb_line(tmp_path: Path) -> None:
     result = run("scan", "--json", str(log))
     assert result.returncode == 1, result.stderr
     report = json.loads(result.stdout)
-    assert report["incidents"][report["root_cause"]]["signature"] == "marlin.repack_tile_n"
+    roots = [report["incidents"][entry["root_cause"]]["signature"]
+             for entry in report["launches"]]
+    assert roots == ["weights.tensor_size_mismatch", "marlin.repack_tile_n"]
     assert report["stats"]["replaced_chars"] > 0
 
 

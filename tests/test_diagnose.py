@@ -30,8 +30,10 @@ def remedy(diagnosis: dict[str, Any], kind: str) -> dict[str, Any]:
 
 def test_both_root_causes_in_order_on_hopper(library: Library) -> None:
     report = triage("demo_marlin_and_mtp.log", library, model_dir=UNCOVERED, gpu_capability=90)
-    assert causes(report)[:2] == ["marlin_weight_only_tile", "mtp_ignore_list_gap"]
-    marlin, mtp = report["diagnoses"][:2]
+    # newest launch first: the TP=2 restart's MTP mismatch, then the TP=4 start's Marlin error
+    assert causes(report)[:2] == ["mtp_ignore_list_gap", "marlin_weight_only_tile"]
+    assert [d["launch"] for d in report["diagnoses"][:2]] == [0, 1]
+    mtp, marlin = report["diagnoses"][:2]
     assert marlin["config"]["failing_width"] == 640 and marlin["config"]["per_rank"] == 160
     assert any("experts w13 (gate_up) (moe_intermediate_size 320 x 2)" in d
                for d in marlin["details"])
@@ -51,7 +53,7 @@ def test_both_root_causes_in_order_on_hopper(library: Library) -> None:
 
 def test_on_blackwell_the_w4a4_path_applies(library: Library) -> None:
     report = triage("demo_marlin_and_mtp.log", library, model_dir=UNCOVERED, gpu_capability=100)
-    marlin = report["diagnoses"][0]
+    marlin = next(d for d in report["diagnoses"] if d["cause"] == "marlin_weight_only_tile")
     w4a4 = remedy(marlin, "switch_to_w4a4")
     assert w4a4["applicable"] is True and "already W4A4" in w4a4["why"]
 

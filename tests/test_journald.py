@@ -33,12 +33,14 @@ TRACEBACK = (
 BOOT_ID = Path("/proc/sys/kernel/random/boot_id").read_text().strip().replace("-", "")
 
 
-def export_entry(message: bytes | str, usec: int, pid: int = 4242) -> bytes:
+def export_entry(message: bytes | str, usec: int, pid: int = 4242,
+                 invocation: str | None = None) -> bytes:
     """One entry in journald's export format (binary-safe form for MESSAGE)."""
     data = message.encode() if isinstance(message, str) else message
     fields = (f"__REALTIME_TIMESTAMP={usec}\n_BOOT_ID={BOOT_ID}\n_PID={pid}\n"
               "SYSLOG_IDENTIFIER=vllm\n"
-              "_SYSTEMD_UNIT=vllm.service\nPRIORITY=6\n").encode()
+              + (f"_SYSTEMD_INVOCATION_ID={invocation}\n" if invocation else "")
+              + "_SYSTEMD_UNIT=vllm.service\nPRIORITY=6\n").encode()
     return fields + b"MESSAGE\n" + struct.pack("<Q", len(data)) + data + b"\n\n"
 
 
@@ -98,3 +100,31 @@ def test_journal_follow_restart_and_bad_cursor(tmp_path: Path) -> None:
     assert "8 lines read" in third.stderr  # it read the whole journal again ...
     assert len(findings(db)) == count + 1  # ... and recorded nothing twice (entry cursors)
     assert "Unknown child process" not in first.stderr + second.stderr + third.stderr
+
+
+def test_a_unit_started_again_is_a_new_launch_even_without_start_lines(tmp_path: Path) -> None:
+    """vLLM that dies before printing its version (here: a model path that does not exist)
+    twice: the unit's InvocationID changed, so these are two launches, and the second
+    failed again."""
+    journal, db = tmp_path / "j" / "vllm.journal", tmp_path / "h.duckdb"
+    journal.parent.mkdir()
+    t0 = int(time.time() * 1e6)
+    crash = ("ValueError: Invalid repository ID or local directory specified: "
+             "'/models/qwen3-32b-awq'.")
+    append(journal, [export_entry(crash, t0, pid=100, invocation="a" * 32),
+                     export_entry(crash, t0 + 5_000_000, pid=200, invocation="b" * 32),
+                     export_entry(crash, t0 + 6_000_000, pid=200, invocation="b" * 32)])
+    result = daemon(journal, db)
+    assert result.returncode == 0, result.stderr
+    con = duckdb.connect(str(db), read_only=True)
+    try:
+        launches = con.execute("SELECT number, start_line, outcome, root_signature, "
+                               "failed_before FROM launches ORDER BY number").fetchall()
+        counts = con.execute("SELECT count FROM incidents WHERE signature = "
+                             "'model.not_found' ORDER BY first_line").fetchall()
+    finally:
+        con.close()
+    assert launches == [(1, 1, "failed", "model.not_found", 0),
+                        (2, 2, "failed", "model.not_found", 1)]
+    assert counts == [(1,), (2,)]
+    assert "launch #2 failed again (1 time(s) before)" in result.stderr

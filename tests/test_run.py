@@ -29,6 +29,12 @@ def test_exit_code_output_and_snapshot(tmp_path: Path) -> None:
     assert result.returncode == 3
     assert b"pid" in result.stderr and b"ended: exit code 3" in result.stderr
     assert b"Engine core initialization failed" in result.stdout  # passed through
+    # vLLM failed: the triage of its launch follows on stderr, not mixed into its output
+    err = result.stderr.decode()
+    assert "launch #1 failed: Tensor size mismatch while loading weights" in err
+    assert "root cause: Tensor size mismatch while loading weights" in err
+    assert err.index("ROOT CAUSE") < err.index("DIAGNOSIS")
+    assert "ROOT CAUSE" not in result.stdout.decode()
     con = duckdb.connect(str(db), read_only=True)
     rows = con.execute("SELECT f.signature, s.gpu_capability, s.body->>'$.argv[0]' FROM "
                        "findings f JOIN snapshots s ON s.hash = f.snapshot_hash").fetchall()
@@ -57,6 +63,7 @@ def test_signals_reach_the_child_and_its_status_comes_back(tmp_path: Path) -> No
     err = proc.stderr.read() if proc.stderr else b""
     assert code == 0, err
     assert proc.stdout.read() == b"child got SIGTERM\n"
+    assert b"ROOT CAUSE" not in err  # a clean exit: no triage
 
 
 def test_a_10_mb_line_and_a_missing_command(tmp_path: Path) -> None:

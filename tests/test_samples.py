@@ -38,6 +38,23 @@ def _scan(log: Path, tmp_path: Path, expect: dict[str, Any], library: Library,
     return scan_inputs(resolve_inputs([str(copy)]), library, mode=mode)
 
 
+def _problems(report: dict[str, Any]) -> list[dict[str, Any]]:
+    """The report's incidents merged over launches (the same signature and key captures):
+    what the whole file holds, the oldest launch's first sighting first."""
+    merged: dict[tuple[str, tuple[str, ...]], dict[str, Any]] = {}
+    for incident in reversed(report["incidents"]):  # newest launch first: oldest first here
+        key = (incident["signature"], tuple(incident["key"]))
+        seen = merged.get(key)
+        if seen is None:
+            merged[key] = dict(incident)
+            continue
+        seen["count"] += incident["count"]
+        seen["last_seen"] = incident["last_seen"]
+        for field in ("ranks", "processes"):
+            seen[field] = sorted(set(seen[field]) | set(incident[field]))
+    return list(merged.values())
+
+
 def _describe(incident: dict[str, Any]) -> str:
     return (f"{incident['signature']} x{incident['count']} {incident['captures']} "
             f"first {incident['first_seen']}")
@@ -54,10 +71,11 @@ def test_sample(log: Path, tmp_path: Path, library: Library) -> None:
     expect = _expectations(log)
     report = _scan(log, tmp_path, expect, library, mode="auto")
     incidents = report["incidents"]
+    problems = _problems(report)
     by_signature: dict[str, list[dict[str, Any]]] = {}
-    for incident in incidents:
+    for incident in problems:
         by_signature.setdefault(incident["signature"], []).append(incident)
-    seen = "\n  ".join(_describe(i) for i in incidents)
+    seen = "\n  ".join(_describe(i) for i in problems)
 
     for want in expect.get("incidents", []):
         candidates = by_signature.get(want["signature"], [])
@@ -90,6 +108,13 @@ def test_sample(log: Path, tmp_path: Path, library: Library) -> None:
             f"expected {expect['root_cause']}")
     else:
         assert root is None, f"{log.name}: unexpected root cause {incidents[root]['signature']}"
+
+    if "launches" in expect:  # oldest first, as the log tells them
+        launches = list(reversed(report["launches"]))
+        got = [(entry["outcome"], incidents[entry["root_cause"]]["signature"]
+                if entry["root_cause"] is not None else None) for entry in launches]
+        want = [(entry["outcome"], entry.get("root_cause")) for entry in expect["launches"]]
+        assert got == want, f"{log.name}: launches {got}, expected {want}"
 
     if "max_severity" in expect:
         limit = SEVERITIES.index(expect["max_severity"])

@@ -144,7 +144,7 @@ def test_a_file_truncated_under_the_reader_is_reported(tmp_path: Path,
     assert truncated and truncated[0] < keep  # it really happened during the scan
     assert report["incomplete"] == [{"source": str(log), "expected_bytes": expected,
                                      "read_bytes": keep}]
-    assert signatures(report)[0] == "marlin.repack_tile_n"  # what was read is still reported
+    assert "marlin.repack_tile_n" in signatures(report)  # what was read is still reported
     text = render_text(report)
     assert f"{log}: the file shrank while it was scanned" in text
     assert f"expected {expected:,} bytes, read {keep:,}" in text
@@ -199,4 +199,4 @@ def test_a_gzip_truncated_under_the_reader_is_incomplete_not_an_error(
     [gap] = report["incomplete"]
     assert gap["source"] == str(log) and gap["expected_bytes"] == expected
     assert gap["read_bytes"] == keep
-    assert signatures(report)[0] == "marlin.repack_tile_n"
+    assert "marlin.repack_tile_n" in signatures(report)

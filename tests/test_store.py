@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -38,7 +39,7 @@ def test_recording_twice_adds_nothing(tmp_path: Path, library: Library) -> None:
     first = record(db, [DEMO], library, model_dir=UNCOVERED, gpu_capability=90)
     assert first["findings"] > 20 and first["incidents"] > 5 and first["diagnoses"] >= 2
     again = record(db, [DEMO], library, model_dir=UNCOVERED, gpu_capability=90)
-    assert again == {"sources": 0, "snapshots": 0, "incidents": 0, "findings": 0,
+    assert again == {"sources": 0, "snapshots": 0, "launches": 0, "incidents": 0, "findings": 0,
                      "diagnoses": 0}
 
 
@@ -159,10 +160,13 @@ def test_cli_sql_history_and_a_locked_database(tmp_path: Path) -> None:
                           env=env, check=False)
     assert scan.returncode == 1 and "recorded in" in scan.stderr
     out = subprocess.run([*run, "sql", *no_daemon, "--db", str(db), "--json",
-                          "SELECT signature, count FROM incidents WHERE root_cause"],
+                          "SELECT signature, count FROM incidents WHERE root_cause "
+                          "ORDER BY signature"],
                          capture_output=True, text=True, cwd=ROOT, check=True).stdout
     assert json.loads(out) == {"columns": ["signature", "count"], "truncated": None,
-                               "rows": [{"signature": "marlin.repack_tile_n", "count": 4}]}
+                               "rows": [{"signature": "marlin.repack_tile_n", "count": 4},
+                                        {"signature": "weights.tensor_size_mismatch",
+                                         "count": 2}]}
     csv_out = subprocess.run([*run, "sql", *no_daemon, "--db", str(db), "--csv", "SELECT 1 AS one"],
                              capture_output=True, text=True, cwd=ROOT, check=True).stdout
     assert csv_out.splitlines() == ["one", "1"]
@@ -258,3 +262,21 @@ def test_the_connection_is_recycled_between_commits_and_never_under_a_reader(
     assert [r[0] for r in rows] == [1 + 41 * n for n in range(12)]
     assert {r[1] for r in rows} == {"spec_decode.low_acceptance"}
     assert count == [(12,)]
+
+
+def test_every_query_in_the_history_doc_runs(tmp_path: Path, library: Library) -> None:
+    """docs/history.md's example queries, against a recorded history of the demo log."""
+    db = tmp_path / "h.duckdb"
+    record(db, [DEMO], library, model_dir=UNCOVERED, gpu_capability=90)
+    text = (ROOT / "docs" / "history.md").read_text(encoding="utf-8")
+    blocks = re.findall(r"```sql\n(.*?)```", text, flags=re.S)
+    queries = [q.strip() for block in blocks for q in block.split(";") if q.strip()
+               and not all(ln.startswith("--") for ln in q.strip().splitlines())]
+    assert len(queries) >= 5
+    answers = [read_only_query(db, query) for query in queries]
+    launches, problems = answers[0].rows, answers[1].rows
+    assert [(row[1], row[2]) for row in launches] == [
+        ("failed", "Tensor size mismatch while loading weights"),
+        ("failed", "Marlin repack: size_n is not divisible by tile_n_size")]
+    assert ("Marlin repack: size_n is not divisible by tile_n_size", 1, 1, 1) in [
+        row[:4] for row in problems]

@@ -442,6 +442,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
         daemon = Daemon([source], library, store, on_signal=source.forward,
                         snapshots={source.name: digest})
         daemon.writer.record_snapshot(digest, snapshot.to_dict())
+        daemon.launches.snapshots.configure(source.name, snapshot)  # exactly what is started
         if args.socket:
             from logwatch.daemon.control import ControlServer
 
@@ -453,6 +454,16 @@ def _cmd_run(args: argparse.Namespace) -> int:
           f"recorded (snapshot {digest})", file=sys.stderr)
     code = source.returncode if source.returncode is not None else 1
     code = 128 - code if code < 0 else code
+    analysis = daemon.launches.newest(source.name)
+    if code != 0 and analysis is not None:  # the moment the operator wants the triage
+        from logwatch.core.report import render_text, report_dict
+
+        report = report_dict(library.version, [analysis], {"lines": daemon.lines, "files": 1},
+                             lambda snap: snap.content_hash())
+        report["snapshots"] = {d["snapshot"]: analysis.snapshot.to_dict()
+                               for d in report["launches"]}
+        colour = sys.stderr.isatty() and not os.environ.get("NO_COLOR")
+        sys.stderr.write(render_text(report, colour=colour, title="logwatch run"))
     leave_now(store, code)
     return code
 

@@ -9,8 +9,8 @@ last serious finding from EngineCore or a Worker before it.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-from dataclasses import dataclass, field
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field, replace
 
 from logwatch.core.findings import Evidence, Finding
 from logwatch.core.signature import Signature
@@ -38,6 +38,10 @@ class Incident:
         return (self.signature.id, self.key)
 
     @property
+    def problem(self) -> str:
+        return problem_key(self.signature.id, self.key)
+
+    @property
     def captures(self) -> dict[str, str]:
         return self.first.captures
 
@@ -51,6 +55,12 @@ def incident_key(finding: Finding) -> tuple[str, ...]:
     if names is None:
         names = tuple(sorted(finding.captures))
     return tuple(f"{n}={finding.captures.get(n, '')}" for n in names)
+
+
+def problem_key(signature_id: str, key: Sequence[str]) -> str:
+    """What an incident is across launches: the same signature with the same key captures
+    ("marlin.repack_tile_n|size_n=40|tile_n_size=64"), recurring as one problem."""
+    return "|".join((signature_id, *key))
 
 
 def _is_cause_candidate(finding: Finding) -> bool:
@@ -98,6 +108,15 @@ class IncidentBook:
                 and finding.captures == previous.captures
                 and finding.lineno - previous.lineno <= COPY_WINDOW_LINES
                 and (finding.pid is None or previous.pid is None or finding.pid == previous.pid))
+
+    def copy(self) -> IncidentBook:
+        """A copy whose incidents later findings do not change."""
+        book = IncidentBook()
+        book.incidents = {key: replace(i, processes=set(i.processes), ranks=set(i.ranks),
+                                       evidence=list(i.evidence))
+                          for key, i in self.incidents.items()}
+        book._last_cause = dict(self._last_cause)
+        return book
 
     def add_all(self, findings: Iterable[Finding]) -> None:
         for finding in findings:

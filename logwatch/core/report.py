@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+from logwatch.core.analysis import LaunchAnalysis
 from logwatch.core.findings import Finding
 from logwatch.core.incidents import Incident
+from logwatch.core.snapshot import Snapshot
 from logwatch.core.visible import visible_data
 
 SEVERITY_COLOURS = {"critical": "1;35", "error": "1;31", "warning": "33", "info": "2"}
@@ -44,14 +46,55 @@ def incident_dict(incident: Incident) -> dict[str, Any]:
     }
 
 
-def report_dict(library_version: str, incidents: list[Incident], root_cause: int | None,
-                stats: Mapping[str, Any]) -> dict[str, Any]:
+def report_dict(library_version: str, analyses: Sequence[LaunchAnalysis],
+                stats: Mapping[str, Any], snapshot_hash: Callable[[Snapshot], str]
+                ) -> dict[str, Any]:
+    """The report: launches newest first, each with its incidents (root cause first) and
+    diagnoses. `incidents`, `diagnoses` and `root_cause` index the whole report; the root
+    cause is the newest launch's that has one."""
+    incidents: list[dict[str, Any]] = []
+    diagnoses: list[dict[str, Any]] = []
+    launches: list[dict[str, Any]] = []
+    root_cause: int | None = None
+    for number, analysis in enumerate(analyses):
+        launch, base = analysis.launch, len(incidents)
+        digest = snapshot_hash(analysis.snapshot)
+        for incident in analysis.incidents:
+            incidents.append({**incident_dict(incident), "launch": number, "snapshot": digest})
+        for diag in analysis.diagnoses:
+            entry = diag.to_dict()
+            if entry.get("incident") is not None:
+                entry["incident"] += base
+            diagnoses.append({**entry, "launch": number})
+        root = None if analysis.root is None else base + analysis.root
+        if root_cause is None:
+            root_cause = root
+        launches.append({
+            "source": launch.source, "number": launch.number, "start_line": launch.start_line,
+            "last_line": launch.last_line, "seen_start": launch.seen_start,
+            "started": launch.started.isoformat(sep=" ") if launch.started else None,
+            "outcome": launch.outcome, "exit_code": launch.exit_code, "snapshot": digest,
+            "root_cause": root, "incidents": list(range(base, len(incidents))),
+            "fatal_incidents": sum(1 for i in analysis.incidents if i.signature.fatal)})
+    for number, entry in enumerate(launches):  # newest first: the earlier ones follow it
+        root = entry["root_cause"]
+        fingerprint = _fingerprint(incidents[root]) if root is not None else None
+        entry["failed_before"] = sum(
+            1 for older in launches[number + 1:] if fingerprint is not None
+            and older["root_cause"] is not None
+            and _fingerprint(incidents[older["root_cause"]]) == fingerprint)
     return {
         "library_version": library_version,
-        "incidents": [incident_dict(i) for i in incidents],
+        "launches": launches,
+        "incidents": incidents,
         "root_cause": root_cause,
+        "diagnoses": diagnoses,
         "stats": dict(stats),
     }
+
+
+def _fingerprint(incident: Mapping[str, Any]) -> tuple[str, tuple[str, ...]]:
+    return incident["signature"], tuple(incident["key"])
 
 
 def incomplete_warning(gap: Mapping[str, Any]) -> str:
@@ -70,17 +113,21 @@ def _when(seen: Mapping[str, Any]) -> str:
     return f"{time}({seen['source']}:{seen['line']})"
 
 
-def render_text(report: Mapping[str, Any], colour: bool = False, width: int = 100) -> str:
-    """A report an operator reads top to bottom: the root cause, other problems, then the
-    context (versions, backends, lifecycle) one line each. Every string from the report (log
-    text, captures, file names) is rendered visibly: the terminal shows control characters,
-    and obeys only the colours added here."""
+def render_text(report: Mapping[str, Any], colour: bool = False, width: int = 100,
+                title: str = "logwatch scan") -> str:
+    """A report an operator reads top to bottom: the launches newest first, the newest
+    failure's root cause and diagnoses, earlier failures in a line each, other problems,
+    then the context (versions, backends, lifecycle) one line each. Every string from the
+    report (log text, captures, file names) is rendered visibly: the terminal shows control
+    characters, and obeys only the colours added here."""
     report = visible_data(report, PROSE_FIELDS)
     stats = report["stats"]
     incidents = report["incidents"]
+    launches = report.get("launches") or []
     root = report["root_cause"]
-    fatal = sum(1 for i in incidents if i["fatal"])
-    out = [_paint(f"logwatch scan: {stats.get('lines', 0):,} lines in {stats.get('files', 0)} "
+    focus = incidents[root].get("launch") if root is not None else None
+    fatal = sum(1 for i in incidents if i["fatal"] and i.get("launch", focus) == focus)
+    out = [_paint(f"{title}: {stats.get('lines', 0):,} lines in {stats.get('files', 0)} "
                   f"input(s), signature library {report['library_version']}", "1", colour)]
     if root is not None:
         out.append(f"{fatal} fatal incident(s); root cause: {incidents[root]['title']}")
@@ -90,22 +137,36 @@ def render_text(report: Mapping[str, Any], colour: bool = False, width: int = 10
         out.append("No fatal incident and no error: vLLM looks healthy in this log.")
     for gap in report.get("incomplete") or []:
         out.append(_paint(f"warning: {incomplete_warning(gap)}", "1;33", colour))
+    if len(launches) > 1:
+        out += ["", _paint(f"LAUNCHES ({len(launches)}, newest first)", "1;4", colour)]
+        out.extend(_launch_line(entry, incidents, width) for entry in launches)
 
-    problems = [(n, i) for n, i in enumerate(incidents) if i["severity"] != "info" and n != root]
-    context = [i for n, i in enumerate(incidents) if i["severity"] == "info" and n != root]
     if root is not None:
-        out += ["", _paint("ROOT CAUSE", "1;4", colour)]
+        where = _launch_where(launches[focus]) if len(launches) > 1 and focus is not None else ""
+        out += ["", _paint("ROOT CAUSE", "1;4", colour) + where]
         out += _incident_block(incidents[root], colour, width, max_evidence=8)
     diagnoses = report.get("diagnoses") or []
-    if diagnoses:
+    current = [d for d in diagnoses if d.get("launch", focus) in (focus, None)
+               or focus is None]
+    if current:
         out += ["", _paint("DIAGNOSIS", "1;4", colour)]
-        for diag in diagnoses:
+        for diag in current:
             out += _diagnosis_block(diag, colour, width)
             out.append("")
         out.pop()
+    earlier = _unique([d for d in diagnoses if d not in current],
+                      lambda d: (d["cause"], d["title"]))
+    if earlier:
+        out += ["", _paint("EARLIER LAUNCHES WERE DIAGNOSED", "1;4", colour)]
+        for diag in earlier:
+            out.append(_clip(f"  {diag['title']} (launch {_number(launches, diag)}): "
+                             f"{diag['summary']}", width + 20).replace("\n", " "))
+    merged = _merged(incidents, skip=root)
+    problems = [i for i in merged if i["severity"] != "info"]
+    context = [i for i in merged if i["severity"] == "info"]
     if problems:
         out += ["", _paint("OTHER PROBLEMS" if root is not None else "PROBLEMS", "1;4", colour)]
-        for _, inc in problems:
+        for inc in problems:
             out += _incident_block(inc, colour, width, max_evidence=3)
             out.append("")
         out.pop()
@@ -127,6 +188,57 @@ def render_text(report: Mapping[str, Any], colour: bool = False, width: int = 10
     for signature_id, why in (stats.get("disabled_signatures") or {}).items():
         out.append(f"warning: signature {signature_id} was disabled: {why}")
     return "\n".join(out) + "\n"
+
+
+def _launch_where(entry: Mapping[str, Any]) -> str:
+    when = f", {entry['started']}" if entry.get("started") else ""
+    return f" (launch {entry['number']}, from line {entry['start_line']}{when})"
+
+
+def _launch_line(entry: Mapping[str, Any], incidents: Sequence[Mapping[str, Any]],
+                 width: int) -> str:
+    when = f" {entry['started']}" if entry.get("started") else ""
+    head = f"  #{entry['number']}{when} (line {entry['start_line']}): {entry['outcome']}"
+    root = entry.get("root_cause")
+    if root is not None:
+        head += f": {incidents[root]['title']}"
+        if entry.get("failed_before"):
+            head += f" (failed the same way {entry['failed_before']} time(s) before)"
+    if entry.get("exit_code") not in (None, 0):
+        head += f", exit code {entry['exit_code']}"
+    return _clip(head, width + 20)
+
+
+def _number(launches: Sequence[Mapping[str, Any]], diag: Mapping[str, Any]) -> str:
+    index = diag.get("launch")
+    return str(launches[index]["number"]) if index is not None and launches else "?"
+
+
+def _unique(items: list[Any], key: Callable[[Any], Any]) -> list[Any]:
+    seen: set[Any] = set()
+    out = []
+    for item in items:
+        if key(item) not in seen:
+            seen.add(key(item))
+            out.append(item)
+    return out
+
+
+def _merged(incidents: Sequence[Mapping[str, Any]], skip: int | None) -> list[dict[str, Any]]:
+    """Incidents of every launch, one per problem (signature and key captures): counts add
+    up, the newest sighting is kept as the last. `skip`: the root cause, shown already."""
+    merged: dict[tuple[str, tuple[str, ...]], dict[str, Any]] = {}
+    for index, inc in enumerate(incidents):
+        if index == skip:
+            continue
+        key = _fingerprint(inc)
+        seen = merged.get(key)
+        if seen is None:
+            merged[key] = dict(inc)
+        else:  # an older launch's sighting (the report lists the newest launch first)
+            seen["count"] += inc["count"]
+            seen["first_seen"] = inc["first_seen"]
+    return list(merged.values())
 
 
 def _snapshot_lines(digest: str, snap: Mapping[str, Any], width: int) -> list[str]:

@@ -26,6 +26,7 @@ from typing import Any
 
 from logwatch.core.block_scan import BlockScanner
 from logwatch.core.findings import Finding
+from logwatch.core.launches import Launch
 from logwatch.core.library import Library, LibraryError
 from logwatch.core.matcher import Matcher
 from logwatch.core.redact import redact_head
@@ -33,13 +34,15 @@ from logwatch.core.signature import Signature
 from logwatch.core.visible import visible
 from logwatch.core.write_health import WriteHealth
 from logwatch.daemon.library_watch import LibraryWatch
+from logwatch.daemon.live_launches import LiveLaunches, Notice
 from logwatch.daemon.notify import Notifier
 from logwatch.daemon.wakeup import Wakeup
+from logwatch.host.launch_snapshot import LaunchSnapshots
 from logwatch.host.targets import TargetSnapshot, TargetSnapshots
 from logwatch.own_log import get as get_logger
 from logwatch.sources.base import Chunk, Source, slices
 from logwatch.store.db import Store
-from logwatch.store.live import Checkpoint, LiveFinding, LiveWriter
+from logwatch.store.live import Checkpoint, LaunchWritten, LiveFinding, LiveWriter
 
 # Findings are written with the positions that produced them: the first finding after a
 # quiet spell at once, then at most one batch per COMMIT_GAP_SECONDS (a DuckDB commit costs
@@ -119,7 +122,8 @@ class Daemon:
                  notifier: Notifier | None = None,
                  on_signal: Callable[[int], None] | None = None,
                  snapshots: dict[str, str] | None = None,
-                 targets: TargetSnapshots | None = None) -> None:
+                 targets: TargetSnapshots | None = None,
+                 launch_snapshots: LaunchSnapshots | None = None) -> None:
         """`until_idle`: stop once no source has produced data for that many seconds.
         `reload_library`: loads and checks the library again (SIGHUP)."""
         self.until_idle = until_idle
@@ -144,6 +148,15 @@ class Daemon:
         self.hold = hold
         self.line_hold = line_hold
         self.resume = self.writer.checkpoints()
+        # which start of vLLM each finding belongs to; a source's current one goes on
+        # across a restart of the daemon
+        self.launches = LiveLaunches(
+            self.writer, launch_snapshots or LaunchSnapshots(),
+            per_generation=[s.name for s in sources if not getattr(s, "replayable", True)],
+            on_begin=lambda launch: self.log.info("launch", source=launch.source,
+                                                  number=launch.number,
+                                                  line=launch.start_line))
+        self._problems = self.writer.seen_problems()  # incidents seen in earlier launches
         self.streams: dict[str, _Stream] = {}
         self.pending: list[LiveFinding] = []
         self.checkpoints: dict[str, Checkpoint] = {}
@@ -155,7 +168,9 @@ class Daemon:
         self.findings_by_signature: Counter[tuple[str, int]] = Counter()
         self.incidents_seen: dict[bool, set[str]] = {}
         self.checkpoint_times: dict[str, float] = {}
-        self._new_incidents: list[tuple[str, str, bool]] = []  # for subscribers
+        # for subscribers: (incident id, signature, fatal, launch id, seen in an earlier launch)
+        self._new_incidents: list[tuple[str, str, bool, str | None, bool]] = []
+        self._new_launches: list[LaunchWritten] = []
         self.metrics: Any = None  # a MetricsServer, when --metrics is given
         self.lines = 0
         self._stop = asyncio.Event()
@@ -165,7 +180,8 @@ class Daemon:
         # cursors) and the snapshot checks use the default pool
         self._db_thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="logwatch-db")
         self._inflight: asyncio.Future[None] | None = None
-        self._writing: tuple[list[LiveFinding], list[Checkpoint]] = ([], [])  # in flight
+        # in flight: findings, positions, launches
+        self._writing: tuple[list[LiveFinding], list[Checkpoint], list[Launch]] = ([], [], [])
         self._last_beat = 0.0
         self._last_write = 0.0  # the last commit
         self._last_batch = 0.0  # the last commit with findings
@@ -269,6 +285,7 @@ class Daemon:
             start_line = chunk.first_line
         scanner = BlockScanner(self.matcher, chunk.source, datetime.now(),
                                start_line=start_line)
+        self.launches.new_generation(chunk.source, chunk.generation, start_line)
         stream = _Stream(chunk.generation, scanner, chunk.offset, next_line=start_line)
         self.streams[chunk.source] = stream
         return stream
@@ -309,6 +326,9 @@ class Daemon:
                          "idle_s": round(time.monotonic() - st.last_data, 1),
                          **({"behind_bytes": lag[name]} if name in lag else {})}
                         for name, st in self.streams.items()],
+            "launches": self.launches.status(),
+            "failed_launches": self.launches.failed,
+            "last_failure": self.launches.last_failure,
             "events": self.events[-10:],
         }
 
@@ -323,6 +343,8 @@ class Daemon:
         with self._commit_lock:
             self.writer.record_snapshot(snapshot.digest, snapshot.body)
         self.snapshots[snapshot.target] = snapshot.digest
+        if snapshot.snapshot is not None:  # launches from now on are judged against it
+            self.launches.snapshots.configure(snapshot.target, snapshot.snapshot)
 
     async def _watch_targets(self, targets: TargetSnapshots) -> None:
         """Every `targets.interval`: a target whose unit started again gets a new snapshot."""
@@ -345,10 +367,11 @@ class Daemon:
                                      fatal=f.signature.fatal, captures=f.captures)
         if found:
             self._commit_soon()
-        self.pending.extend(LiveFinding(f, stream.generation,
-                                        self._identity(stream, f.lineno) if stream.marks
-                                        else None, self._snapshot_for(source))
-                            for f in found)
+        for f in found:
+            placed = self.launches.place(f, stream.generation)
+            self.pending.append(LiveFinding(
+                f, stream.generation, self._identity(stream, f.lineno) if stream.marks
+                else None, self._snapshot_for(source), placed.launch, placed.copy))
         safe_bytes, safe_line = stream.scanner.safe_point()
         safe = stream.generation_offset(safe_bytes)
         if stream.marks:  # journald: resume after the last whole entry before the safe point
@@ -391,6 +414,9 @@ class Daemon:
             line = stream.next_line + chunk.data.count(b"\n", 0, end - chunk.offset)
             stream.marks.append((end, entry_first, line, cursor))
             entry_first = line
+        for offset in chunk.launches:  # the unit was started again: a launch from there
+            self.launches.restarted(chunk.source, stream.next_line + chunk.data.count(
+                b"\n", 0, offset - chunk.offset), chunk.generation)
         lines = chunk.data.count(b"\n")
         self.lines += lines
         self.lines_by_source[chunk.source] = self.lines_by_source.get(chunk.source, 0) + lines
@@ -443,23 +469,31 @@ class Daemon:
             elif due is not None:
                 self._wake_batcher_at(due)
 
-    def _take(self) -> tuple[list[LiveFinding], list[Checkpoint]]:
-        """The pending batch, taken on the event-loop thread (where findings are added)."""
+    def _take(self) -> tuple[list[LiveFinding], list[Checkpoint], list[Launch]]:
+        """The pending batch, taken on the event-loop thread (where findings are added):
+        findings, positions, and the launches that changed (frozen copies)."""
         batch, points = self.pending, list(self.checkpoints.values())
         self.pending, self.checkpoints = [], {}
-        return batch, points
+        return batch, points, self.launches.take()
 
-    def _write(self, batch: list[LiveFinding], points: list[Checkpoint]) -> None:
+    def _write(self, batch: list[LiveFinding], points: list[Checkpoint],
+               launches: list[Launch]) -> None:
         with self._commit_lock:  # one DuckDB call at a time, whichever thread runs it
-            if batch or points:
-                self.committed += self.writer.commit(batch, points)
+            if batch or points or launches:
+                analyses = self.launches.analyse(launches)
+                self.committed += self.writer.commit(batch, points, analyses)
+                new = self.writer.new_incidents
                 for signature, version, incident, fatal in self.writer.last_new:
                     self.findings_by_signature[(signature, version)] += 1
                     seen = self.incidents_seen.setdefault(fatal, set())
                     if incident not in seen:
                         seen.add(incident)
-                        if self.control is not None:  # published from the loop, after this
-                            self._new_incidents.append((incident, signature, fatal))
+                        if incident in new:  # published from the loop, after this
+                            problem, launch = new[incident]
+                            self._new_incidents.append((incident, signature, fatal, launch,
+                                                        problem in self._problems))
+                self._problems.update(problem for problem, _ in new.values())
+                self._new_launches.extend(self.writer.last_launches)
                 wall = time.time()
                 for point in points:
                     self.checkpoint_times[point.source] = wall
@@ -492,6 +526,10 @@ class Daemon:
             seen = len(events)
             if self._stop.is_set():
                 break
+        code = getattr(source, "returncode", None)  # a `run` child ended: so did its launch
+        if code is not None:
+            self.launches.exited(source.name, code)
+            self._commit_soon()
 
     async def _breathe(self, busy: float) -> None:
         """After a slice of `busy` seconds of scanning: yield to the loop, and after
@@ -524,8 +562,11 @@ class Daemon:
         if not self.health.writable:
             return  # STATUS= says the database is unwritable (_write_failed) until it is not
         fatal = len(self.incidents_seen.get(True, ()))
+        last = self.launches.last_failure
+        failure = f"; {visible(last[:200])}" if last else ""
         self.notifier.status(f"{rate:,.0f} lines/s, {self.committed:,} findings recorded, "
-                             f"{fatal} fatal incident(s), library {self.library.version}")
+                             f"{fatal} fatal incident(s), library {self.library.version}"
+                             f"{failure}")
 
     @staticmethod
     async def _read_all(readers: list[asyncio.Task[None]]) -> None:
@@ -539,7 +580,7 @@ class Daemon:
             now = time.monotonic()
             if self.health.waiting(now):
                 due = False  # the database failed: wait for the next try
-            elif self.pending:
+            elif self.pending or self.launches.changed:
                 due = (now - self._last_batch >= COMMIT_GAP_SECONDS
                        or len(self.pending) >= BATCH_FINDINGS or not self.health.writable)
                 if not due:
@@ -547,21 +588,21 @@ class Daemon:
             else:
                 due = (now - self._last_write >= CHECKPOINT_SECONDS
                        or (not self.health.writable and bool(self.checkpoints)))
-            batch, points = self._take() if due else ([], [])
-            if batch or points:  # the write runs in a thread; shielded, so a stop waits for it
-                self._last_write = time.monotonic()
+            batch, points, launches = self._take() if due else ([], [], [])
+            if batch or points or launches:  # the write runs in a thread; shielded, so a
+                self._last_write = time.monotonic()  # stop waits for it
                 if batch:
                     self._last_batch = self._last_write
-                self._writing = (batch, points)
+                self._writing = (batch, points, launches)
                 self._inflight = asyncio.get_running_loop().run_in_executor(
-                    self._db_thread, self._write, batch, points)
+                    self._db_thread, self._write, batch, points, launches)
                 try:
                     await asyncio.shield(self._inflight)
                 except Exception as exc:  # any failure: keep it all, retry
-                    self._write_failed(batch, points, exc)
+                    self._write_failed(batch, points, launches, exc)
                 else:
                     self._written(batch)
-                self._inflight, self._writing = None, ([], [])
+                self._inflight, self._writing = None, ([], [], [])
             self._beat()
             if self.until_idle is not None:
                 last = max((st.last_data for st in self.streams.values()), default=self.started)
@@ -579,18 +620,35 @@ class Daemon:
                                "reading resumed")
             self._last_beat = 0.0  # a STATUS= that says so, now
         self._update_room()
-        if self.control is not None and self._new_incidents:
-            for incident, signature, fatal in self._new_incidents:
+        if self.control is not None:
+            for incident, signature, fatal, launch, again in self._new_incidents:
                 self.control.publish("incident", id=incident, signature=signature,
-                                     fatal=fatal)
-            self._new_incidents = []
+                                     fatal=fatal, launch=launch, again=again)
+        self._new_incidents = []
+        for written in self._new_launches:
+            for notice in self.launches.written(written):
+                if notice.failure is not None:
+                    self._launch_failed(notice)
+                if self.control is not None:
+                    self.control.publish(notice.kind, **notice.fields)
+        self._new_launches = []
         if self.control is not None and batch:  # durable now: tell the watchers
             self.control.publish("committed", count=len(batch), findings=[
                 {"source": lf.finding.source, "line": lf.finding.lineno,
                  "signature": lf.finding.signature.id} for lf in batch[:1000]])
 
+    def _launch_failed(self, notice: Notice) -> None:
+        """Tell the operator: the log, the daemon's events, a STATUS= line now."""
+        assert notice.failure is not None
+        self.events.append(notice.failure)
+        fields = notice.fields
+        self.log.warning("launch_failed", source=fields["source"], launch=fields["id"],
+                         root_cause=fields["root_cause"],
+                         failed_before=fields["failed_before"])
+        self._last_beat = 0.0
+
     def _write_failed(self, batch: list[LiveFinding], points: list[Checkpoint],
-                      exc: BaseException) -> None:
+                      launches: list[Launch], exc: BaseException) -> None:
         """A commit failed (disk full, I/O error, ...): nothing of it is lost. Its findings go
         back before those read since, a source's position goes back unless a newer one came
         (it covers the findings kept), files and journals stop being read, and it is tried
@@ -598,6 +656,7 @@ class Daemon:
         self.pending[:0] = batch
         for point in points:
             self.checkpoints.setdefault(point.source, point)
+        self.launches.give_back(launches)
         health = self.health
         delay = health.failed(f"{type(exc).__name__}: {str(exc)[:500]}", time.monotonic())
         self._wake_batcher_at(health.retry_at)
@@ -675,7 +734,7 @@ class Daemon:
                 try:
                     await self._inflight
                 except Exception as exc:  # kept for the last try below
-                    self._write_failed(*self._writing, exc)
+                    self._write_failed(*self._writing, exc=exc)
             watch.stop()
             self.settle(everything=True)
             unwritten = await self._last_commit()
@@ -691,12 +750,13 @@ class Daemon:
         """Write what is pending before stopping, trying a few times over ~2 s (a stop must
         not wait for a disk to be freed); the findings left unwritten, said loudly."""
         for attempt in range(tries):
-            batch, points = self._take()
+            batch, points, launches = self._take()
             try:
-                self._write(batch, points)
+                self._write(batch, points, launches)
+                self._written(batch)
                 return 0
             except Exception as exc:  # retried, then reported
-                self._write_failed(batch, points, exc)
+                self._write_failed(batch, points, launches, exc)
                 if attempt + 1 < tries:
                     await asyncio.sleep(0.25 * 2 ** attempt)
         self.log.error("stopped_with_unwritten_findings", findings=len(self.pending),

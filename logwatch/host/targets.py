@@ -29,6 +29,7 @@ class TargetSnapshot:
     digest: str
     body: dict[str, Any]
     invocation: str | None  # the unit's InvocationID it was taken under (None: no unit)
+    snapshot: Snapshot | None = None  # the snapshot itself (digest and body are its own)
 
 
 def unit_invocation(unit: str, user: bool) -> str | None:
@@ -89,4 +90,4 @@ class TargetSnapshots:
                                            model_dir=target.model_dir, gpu=self._gpu)
         self._seen[target.name] = invocation
         return TargetSnapshot(target.name, snapshot.content_hash(), snapshot.to_dict(),
-                              invocation)
+                              invocation, snapshot)

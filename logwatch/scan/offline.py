@@ -15,8 +15,7 @@ from pathlib import Path
 from typing import IO, Any, BinaryIO
 
 from logwatch.core.block_scan import BlockScanner, ScanStats
-from logwatch.core.incidents import IncidentBook
-from logwatch.core.launches import LaunchTracker
+from logwatch.core.launches import LaunchBook
 from logwatch.core.library import Library
 from logwatch.core.matcher import Matcher
 from logwatch.core.report import report_dict
@@ -113,15 +112,13 @@ def scan_inputs(inputs: Sequence[ScanInput], library: Library, engine: str = "au
                 recorder: ScanRecorder | None = None) -> dict[str, Any]:
     """Scan every input and return the report (with snapshots and diagnoses) as a dict."""
     matcher = Matcher(library.signatures, engine=engine)
-    book = IncidentBook()
-    tracker = LaunchTracker()
+    book = LaunchBook()
 
     def record(findings: list[Any]) -> None:
         for finding in findings:
-            book.add(finding)
-            tracker.observe(finding)
+            change = book.observe(finding)
             if recorder is not None:
-                recorder.finding(finding)
+                recorder.finding(finding, change.launch.start_line)
 
     totals = ScanStats()
     started = time.perf_counter()
@@ -165,30 +162,21 @@ def scan_inputs(inputs: Sequence[ScanInput], library: Library, engine: str = "au
         for name, value in asdict(scanner.stats).items():
             setattr(totals, name, getattr(totals, name) + value)
     elapsed = time.perf_counter() - started
-    incidents, root = book.ordered()
+    result = triage(book, snapshot_options or SnapshotOptions(), [i.label for i in inputs])
     stats = asdict(totals)
     stats.update(
         files=len(inputs), seconds=round(elapsed, 3),
         mb_per_s=round(totals.bytes / 1e6 / elapsed, 1) if elapsed > 0 else None,
         engine=matcher.scanner.engine, mode=",".join(sorted(set(modes))),
-        incidents=len(incidents), match_timeouts=dict(matcher.timeouts),
+        incidents=sum(len(a.incidents) for a in result.analyses),
+        launches=len(result.analyses), match_timeouts=dict(matcher.timeouts),
         disabled_signatures=dict(matcher.disabled),
     )
-    result = triage(incidents, tracker, snapshot_options or SnapshotOptions())
-    report = report_dict(library.version, incidents, root, stats)
+    report = report_dict(library.version, result.analyses, stats, result.digest)
     report["incomplete"] = incomplete
-    for index, incident in enumerate(report["incidents"]):
-        incident["snapshot"] = result.by_incident.get(index)
-    report["diagnoses"] = [d.to_dict() for d in result.diagnoses]
-    if recorder is not None:  # the snapshot of every launch with findings is recorded too
-        for label, first_line in recorder.first_lines().items():
-            result.snapshot_at(label, first_line)
-            for segment in tracker.segments.get(label, []):
-                if segment.start_line > first_line:
-                    result.snapshot_at(label, segment.start_line)
-    report["snapshots"] = result.snapshots
-    if recorder is not None:
+    if recorder is not None:  # each finding links to its launch's snapshot
         recorder.snapshot_at = result.snapshot_at
+    report["snapshots"] = result.snapshots
     return report
 
 

@@ -7,10 +7,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from logwatch.core.diagnose import Diagnosis, diagnose
+from logwatch.core.analysis import LaunchAnalysis, analyse, latest_first
 from logwatch.core.host_facts import launch_from_log
-from logwatch.core.incidents import Incident
-from logwatch.core.launches import LaunchSegment, LaunchTracker
+from logwatch.core.launches import Launch, LaunchBook
 from logwatch.core.snapshot import GpuFacts, Snapshot
 from logwatch.host.capture import capture_gpu, take_snapshot
 
@@ -48,19 +47,20 @@ def gpu_for(options: SnapshotOptions) -> GpuFacts:
 
 
 class SnapshotResolver:
-    """The snapshot in force at any point of the scanned logs, built once per launch."""
+    """The snapshot of each launch, built once: what the operator passed, refined by the
+    launch's own start lines."""
 
-    def __init__(self, tracker: LaunchTracker, options: SnapshotOptions) -> None:
-        self.tracker = tracker
+    def __init__(self, launches: LaunchBook, options: SnapshotOptions) -> None:
+        self.launches = launches
         self.options = options
         self.gpu = gpu_for(options)
         self._cache: dict[int, Snapshot] = {}
 
-    def _build(self, segment: LaunchSegment | None) -> Snapshot:
-        key = id(segment)
+    def for_launch(self, launch: Launch | None) -> Snapshot:
+        key = id(launch)
         if key not in self._cache:
             options = self.options
-            log_facts = launch_from_log(segment.captures) if segment else {}
+            log_facts = launch_from_log(launch.captures) if launch else {}
             self._cache[key] = take_snapshot(
                 argv=options.cmdline, pid=options.pid, unit=options.unit,
                 user_unit=options.user_unit, model_dir=options.model_dir, log_facts=log_facts,
@@ -68,39 +68,34 @@ class SnapshotResolver:
         return self._cache[key]
 
     def at(self, source: str, line: int) -> Snapshot:
-        return self._build(self.tracker.segment_for(source, line))
-
-    def for_incident(self, incident: Incident) -> Snapshot:
-        return self.at(incident.first.source, incident.first.lineno)
+        return self.for_launch(self.launches.launch_at(source, line))
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class Triage:
-    diagnoses: list[Diagnosis]
-    snapshots: dict[str, dict[str, Any]]  # by hash, every snapshot incidents refer to
-    by_incident: dict[int, str]  # incident index -> snapshot hash
+    analyses: list[LaunchAnalysis]  # newest launch first
+    snapshots: dict[str, dict[str, Any]]  # by hash, every snapshot a launch or finding used
     resolver: SnapshotResolver
     _digests: dict[int, str] = field(default_factory=dict)  # id(snapshot) -> its hash
 
-    def snapshot_at(self, source: str, line: int) -> str:
-        """The hash of the snapshot in force at a line (recorded in `snapshots` too). Called
-        for every recorded finding: a launch's snapshot is hashed once."""
-        snap = self.resolver.at(source, line)  # one object per launch, kept by the resolver
+    def digest(self, snap: Snapshot) -> str:
+        """A snapshot's hash (hashed once per launch), recorded in `snapshots`."""
         digest = self._digests.get(id(snap))
         if digest is None:
             digest = self._digests[id(snap)] = snap.content_hash()
             self.snapshots.setdefault(digest, snap.to_dict())
         return digest
 
+    def snapshot_at(self, source: str, line: int) -> str:
+        """The hash of the snapshot in force at a line. Called for every recorded finding."""
+        return self.digest(self.resolver.at(source, line))
 
-def triage(incidents: Sequence[Incident], tracker: LaunchTracker, options: SnapshotOptions
+
+def triage(launches: LaunchBook, options: SnapshotOptions, order: Sequence[str] = ()
            ) -> Triage:
-    resolver = SnapshotResolver(tracker, options)
-    snapshots: dict[str, dict[str, Any]] = {}
-    by_incident: dict[int, str] = {}
-    for index, incident in enumerate(incidents):
-        snap = resolver.for_incident(incident)
-        digest = snap.content_hash()
-        snapshots.setdefault(digest, snap.to_dict())
-        by_incident[index] = digest
-    return Triage(diagnose(incidents, resolver.for_incident), snapshots, by_incident, resolver)
+    """Every launch analysed against its snapshot, newest first (`order`: the sources as
+    they were read, later ones newer)."""
+    resolver = SnapshotResolver(launches, options)
+    analyses = [analyse(launch, resolver.for_launch(launch)) for launch in launches.launches()]
+    rank = {source: n for n, source in enumerate(order)}
+    return Triage(latest_first(analyses, rank), {}, resolver)

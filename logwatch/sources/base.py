@@ -26,6 +26,9 @@ class Chunk:
     span: int | None = None
     first_line: int | None = None  # number of data's first line, when a source starts
     # mid-generation without a checkpoint (a file followed from its end)
+    # offsets in the generation where the program was started again (journald: the unit's
+    # next invocation): a new launch begins with the line there
+    launches: tuple[int, ...] = ()
 
 
 def source_name(text: str) -> str:
@@ -56,7 +59,8 @@ def slices(chunk: Chunk, size: int) -> list[Chunk]:
                             tuple(m for m in chunk.marks if first < m[0] <= last),
                             chunk.path,
                             end - start + extra if extra and end == len(chunk.data) else None,
-                            chunk.first_line if start == 0 else None))
+                            chunk.first_line if start == 0 else None,
+                            tuple(o for o in chunk.launches if first <= o < last)))
         start = end
     return pieces
 

@@ -50,6 +50,7 @@ class JournalSource:
         self.journalctl = journalctl
         self.start_at = start_at
         self.events: list[str] = []
+        self._invocation: str | None = None  # the unit invocation of the last entry read
         self._process: asyncio.subprocess.Process | None = None
         self._since_usec: int | None = None
 
@@ -110,10 +111,11 @@ class JournalSource:
                     batch = await self._read_batch(process.stdout)
                     if batch is None:
                         break
-                    data, marks = batch
+                    data, marks, starts = batch
                     got_any = True
                     yield Chunk(self.name, self.generation, data, self.offset, first,
-                                tuple((self.offset + end, cursor) for end, cursor in marks))
+                                tuple((self.offset + end, cursor) for end, cursor in marks),
+                                launches=tuple(self.offset + at for at in starts))
                     self.offset += len(data)
                     first = False
             except BaseException:  # stopped or cancelled: end journalctl, reap it once
@@ -141,10 +143,12 @@ class JournalSource:
             await asyncio.sleep(delay)
 
     async def _read_batch(self, stream: asyncio.StreamReader
-                          ) -> tuple[bytes, list[tuple[int, str]]] | None:
-        """Entries available now (at least one, waiting for it); None at end of output."""
+                          ) -> tuple[bytes, list[tuple[int, str]], list[int]] | None:
+        """Entries available now (at least one, waiting for it), with each entry's end and
+        cursor, and where a new invocation of the unit began; None at end of output."""
         parts: list[bytes] = []
         marks: list[tuple[int, str]] = []
+        starts: list[int] = []
         size = 0
         while len(marks) < MAX_ENTRIES_PER_CHUNK:
             if marks and not stream._buffer:  # type: ignore[attr-defined]
@@ -155,7 +159,7 @@ class JournalSource:
                 self.events.append("a journal entry over 16 MiB was skipped")
                 continue
             if not raw:
-                return (b"".join(parts), marks) if marks else None
+                return (b"".join(parts), marks, starts) if marks else None
             try:
                 entry = json.loads(raw)
             except ValueError:
@@ -163,6 +167,11 @@ class JournalSource:
             if not isinstance(entry, dict):
                 continue
             cursor = entry.get("__CURSOR")
+            invocation = entry.get("_SYSTEMD_INVOCATION_ID")
+            if isinstance(invocation, str) and invocation != self._invocation:
+                if self._invocation is not None:  # the unit was started again
+                    starts.append(size)
+                self._invocation = invocation
             message = message_bytes(entry)
             if message is None:
                 message = b"[logwatch: journald omitted this MESSAGE]"
@@ -172,4 +181,4 @@ class JournalSource:
             if isinstance(cursor, str):
                 marks.append((size, cursor))
                 self.cursor = cursor
-        return b"".join(parts), marks
+        return b"".join(parts), marks, starts

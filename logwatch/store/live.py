@@ -2,8 +2,9 @@
 
 A finding's id is (generation, line, signature): replaying lines after a crash inserts nothing
 twice; the checkpoint is committed with the findings, so nothing read is ever skipped either.
-Incidents are folded forward from the findings a batch actually inserted (a replay adds
-nothing to their counts).
+Incidents belong to a launch and are folded forward from the findings a batch actually
+inserted (a replay adds nothing to their counts). The launches a batch touched are written
+with it: their outcome, root cause and diagnoses, as core.analysis found them.
 """
 
 from __future__ import annotations
@@ -18,10 +19,16 @@ from typing import Any
 
 import duckdb
 
+from logwatch.core.analysis import LaunchAnalysis
 from logwatch.core.findings import Finding, evidence_text
-from logwatch.core.incidents import incident_key
+from logwatch.core.incidents import incident_key, problem_key
+from logwatch.core.launches import Launch
 from logwatch.core.library import Library
+from logwatch.core.snapshot import Snapshot
 from logwatch.store.db import Store
+from logwatch.store.record import snapshot_row
+
+DIGESTS_KEPT = 256  # snapshot objects whose hash is remembered (one per launch state)
 
 
 def _id(*parts: object) -> str:
@@ -43,6 +50,37 @@ class LiveFinding:
     generation: str
     identity: str | None = None  # journald: "cursor#line-in-entry", stable across re-reads
     snapshot_hash: str | None = None  # the configuration in force (known for `logwatch run`)
+    launch: str | None = None  # the id of its launch (launch_id)
+    copy: bool = False  # a copy of a report already counted (raw stderr after the logger)
+
+
+def launch_id(launch: Launch) -> str:
+    """A live launch's id: the generation it began in, its source and first line."""
+    return _id("launch", launch.generation, launch.source, launch.start_line)
+
+
+@dataclass(frozen=True, slots=True)
+class LaunchWritten:
+    """What a commit wrote about a launch: its row, and the diagnoses it has now."""
+
+    row: dict[str, Any]
+    diagnoses: list[dict[str, Any]]
+    analysis: LaunchAnalysis
+
+
+@dataclass(frozen=True, slots=True)
+class StoredLaunch:
+    """The newest launch of a source, as stored (a restarted daemon goes on with it)."""
+
+    id: str
+    source: str
+    generation: str
+    number: int
+    start_line: int
+    last_line: int
+    seen_start: bool
+    outcome: str
+    started: datetime | None
 
 
 class LiveWriter:
@@ -51,6 +89,25 @@ class LiveWriter:
         self.library = library
         # the last commit's new findings: (signature, version, incident id, fatal)
         self.last_new: list[tuple[str, int, str, bool]] = []
+        self.last_launches: list[LaunchWritten] = []  # the last commit's launches
+        # snapshots hashed (by object: a launch's is built once) and those stored already
+        self._digests: dict[int, tuple[Snapshot, str]] = {}
+        self._stored: set[str] = set()
+        # the last commit's new incidents: id -> (problem, launch id)
+        self.new_incidents: dict[str, tuple[str, str | None]] = {}
+
+    def latest_launches(self) -> list[StoredLaunch]:
+        """Each source's newest launch."""
+        rows = self.store.query(
+            "SELECT id, source, source_id, number, start_line, last_line, seen_start, "
+            "outcome, started FROM launches WHERE source_id IS NOT NULL "
+            "QUALIFY row_number() OVER (PARTITION BY source ORDER BY number DESC) = 1")
+        return [StoredLaunch(r[0], r[1], r[2] or "", int(r[3] or 1), int(r[4]), int(r[5] or 0),
+                             bool(r[6]), r[7], r[8]) for r in rows]
+
+    def seen_problems(self) -> set[str]:
+        return {r[0] for r in self.store.query(
+            "SELECT DISTINCT problem FROM incidents WHERE problem IS NOT NULL")}
 
     def checkpoints(self) -> dict[str, Checkpoint]:
         rows = self.store.query("SELECT source_id, generation, position, line, cursor "
@@ -58,25 +115,27 @@ class LiveWriter:
         return {r[0]: Checkpoint(r[0], r[1], int(r[2]), int(r[3]), r[4]) for r in rows}
 
     def record_snapshot(self, digest: str, body: dict[str, Any]) -> None:
-        from logwatch.store.record import snapshot_row
-
         self.store.insert("snapshots", [snapshot_row(digest, body, datetime.now())])
 
-    def commit(self, found: Sequence[LiveFinding], checkpoints: Sequence[Checkpoint]) -> int:
-        """Write a batch atomically; returns how many findings were new."""
+    def commit(self, found: Sequence[LiveFinding], checkpoints: Sequence[Checkpoint],
+               analyses: Sequence[LaunchAnalysis] = ()) -> int:
+        """Write a batch atomically; returns how many findings were new. `analyses`: the
+        launches the batch touched, analysed (their findings' snapshot is theirs)."""
         now = datetime.now()
+        digests = {launch_id(a.launch): self._digest(a.snapshot) for a in analyses}
         rows: list[dict[str, Any]] = []
         items: dict[str, LiveFinding] = {}  # finding id -> the finding
         for item in found:
             f = item.finding
-            incident_id = _id(item.generation, f.signature.id, "|".join(incident_key(f)))
+            incident_id = self.incident_id(item)
             finding_id = _id(item.generation, item.identity or f.lineno, f.signature.id)
             items.setdefault(finding_id, item)
             rows.append({
                 "id": finding_id,
                 "incident_id": incident_id, "source_id": item.generation, "line": f.lineno,
                 "signature": f.signature.id, "signature_version": f.signature.version,
-                "library_version": self.library.version, "snapshot_hash": item.snapshot_hash,
+                "library_version": self.library.version,
+                "snapshot_hash": item.snapshot_hash or digests.get(item.launch or ""),
                 "time": f.time, "process": f.process, "pid": f.pid, "rank": f.rank,
                 "captures": json.dumps(f.captures, sort_keys=True),
                 "text": evidence_text(f.matched)})
@@ -88,20 +147,82 @@ class LiveWriter:
         try:
             inserted = self.store.insert_new("findings", rows)
             self.store.insert("checkpoints", points, conflict="REPLACE")
-            self._aggregate([r for r in rows if r["id"] in inserted], items)
+            new_rows = [r for r in rows if r["id"] in inserted]
+            self.new_incidents = self._aggregate(new_rows, items, digests)
+            written = [self._launch(a, digests, now) for a in analyses]
             con.execute("COMMIT")
         except BaseException:
             with contextlib.suppress(duckdb.Error):  # a failed COMMIT ended it already
                 con.execute("ROLLBACK")
             raise
         self.last_new = [(r["signature"], r["signature_version"], r["incident_id"],
-                          items[r["id"]].finding.signature.fatal)
-                         for r in rows if r["id"] in inserted]
+                          items[r["id"]].finding.signature.fatal) for r in new_rows]
+        self._stored.update(digests.values())
+        self.last_launches = written
         return len(inserted)
 
-    def _aggregate(self, new: list[dict[str, Any]], items: dict[str, LiveFinding]) -> None:
+    def _digest(self, snapshot: Snapshot) -> str:
+        known = self._digests.get(id(snapshot))
+        if known is None:
+            if len(self._digests) >= DIGESTS_KEPT:
+                self._digests.pop(next(iter(self._digests)))
+            known = self._digests[id(snapshot)] = (snapshot, snapshot.content_hash())
+        return known[1]
+
+    @staticmethod
+    def incident_id(item: LiveFinding) -> str:
+        f = item.finding
+        return _id(item.launch or item.generation, f.signature.id, "|".join(incident_key(f)))
+
+    def _launch(self, analysis: LaunchAnalysis, digests: dict[str, str],
+                now: datetime) -> LaunchWritten:
+        """A launch's row, its incidents' root cause flag and its diagnoses, replaced."""
+        launch = analysis.launch
+        lid = launch_id(launch)
+        digest = digests[lid]
+        if digest not in self._stored:  # rolled back with the commit? stored again next time
+            self.store.insert("snapshots", [snapshot_row(digest, analysis.snapshot.to_dict(),
+                                                         now)])
+        ids = [_id(lid, i.signature.id, "|".join(i.key)) for i in analysis.incidents]
+        root = analysis.root_incident
+        root_id = ids[analysis.root] if analysis.root is not None else None
+        failed_before = 0
+        if root is not None:
+            failed_before = int(self.store.query(
+                "SELECT count(*) FROM launches WHERE root_problem = ? AND id <> ? "
+                "AND (? IS NULL OR started IS NULL OR started <= ?)",
+                [root.problem, lid, launch.started, launch.started])[0][0])
+        row = {"id": lid, "source_id": launch.generation, "source": launch.source,
+               "number": launch.number, "start_line": launch.start_line,
+               "last_line": launch.last_line, "seen_start": launch.seen_start,
+               "started": launch.started, "snapshot_hash": digest,
+               "outcome": launch.outcome, "exit_code": launch.exit_code,
+               "root_cause": root_id, "root_signature": root.signature.id if root else None,
+               "root_problem": root.problem if root else None,
+               "fatal_incidents": len(launch.fatal_incidents),
+               "failed_before": failed_before, "updated": now}
+        self.store.insert("launches", [row], conflict="REPLACE")
+        self.store.con.execute("UPDATE incidents SET root_cause = (id = ?), snapshot_hash = ? "
+                               "WHERE launch_id = ?", [root_id, digest, lid])
+        diagnoses = []
+        for diag in analysis.diagnoses:
+            body = diag.to_dict()
+            anchor = ids[diag.incident] if diag.incident is not None else None
+            diagnoses.append({
+                "id": _id(anchor or lid, diag.cause), "incident_id": anchor,
+                "launch_id": lid, "snapshot_hash": digest, "cause": diag.cause,
+                "title": diag.title, "summary": diag.summary, "confidence": diag.confidence,
+                "body": json.dumps(body, sort_keys=True, default=str), "recorded": now})
+        self.store.con.execute("DELETE FROM diagnoses WHERE launch_id = ? AND NOT list_contains"
+                               "(?, id)", [lid, [d["id"] for d in diagnoses]])
+        self.store.insert("diagnoses", diagnoses, conflict="REPLACE")
+        return LaunchWritten(row, diagnoses, analysis)
+
+    def _aggregate(self, new: list[dict[str, Any]], items: dict[str, LiveFinding],
+                   digests: dict[str, str]) -> dict[str, tuple[str, str | None]]:
         """Fold the findings just inserted into their incidents: counts add up, line and time
-        ranges widen, processes and ranks merge. Cost grows with the batch, not the history."""
+        ranges widen, processes and ranks merge. Cost grows with the batch, not the history.
+        Returns the incidents that are new: id -> (problem, launch id)."""
         groups: dict[str, list[dict[str, Any]]] = {}
         for row in new:
             groups.setdefault(row["incident_id"], []).append(row)
@@ -111,11 +232,12 @@ class LiveWriter:
             f, sig = item.finding, item.finding.signature
             times = [m["time"] for m in members if m["time"] is not None]
             out.append({
-                "id": incident_id, "scan_id": None, "snapshot_hash": item.snapshot_hash,
+                "id": incident_id, "scan_id": None,
+                "snapshot_hash": item.snapshot_hash or digests.get(item.launch or ""),
                 "signature": sig.id,
                 "signature_version": sig.version, "library_version": self.library.version,
                 "category": sig.category, "severity": sig.severity, "fatal": sig.fatal,
-                "root_cause": False, "count": len(members),
+                "root_cause": False, "count": sum(1 for m in members if not items[m["id"]].copy),
                 "first_source": members[0]["source_id"],
                 "first_line": min(m["line"] for m in members),
                 "first_time": min(times, default=None),
@@ -124,7 +246,12 @@ class LiveWriter:
                 "processes": sorted({m["process"] for m in members if m["process"]}),
                 "ranks": sorted({m["rank"] for m in members if m["rank"]}),
                 "captures": json.dumps(f.captures, sort_keys=True), "title": sig.title,
-                "explanation": sig.explain(f.captures)})
+                "explanation": sig.explain(f.captures), "launch_id": item.launch,
+                "problem": problem_key(sig.id, incident_key(f))})
+        if not out:
+            return {}
+        known = {r[0] for r in self.store.query(
+            "SELECT id FROM incidents WHERE list_contains(?, id)", [[r["id"] for r in out]])}
         merged = ", ".join(f"{c} = list_sort(list_distinct(list_concat(incidents.{c}, "
                            f"excluded.{c})))" for c in ("processes", "ranks"))
         self.store.upsert("incidents", out,
@@ -134,3 +261,4 @@ class LiveWriter:
                           "first_time = least(incidents.first_time, excluded.first_time), "
                           "last_time = greatest(incidents.last_time, excluded.last_time), "
                           f"library_version = excluded.library_version, {merged}")
+        return {r["id"]: (r["problem"], r["launch_id"]) for r in out if r["id"] not in known}

@@ -21,7 +21,7 @@ from typing import IO, Any, NamedTuple
 import duckdb
 
 from logwatch.core.findings import Finding, evidence_text
-from logwatch.core.incidents import incident_key
+from logwatch.core.incidents import incident_key, problem_key
 from logwatch.store.db import DatabaseError, Store, database_error
 
 FINGERPRINT_BYTES = 4096  # the start of a log (pids, timestamps) names it; growth keeps it
@@ -60,6 +60,7 @@ class _FindingRow(NamedTuple):
     captures: str
     text: str
     key: str
+    launch_line: int  # where its launch started in the source
 
 
 @dataclass(slots=True)
@@ -82,14 +83,15 @@ class ScanRecorder:
     def scanned(self, label: str, position: int) -> None:
         self.sources[label].scanned = position
 
-    def finding(self, f: Finding) -> None:
+    def finding(self, f: Finding, launch_line: int) -> None:
+        """`launch_line`: the line its launch started at (launches.Launch.start_line)."""
         source = self.sources[f.source]
         if source.first_line is None or f.lineno < source.first_line:
             source.first_line = f.lineno
         self._held.append(_FindingRow(
             f.source, source.id, f.lineno, f.signature.id, f.signature.version, f.time,
             f.process, f.pid, f.rank, json.dumps(f.captures, sort_keys=True),
-            evidence_text(f.matched), "|".join(incident_key(f))))
+            evidence_text(f.matched), "|".join(incident_key(f)), launch_line))
         if len(self._held) >= self.batch_size:
             self._spill()
 
@@ -146,33 +148,57 @@ class ScanRecorder:
         now = datetime.now()
         library = report["library_version"]
         scan_id = _id(now.isoformat(), *sorted(s.id for s in self.sources.values()))
-        incident_ids: dict[tuple[str, str], str] = {}
+        incident_ids: dict[tuple[str, int, str, str], str] = {}
         incident_rows = []
+        launch_ids = [_id(self.sources[entry["source"]].id, entry["start_line"])
+                      for entry in report.get("launches", [])]
         for index, inc in enumerate(report["incidents"]):
             first = inc["first_seen"]
             source = self.sources[first["source"]]
+            launch = report["launches"][inc["launch"]]
+            launch_id = launch_ids[inc["launch"]]
             key = "|".join(inc["key"])
-            incident_id = _id(source.id, first["line"], inc["signature"], key)
-            incident_ids[(inc["signature"], key)] = incident_id
+            incident_id = _id(launch_id, inc["signature"], key)
+            incident_ids[(first["source"], launch["start_line"], inc["signature"], key)] = \
+                incident_id
             incident_rows.append({
                 "id": incident_id, "scan_id": scan_id, "snapshot_hash": inc.get("snapshot"),
                 "signature": inc["signature"], "signature_version": inc["signature_version"],
                 "library_version": library, "category": inc["category"],
                 "severity": inc["severity"], "fatal": inc["fatal"],
-                "root_cause": index == report["root_cause"], "count": inc["count"],
+                "root_cause": index == launch["root_cause"], "count": inc["count"],
                 "first_source": source.id, "first_line": first["line"],
                 "first_time": _time(first["time"]), "last_line": inc["last_seen"]["line"],
                 "last_time": _time(inc["last_seen"]["time"]), "processes": inc["processes"],
                 "ranks": inc["ranks"], "captures": json.dumps(inc["captures"], sort_keys=True),
-                "title": inc["title"], "explanation": inc["explanation"]})
+                "title": inc["title"], "explanation": inc["explanation"],
+                "launch_id": launch_id, "problem": problem_key(inc["signature"], inc["key"])})
+        launch_rows = []
+        for launch_id, entry in zip(launch_ids, report.get("launches", []), strict=True):
+            root = entry["root_cause"]
+            root_row = incident_rows[root] if root is not None else None
+            launch_rows.append({
+                "id": launch_id, "source_id": self.sources[entry["source"]].id,
+                "source": entry["source"], "number": entry["number"],
+                "start_line": entry["start_line"], "last_line": entry["last_line"],
+                "seen_start": entry["seen_start"], "started": _time(entry["started"]),
+                "snapshot_hash": entry["snapshot"], "outcome": entry["outcome"],
+                "exit_code": entry["exit_code"],
+                "root_cause": root_row["id"] if root_row else None,
+                "root_signature": root_row["signature"] if root_row else None,
+                "root_problem": root_row["problem"] if root_row else None,
+                "fatal_incidents": entry["fatal_incidents"],
+                "failed_before": entry["failed_before"], "updated": now})
         diagnosis_rows = []
         for diag in report.get("diagnoses", []):
             index = diag.get("incident")
             incident = incident_rows[index] if index is not None else None
             anchor = incident["id"] if incident else None
+            launch_id = launch_ids[diag["launch"]] if diag.get("launch") is not None else None
             diagnosis_rows.append({
-                "id": _id(anchor or json.dumps(diag["config"], sort_keys=True), diag["cause"]),
-                "incident_id": anchor,
+                "id": _id(anchor or launch_id or json.dumps(diag["config"], sort_keys=True),
+                          diag["cause"]),
+                "incident_id": anchor, "launch_id": launch_id,
                 "snapshot_hash": incident["snapshot_hash"] if incident else None,
                 "cause": diag["cause"], "title": diag["title"], "summary": diag["summary"],
                 "confidence": diag["confidence"], "body": json.dumps(diag, sort_keys=True),
@@ -192,6 +218,7 @@ class ScanRecorder:
             store.insert("scans", [{"id": scan_id, "started": now, "library_version": library,
                                     "inputs": [s.label for s in self.sources.values()],
                                     "stats": json.dumps(stats, default=str)}])
+            store.insert("launches", launch_rows, conflict="REPLACE")
             store.insert("incidents", incident_rows, conflict="REPLACE")
             for batch in self._batches():
                 store.insert("findings", [self._finding_row(f, incident_ids, library)
@@ -211,10 +238,12 @@ class ScanRecorder:
         after = _counts(store)
         return {table: after[table] - before[table] for table in after}
 
-    def _finding_row(self, f: _FindingRow, incident_ids: dict[tuple[str, str], str],
+    def _finding_row(self, f: _FindingRow,
+                     incident_ids: dict[tuple[str, int, str, str], str],
                      library: str) -> dict[str, Any]:
         return {"id": _id(f.source_id, f.line, f.signature),
-                "incident_id": incident_ids.get((f.signature, f.key)),
+                "incident_id": incident_ids.get((f.source_label, f.launch_line, f.signature,
+                                                 f.key)),
                 "source_id": f.source_id, "line": f.line, "signature": f.signature,
                 "signature_version": f.signature_version, "library_version": library,
                 "snapshot_hash": self.snapshot_at(f.source_label, f.line), "time": f.time,
@@ -227,7 +256,7 @@ def _time(text: str | None) -> datetime | None:
 
 
 def _counts(store: Store) -> dict[str, int]:
-    tables = ("sources", "snapshots", "incidents", "findings", "diagnoses")
+    tables = ("sources", "snapshots", "launches", "incidents", "findings", "diagnoses")
     return {t: int(store.query(f"SELECT count(*) FROM {t}")[0][0]) for t in tables}
 
 

@@ -6,7 +6,7 @@ ids are content-derived, so recording the same log twice adds nothing.
 
 from __future__ import annotations
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 
 MIGRATIONS: dict[int, tuple[str, ...]] = {
     1: (
@@ -53,24 +53,68 @@ MIGRATIONS: dict[int, tuple[str, ...]] = {
         "ALTER TABLE checkpoints ADD COLUMN generation VARCHAR",
         "ALTER TABLE checkpoints ADD COLUMN line BIGINT",
     ),
+    # launches: one start of vLLM each; incidents belong to one, and recur as problems
+    3: (
+        """CREATE TABLE launches (
+            id VARCHAR PRIMARY KEY, source_id VARCHAR, source VARCHAR, number INTEGER,
+            start_line BIGINT, last_line BIGINT, seen_start BOOLEAN, started TIMESTAMP,
+            snapshot_hash VARCHAR, outcome VARCHAR, exit_code INTEGER,
+            root_cause VARCHAR, root_signature VARCHAR, root_problem VARCHAR,
+            fatal_incidents INTEGER, failed_before INTEGER, updated TIMESTAMP)""",
+        "ALTER TABLE incidents ADD COLUMN launch_id VARCHAR",
+        "ALTER TABLE incidents ADD COLUMN problem VARCHAR",
+        "ALTER TABLE diagnoses ADD COLUMN launch_id VARCHAR",
+    ),
 }
 
 # Recreated on every open, so they always match the code that reads them.
 VIEWS: dict[str, str] = {
-    # Which configurations failed, and how: one row per snapshot that had fatal incidents.
+    # Which configurations failed, and how: one row per snapshot whose launches failed.
     "failures_by_config": """
         SELECT s.hash AS snapshot, s.model, s.quant_scheme, s.tensor_parallel_size,
                s.uses_mtp, s.mtp_covered, s.gpu_name, s.gpu_capability, s.vllm_version,
-               count(*) AS fatal_incidents, sum(i.count) AS occurrences,
+               count(DISTINCT l.id) AS failed_launches,
+               count(i.id) AS fatal_incidents, sum(i.count) AS occurrences,
                list(DISTINCT i.signature ORDER BY i.signature) AS signatures,
-               min(i.first_time) AS first_seen, max(i.last_time) AS last_seen
-        FROM incidents i JOIN snapshots s ON s.hash = i.snapshot_hash
-        WHERE i.fatal
+               list(DISTINCT l.root_signature ORDER BY l.root_signature)
+                   FILTER (WHERE l.root_signature IS NOT NULL) AS root_causes,
+               min(coalesce(l.started, i.first_time)) AS first_seen,
+               max(i.last_time) AS last_seen
+        FROM launches l JOIN snapshots s ON s.hash = l.snapshot_hash
+        LEFT JOIN incidents i ON i.launch_id = l.id AND i.fatal
+        WHERE l.outcome = 'failed'
         GROUP BY ALL""",
+    # Every start of vLLM, newest first: how it ended, why, and in which configuration.
+    "launch_history": """
+        SELECT l.started, l.outcome, l.exit_code, l.root_signature, r.title AS root_title,
+               l.failed_before, l.fatal_incidents, s.model, s.quant_scheme,
+               s.tensor_parallel_size, s.gpu_capability, s.vllm_version, l.source,
+               l.start_line, l.id AS launch_id, l.snapshot_hash
+        FROM launches l
+        LEFT JOIN snapshots s ON s.hash = l.snapshot_hash
+        LEFT JOIN incidents r ON r.id = l.root_cause
+        ORDER BY l.started DESC NULLS LAST, l.start_line DESC""",
+    # The same incident (signature and key captures) over launches: "crashed 6 times with
+    # this Marlin error since 09:12, across two configurations".
+    "problems": """
+        SELECT i.problem, i.signature, any_value(i.title) AS title,
+               bool_or(i.fatal) AS fatal, count(DISTINCT i.launch_id) AS launches,
+               count(DISTINCT i.launch_id) FILTER (WHERE l.root_cause = i.id)
+                   AS launches_failed_by_it,
+               sum(i.count) AS occurrences,
+               count(DISTINCT i.snapshot_hash) AS configurations,
+               list(DISTINCT i.snapshot_hash) AS snapshots,
+               min(i.first_time) AS first_seen, max(i.last_time) AS last_seen,
+               any_value(i.captures) AS captures
+        FROM incidents i LEFT JOIN launches l ON l.id = i.launch_id
+        WHERE i.problem IS NOT NULL
+        GROUP BY i.problem, i.signature
+        ORDER BY launches DESC, last_seen DESC NULLS LAST""",
     # Incidents in time order with their configuration and the diagnosis that explains them.
     "incident_timeline": """
         SELECT i.first_time, i.last_time, i.severity, i.fatal, i.root_cause, i.signature,
-               i.count, i.title, s.model, s.quant_scheme, s.tensor_parallel_size,
+               i.count, i.title, i.launch_id, i.problem, s.model, s.quant_scheme,
+               s.tensor_parallel_size,
                s.gpu_capability, d.cause AS diagnosis, d.confidence, i.id AS incident_id,
                i.snapshot_hash
         FROM incidents i

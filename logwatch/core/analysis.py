@@ -1,0 +1,38 @@
+"""One analysis for the scan and the daemon: a launch's incidents and its snapshot in, the
+root cause and the diagnoses out. Pure; both callers get the same answer for the same log."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from logwatch.core.diagnose import Diagnosis, diagnose
+from logwatch.core.incidents import Incident
+from logwatch.core.launches import Launch
+from logwatch.core.snapshot import Snapshot
+
+
+@dataclass(frozen=True, slots=True)
+class LaunchAnalysis:
+    launch: Launch
+    incidents: list[Incident]  # the root cause first, then by severity
+    root: int | None  # index of the root cause in `incidents`
+    diagnoses: list[Diagnosis]  # `incident`: an index into `incidents`
+    snapshot: Snapshot
+
+    @property
+    def root_incident(self) -> Incident | None:
+        return self.incidents[self.root] if self.root is not None else None
+
+
+def analyse(launch: Launch, snapshot: Snapshot) -> LaunchAnalysis:
+    """The launch's incidents ordered with the root cause first, each diagnosed against the
+    snapshot in force when the launch started."""
+    incidents, root = launch.book.ordered()
+    return LaunchAnalysis(launch, incidents, root, diagnose(incidents, lambda _: snapshot),
+                          snapshot)
+
+
+def latest_first(analyses: list[LaunchAnalysis], order: dict[str, int]) -> list[LaunchAnalysis]:
+    """The report's order: the newest launch first (sources in `order`, later ones newer)."""
+    return sorted(analyses, key=lambda a: (order.get(a.launch.source, 0), a.launch.start_line),
+                  reverse=True)

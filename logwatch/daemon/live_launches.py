@@ -1,0 +1,176 @@
+"""The daemon's launches: which start of vLLM each finding belongs to, what changed since the
+last commit, the analysis of each changed launch (on the database thread), and what to tell
+watchers and the operator once a commit made it durable."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from typing import Any
+
+from logwatch.core.analysis import LaunchAnalysis, analyse
+from logwatch.core.findings import Finding
+from logwatch.core.launches import FAILED, Launch, LaunchBook
+from logwatch.host.launch_snapshot import LaunchSnapshots
+from logwatch.store.live import LaunchWritten, LiveWriter, StoredLaunch, launch_id
+
+PUBLISHED_KEPT = 1000  # launches whose last `launch` event is remembered
+
+
+@dataclass(frozen=True, slots=True)
+class Placed:
+    """Where a finding went: its launch's id, and whether it is a copy already counted."""
+
+    launch: str
+    copy: bool
+
+
+@dataclass(frozen=True, slots=True)
+class Notice:
+    """Something a commit made durable: an event for subscribers (`kind`, `fields`), and for
+    a launch that failed, the line the operator reads (`failure`)."""
+
+    kind: str
+    fields: dict[str, Any]
+    failure: str | None = None
+
+
+class LiveLaunches:
+    def __init__(self, writer: LiveWriter, snapshots: LaunchSnapshots,
+                 per_generation: Iterable[str], on_begin: Callable[[Launch], None]) -> None:
+        """`per_generation`: sources whose every generation is a new start of vLLM (a `run`
+        child, a stdin run). `on_begin`: told of each new launch."""
+        self.snapshots = snapshots
+        self.book = LaunchBook()
+        for stored in writer.latest_launches():  # each source's current one goes on
+            self._go_on_with(stored)
+        self._per_generation = frozenset(per_generation)
+        self._on_begin = on_begin
+        self._dirty: dict[str, Launch] = {}  # changed since the last commit, by id
+        self._lock = threading.Lock()  # analyses are kept on the database thread
+        self.analyses: dict[str, LaunchAnalysis] = {}  # each source's newest, by source
+        self._published: dict[str, tuple[Any, ...]] = {}  # launch id -> its last event's state
+        self._diagnoses: set[str] = set()  # diagnosis ids published
+        self.failed = 0  # launches seen failing since the daemon started
+        self.last_failure: str | None = None  # the newest, as the operator reads it
+
+    @property
+    def changed(self) -> bool:
+        return bool(self._dirty)
+
+    def _go_on_with(self, stored: StoredLaunch) -> None:
+        """A launch stored by an earlier run of the daemon is still its source's current one:
+        later findings join it. Its earlier incidents stay counted in the database; the
+        analysis after a restart covers what is read from then on."""
+        launch = self.book.begin(stored.source, stored.start_line, stored.generation,
+                                 stored.seen_start)
+        self.book.renumber(launch, stored.number)
+        launch.outcome, launch.started, launch.last_line = (stored.outcome, stored.started,
+                                                            stored.last_line)
+
+    def new_generation(self, source: str, generation: str, line: int) -> None:
+        """A source began a generation: for a `run` child or a stdin run, a new launch."""
+        if source in self._per_generation:
+            self._begin(self.book.begin(source, line, generation, seen_start=False))
+
+    def restarted(self, source: str, line: int, generation: str) -> None:
+        """The program behind a source was started again at `line` (journald)."""
+        self.book.restarted(source, line, generation)
+
+    def _begin(self, launch: Launch) -> None:
+        self.book.forget(launch.source)  # older ones are stored; memory stays bounded
+        self._dirty[launch_id(launch)] = launch
+        self._on_begin(launch)
+
+    def place(self, finding: Finding, generation: str) -> Placed:
+        change = self.book.observe(finding, generation)
+        if change.new_launch:
+            self._begin(change.launch)
+        lid = launch_id(change.launch)
+        self._dirty[lid] = change.launch
+        return Placed(lid, change.copy)
+
+    def exited(self, source: str, code: int) -> None:
+        """A `run` child ended with `code`: so did its launch."""
+        launch = self.book.exited(source, code)
+        if launch is not None:
+            self._dirty[launch_id(launch)] = launch
+
+    def take(self) -> list[Launch]:
+        """Frozen copies of the launches changed since the last take (event-loop thread)."""
+        launches = [launch.frozen() for launch in self._dirty.values()]
+        self._dirty = {}
+        return launches
+
+    def give_back(self, launches: list[Launch]) -> None:
+        """A commit failed: its launches are written again, as they are by then."""
+        live = {launch_id(launch): launch for launch in self.book.launches()}
+        for frozen in launches:
+            lid = launch_id(frozen)
+            self._dirty.setdefault(lid, live.get(lid, frozen))
+
+    def analyse(self, launches: list[Launch]) -> list[LaunchAnalysis]:
+        """On the database thread: each launch judged against its snapshot."""
+        return [analyse(launch, self.snapshots.for_launch(launch.source, launch.captures))
+                for launch in launches]
+
+    def written(self, written: LaunchWritten) -> list[Notice]:
+        """A launch's state is durable (event-loop thread): what to tell."""
+        row, analysis = written.row, written.analysis
+        with self._lock:
+            self.analyses[row["source"]] = analysis
+        notices = []
+        state = (row["outcome"], row["root_signature"], row["failed_before"])
+        before = self._published.get(row["id"])
+        if state != before:
+            self._published[row["id"]] = state
+            failure = None
+            if row["outcome"] == FAILED and (before is None or before[0] != FAILED):
+                failure = self._failed(row, analysis)
+            notices.append(Notice("launch", {
+                "id": row["id"], "source": row["source"], "start_line": row["start_line"],
+                "outcome": row["outcome"], "snapshot": row["snapshot_hash"],
+                "root_cause": row["root_signature"], "failed_before": row["failed_before"]},
+                failure))
+        for diag in written.diagnoses:
+            if diag["id"] not in self._diagnoses:
+                self._diagnoses.add(diag["id"])
+                notices.append(Notice("diagnosis", {
+                    "launch": row["id"], "incident": diag["incident_id"],
+                    "cause": diag["cause"], "title": diag["title"],
+                    "summary": diag["summary"], "confidence": diag["confidence"]}))
+        if len(self._published) > PUBLISHED_KEPT:  # old launches: their events are long out
+            for key in list(self._published)[:PUBLISHED_KEPT // 2]:
+                del self._published[key]
+        return notices
+
+    def _failed(self, row: dict[str, Any], analysis: LaunchAnalysis) -> str:
+        self.failed += 1
+        root = analysis.root_incident
+        why = root.signature.title if root is not None else (
+            f"exit code {row['exit_code']}" if row["exit_code"] is not None else "unknown")
+        again = (f" again ({row['failed_before']} time(s) before)"
+                 if row["failed_before"] else "")
+        self.last_failure = f"{row['source']} launch #{row['number']} failed{again}: {why}"
+        return self.last_failure
+
+    def newest(self, source: str) -> LaunchAnalysis | None:
+        """The newest analysis of a source's launch (for `logwatch run`'s triage)."""
+        with self._lock:
+            return self.analyses.get(source)
+
+    def status(self) -> list[dict[str, Any]]:
+        """Each source's current launch."""
+        out = []
+        for launches in self.book.by_source.values():
+            if not launches:
+                continue
+            launch = launches[-1]
+            lid = launch_id(launch)
+            published = self._published.get(lid)
+            out.append({"id": lid, "source": launch.source, "number": launch.number,
+                        "start_line": launch.start_line, "outcome": launch.outcome,
+                        "root_cause": published[1] if published else None,
+                        "failed_before": published[2] if published else 0})
+        return out
