@@ -184,6 +184,7 @@ def test_the_daemon_and_the_scan_agree_on_launches_root_causes_and_diagnoses(
 
     running = InProcessDaemon(tmp_path, log, library)
     try:
+        running.wait_ready()
         settled(running, launches=2, failed=2)
         live_events = list(running.daemon.events)
     finally:

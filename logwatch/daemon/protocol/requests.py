@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any, ClassVar, Literal, NotRequired, TypedDict
 
 from logwatch.daemon.protocol.base import ProtocolError
-from logwatch.daemon.protocol.events import EVENT_KINDS
+from logwatch.daemon.protocol.events import EVENT_KINDS, Outcome
 
 
 class ErrorAnswer(TypedDict):
@@ -49,6 +49,18 @@ class SourceState(TypedDict):
     behind_bytes: NotRequired[int]
 
 
+class LaunchState(TypedDict):
+    """A source's current launch."""
+
+    id: str
+    source: str
+    number: int
+    start_line: int
+    outcome: Outcome
+    root_cause: str | None
+    failed_before: int
+
+
 class StatusBody(TypedDict):
     library: str
     reloading: bool
@@ -58,6 +70,9 @@ class StatusBody(TypedDict):
     uptime_s: float
     database: DatabaseState
     sources: list[SourceState]
+    launches: list[LaunchState]
+    failed_launches: int  # since the daemon started
+    last_failure: str | None  # the newest, as the operator reads it
     events: list[str]
     queries_running: int
 
