@@ -53,6 +53,9 @@ class InProcessDaemon:
         self.notify.bind(str(self.notify_path))
         self.notify.settimeout(0.05)
         self.statuses: list[str] = []
+        self._listening = True
+        self._listener = threading.Thread(target=self._listen, daemon=True)
+        self._listener.start()
         self._store_cm = open_store(tmp / "h.duckdb", service=True)
         self.store: Store = self._store_cm.__enter__()
         source = FileSource(log, name=f"file:{log.resolve()}", poll_interval=0.2)
@@ -78,12 +81,15 @@ class InProcessDaemon:
         assert "error" not in answer, answer
         return [dict(zip(answer["columns"], row, strict=True)) for row in answer["rows"]]
 
-    def drain_statuses(self) -> list[str]:
-        while True:
+    def _listen(self) -> None:
+        """systemd's side of sd_notify: every STATUS= line, as it comes."""
+        while self._listening:
             try:
                 data = self.notify.recv(65536).decode()
             except (TimeoutError, BlockingIOError):
-                return self.statuses
+                continue
+            except OSError:
+                return
             self.statuses += [ln[7:] for ln in data.splitlines() if ln.startswith("STATUS=")]
 
     def stop(self) -> int | None:
@@ -92,7 +98,10 @@ class InProcessDaemon:
             self.thread.join(60)
         self.loop.close()
         self._store_cm.__exit__(None, None, None)
+        self._listening = False
+        self._listener.join(5)
         self.notify.close()
+        self.notify_path.unlink()
         return self.code
 
 
@@ -134,7 +143,7 @@ def test_the_same_crash_on_two_days_is_two_launches_and_one_recurring_problem(
     assert second["launches"][0] == {**second["launches"][0], "outcome": "failed",
                                      "root_cause": "marlin.min_thread_n", "failed_before": 1}
     assert "launch #2 failed again (1 time(s) before)" in second["last_failure"]
-    wait_for(lambda: any("failed again" in s for s in running.drain_statuses()), 30,
+    wait_for(lambda: any("failed again" in s for s in running.statuses), 30,
              "a STATUS= line saying it failed again")
 
     launches = running.sql("SELECT number, outcome, root_signature, failed_before, started "
@@ -231,3 +240,57 @@ def test_a_launch_event_and_diagnosis_events_reach_subscribers(
     assert isinstance(diagnosis, DiagnosisEvent)
     assert diagnosis.launch == launch.id and diagnosis.cause
     assert kinds.index("launch") < kinds.index("diagnosis")
+
+
+def test_a_daemon_restarted_mid_launch_ends_with_what_one_run_records(
+        tmp_path: Path, library: Library) -> None:
+    """Stopped after the start lines and before the Marlin errors, started again: the launch
+    goes on (its incidents and start lines rebuilt from the history), and the history ends
+    as the scan's of the whole log."""
+    data = DEMO.read_bytes()
+    cut = [i for i, byte in enumerate(data) if byte == ord("\n")][59] + 1  # after line 60
+    log = tmp_path / "vllm.log"
+    log.write_bytes(data[:cut])
+    first = InProcessDaemon(tmp_path, log, library)
+    try:
+        wait_for(lambda: (st := first.status()) and st["lines"] == 60 and not st["pending"]
+                 and st["launches"], 60, "the first 60 lines written")
+    finally:
+        first.stop()
+    with open(log, "ab") as out:
+        out.write(data[cut:])
+    second = InProcessDaemon(tmp_path, log, library)
+    try:
+        settled(second, launches=2, failed=2)
+    finally:
+        second.stop()
+
+    whole = tmp_path / "whole.log"
+    whole.write_bytes(DEMO.read_bytes())
+    recorder = ScanRecorder()
+    report = scan_inputs(resolve_inputs([str(whole)]), library, recorder=recorder)
+    with open_store(tmp_path / "scan.duckdb") as store:
+        recorder.write(store, report)
+    live, scan = _summary(tmp_path / "h.duckdb"), _summary(tmp_path / "scan.duckdb")
+    assert live["launches"] == scan["launches"]
+    assert live["incidents"] == scan["incidents"]
+    assert live["diagnoses"] == scan["diagnoses"]
+
+
+def test_a_notify_socket_nobody_reads_never_stalls_the_daemon(tmp_path: Path) -> None:
+    """sd_notify datagrams to a socket whose queue is full are dropped, not waited for (the
+    daemon's loop sent WATCHDOG=1 into a full queue and stopped answering)."""
+    listener = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+    listener.bind(str(tmp_path / "notify.sock"))
+    try:
+        notifier = Notifier({"NOTIFY_SOCKET": str(tmp_path / "notify.sock")})
+        done = threading.Event()
+
+        def flood() -> None:
+            for _ in range(5000):  # far more than any datagram queue holds
+                notifier.watchdog()
+            done.set()
+        threading.Thread(target=flood, daemon=True).start()
+        assert done.wait(30), "sending to a full notify queue blocked"
+    finally:
+        listener.close()

@@ -47,6 +47,17 @@ class Finding:
         """Computed when asked: most findings only count, a few are shown."""
         return select_evidence(self.record, self.matched)
 
+    @classmethod
+    def restored(cls, signature: Signature, captures: dict[str, str], source: str, line: int,
+                 text: str, time: datetime | None, process: str | None, pid: int | None,
+                 rank: str | None) -> Finding:
+        """A finding as the history stored it (its line's text, secrets masked already):
+        enough to count, order and show it again, e.g. for a launch a restarted daemon goes
+        on with."""
+        parsed = ParsedLine(source, line, text, text, "stored", process, pid, rank, time=time)
+        return cls(signature, captures, source, line, line, line, "stored", process, pid,
+                   rank, time, Record([parsed]), parsed)
+
 
 def evidence_text(line: ParsedLine) -> str:
     """A line as an operator should see it: no colour, no secrets, not absurdly long."""

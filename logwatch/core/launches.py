@@ -107,6 +107,16 @@ class LaunchBook:
         launch.number = number
         self._numbers[launch.source] = max(self._numbers.get(launch.source, 0), number)
 
+    def restore(self, launch: Launch, finding: Finding) -> Incident:
+        """Add a finding the history kept back into a launch (no launch boundaries are
+        inferred: the stored launch is the one it belonged to)."""
+        if finding.signature.id in LAUNCH_SIGNATURES:
+            launch.captures.setdefault(finding.signature.id, dict(finding.captures))
+        if launch.started is None and finding.time is not None:
+            launch.started = finding.time
+        launch.last_line = max(launch.last_line, finding.lineno)
+        return launch.book.add(finding)
+
     def observe(self, finding: Finding, generation: str = "") -> Change:
         source, sig = finding.source, finding.signature
         launch = self.current(source)

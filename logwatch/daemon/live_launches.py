@@ -4,14 +4,16 @@ watchers and the operator once a commit made it durable."""
 
 from __future__ import annotations
 
+import json
 import threading
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from logwatch.core.analysis import LaunchAnalysis, analyse
 from logwatch.core.findings import Finding
 from logwatch.core.launches import FAILED, Launch, LaunchBook
+from logwatch.core.signature import Signature
 from logwatch.host.launch_snapshot import LaunchSnapshots
 from logwatch.store.live import LaunchWritten, LiveWriter, StoredLaunch, launch_id
 
@@ -38,13 +40,18 @@ class Notice:
 
 class LiveLaunches:
     def __init__(self, writer: LiveWriter, snapshots: LaunchSnapshots,
-                 per_generation: Iterable[str], on_begin: Callable[[Launch], None]) -> None:
+                 per_generation: Iterable[str], on_begin: Callable[[Launch], None],
+                 signatures: Mapping[str, Signature] | None = None) -> None:
         """`per_generation`: sources whose every generation is a new start of vLLM (a `run`
-        child, a stdin run). `on_begin`: told of each new launch."""
+        child, a stdin run). `on_begin`: told of each new launch. `signatures`: the library's,
+        to rebuild the incidents of launches an earlier run of the daemon left going."""
         self.snapshots = snapshots
         self.book = LaunchBook()
+        # source -> (generation, line): findings up to there were counted before a restart
+        # of the daemon (it reads again from its last checkpoint, a little before)
+        self._replayed: dict[str, tuple[str, int]] = {}
         for stored in writer.latest_launches():  # each source's current one goes on
-            self._go_on_with(stored)
+            self._go_on_with(stored, writer, signatures or {})
         self._per_generation = frozenset(per_generation)
         self._on_begin = on_begin
         self._dirty: dict[str, Launch] = {}  # changed since the last commit, by id
@@ -59,15 +66,28 @@ class LiveLaunches:
     def changed(self) -> bool:
         return bool(self._dirty)
 
-    def _go_on_with(self, stored: StoredLaunch) -> None:
+    def _go_on_with(self, stored: StoredLaunch, writer: LiveWriter,
+                    signatures: Mapping[str, Signature]) -> None:
         """A launch stored by an earlier run of the daemon is still its source's current one:
-        later findings join it. Its earlier incidents stay counted in the database; the
-        analysis after a restart covers what is read from then on."""
+        later findings join it. Its incidents are rebuilt from the first and last finding of
+        each (with their stored counts) and its start lines' captures, so its analysis after
+        a restart is the one it had."""
         launch = self.book.begin(stored.source, stored.start_line, stored.generation,
                                  stored.seen_start)
         self.book.renumber(launch, stored.number)
+        for sig_id, captures, line, time, process, pid, rank, text, count in \
+                writer.launch_findings(stored.id):
+            signature = signatures.get(sig_id)
+            if signature is None:  # gone from the library since
+                continue
+            finding = Finding.restored(signature, json.loads(captures), stored.source,
+                                       line, text, time, process, pid, rank)
+            incident = self.book.restore(launch, finding)
+            incident.count = max(incident.count, int(count))
+        self._replayed[stored.source] = (stored.generation, stored.last_line)
         launch.outcome, launch.started, launch.last_line = (stored.outcome, stored.started,
-                                                            stored.last_line)
+                                                            max(launch.last_line,
+                                                                stored.last_line))
 
     def new_generation(self, source: str, generation: str, line: int) -> None:
         """A source began a generation: for a `run` child or a stdin run, a new launch."""
@@ -84,6 +104,13 @@ class LiveLaunches:
         self._on_begin(launch)
 
     def place(self, finding: Finding, generation: str) -> Placed:
+        replayed = self._replayed.get(finding.source)
+        if replayed is not None:
+            current = self.book.current(finding.source)
+            if replayed[0] == generation and finding.lineno <= replayed[1] \
+                    and current is not None:
+                return Placed(launch_id(current), copy=True)  # counted before the restart
+            del self._replayed[finding.source]
         change = self.book.observe(finding, generation)
         if change.new_launch:
             self._begin(change.launch)

@@ -24,9 +24,11 @@ class Notifier:
     def send(self, message: str) -> None:
         if not self.address:
             return
-        # systemd going away is no reason to stop ingesting: an unsent notice is dropped
+        # systemd going away, or not reading (a full queue would block the sender), is no
+        # reason to stop ingesting: an unsent notice is dropped
         with socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM) as sock, \
                 contextlib.suppress(OSError):
+            sock.setblocking(False)
             sock.sendto(message.encode(), self.address)
 
     def ready(self, status: str = "") -> None:

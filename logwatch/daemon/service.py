@@ -155,7 +155,8 @@ class Daemon:
             per_generation=[s.name for s in sources if not getattr(s, "replayable", True)],
             on_begin=lambda launch: self.log.info("launch", source=launch.source,
                                                   number=launch.number,
-                                                  line=launch.start_line))
+                                                  line=launch.start_line),
+            signatures={s.id: s for s in library.signatures})
         self._problems = self.writer.seen_problems()  # incidents seen in earlier launches
         self.streams: dict[str, _Stream] = {}
         self.pending: list[LiveFinding] = []

@@ -105,6 +105,19 @@ class LiveWriter:
         return [StoredLaunch(r[0], r[1], r[2] or "", int(r[3] or 1), int(r[4]), int(r[5] or 0),
                              bool(r[6]), r[7], r[8]) for r in rows]
 
+    def launch_findings(self, launch: str) -> list[tuple[Any, ...]]:
+        """The first and last finding of each incident of a launch, in line order:
+        (signature, captures JSON, line, time, process, pid, rank, text, incident count)."""
+        return self.store.query("""
+            SELECT signature, captures, line, time, process, pid, rank, text, count FROM (
+                SELECT f.signature, f.captures, f.line, f.time, f.process, f.pid, f.rank,
+                       f.text, i.count,
+                       row_number() OVER (PARTITION BY i.id ORDER BY f.line) AS first,
+                       row_number() OVER (PARTITION BY i.id ORDER BY f.line DESC) AS last
+                FROM incidents i JOIN findings f ON f.incident_id = i.id
+                WHERE i.launch_id = ?)
+            WHERE first = 1 OR last = 1 ORDER BY line""", [launch])
+
     def seen_problems(self) -> set[str]:
         return {r[0] for r in self.store.query(
             "SELECT DISTINCT problem FROM incidents WHERE problem IS NOT NULL")}
