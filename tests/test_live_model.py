@@ -66,12 +66,10 @@ class InProcessDaemon:
         self.code: int | None = None
         self.thread = threading.Thread(target=self._run, daemon=True)
         self.thread.start()
+        asyncio.run(wait_ready(self.sock, 30, alive=self.thread.is_alive))  # its socket is up
 
     def _run(self) -> None:
         self.code = self.loop.run_until_complete(self.daemon.run())
-
-    def wait_ready(self) -> None:
-        asyncio.run(wait_ready(self.sock, 30, alive=self.thread.is_alive))
 
     def status(self) -> dict[str, Any]:
         return asyncio.run(request(self.sock, "status"))["status"]  # type: ignore[no-any-return]
@@ -110,7 +108,6 @@ def following(tmp_path: Path, library: Library) -> Iterator[tuple[InProcessDaemo
     log = tmp_path / "vllm.log"
     log.write_bytes(b"")
     running = InProcessDaemon(tmp_path, log, library)
-    running.wait_ready()
     try:
         yield running, log
     finally:
@@ -193,7 +190,6 @@ def test_the_daemon_and_the_scan_agree_on_launches_root_causes_and_diagnoses(
 
     running = InProcessDaemon(tmp_path, log, library)
     try:
-        running.wait_ready()
         settled(running, launches=2, failed=2)
         live_events = list(running.daemon.events)
     finally:
