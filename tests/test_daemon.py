@@ -77,8 +77,8 @@ def test_follows_a_file_that_does_not_exist_yet(tmp_path: Path, library: Library
     log.parent.mkdir()
     data = (SAMPLES / "demo_marlin_and_mtp.log").read_bytes()
     proc = start("--file", str(log), "--db", str(db), "--poll-interval", "30",
-                 "--until-idle", "2")
-    time.sleep(0.5)  # let it start watching; the file appears afterwards
+                 "--until-idle", "2", "--socket", str(tmp_path / "lw.sock"))
+    wait_for_socket(tmp_path / "lw.sock", proc)  # watching; the file appears afterwards
     with open(log, "wb") as out:
         for piece in (data[i:i + 997] for i in range(0, len(data), 997)):
             out.write(piece)  # arbitrary cuts: lines arrive in halves
@@ -96,8 +96,8 @@ def test_a_glob_follows_every_match_now_and_later_and_resumes_per_file(tmp_path:
     (logs / "b.log").write_bytes(b"".join(spec_line(n) for n in range(50, 100)))
     (logs / "ignored.txt").write_bytes(spec_line(999))
     args = ("--file", str(logs / "*.log"), "--db", str(db), "--poll-interval", "0.2")
-    proc = start(*args, "--until-idle", "4")
-    time.sleep(1.0)
+    proc = start(*args, "--until-idle", "4", "--socket", str(tmp_path / "lw.sock"))
+    wait_for_socket(tmp_path / "lw.sock", proc)  # following a.log and b.log
     (logs / "c.log").write_bytes(b"".join(spec_line(n) for n in range(100, 150)))  # appears
     assert proc.wait(timeout=60) == 0, proc.stderr.read() if proc.stderr else ""
     assert accepted_counts(db) == list(range(150))
@@ -163,16 +163,9 @@ def wait_for_socket(sock: Path, proc: subprocess.Popen[bytes], timeout: float = 
     """Until the daemon answers on its socket: its sources are open by then."""
     import asyncio
 
-    from logwatch.daemon.control import request
+    from logwatch.daemon.client import wait_ready
 
-    deadline = time.monotonic() + timeout
-    while True:
-        assert proc.poll() is None and time.monotonic() < deadline, "the daemon did not start"
-        try:
-            if asyncio.run(request(sock, {"op": "status"}))["ok"]:
-                return
-        except OSError:
-            time.sleep(0.05)
+    asyncio.run(wait_ready(sock, timeout, alive=lambda: proc.poll() is None))
 
 
 @pytest.mark.skipif(LOGROTATE is None, reason="logrotate is not installed")

@@ -89,7 +89,8 @@ def test_the_running_launch_answers_snapshot_and_incident_events(tmp_path: Path)
     import json
     import os
 
-    from logwatch.daemon.control import request, subscribe
+    from logwatch.daemon.client import request, subscribe
+    from logwatch.daemon.protocol import Event, IncidentEvent
 
     sock = tmp_path / "run.sock"
     script = ("import sys, time\n"
@@ -105,14 +106,13 @@ def test_the_running_launch_answers_snapshot_and_incident_events(tmp_path: Path)
                             stderr=subprocess.DEVNULL,
                             env={**os.environ, "HF_TOKEN": "hf_secretsecretsecret"})
 
-    async def talk() -> tuple[dict[str, object], dict[str, object]]:
-        reader, writer = await subscribe(sock, ["incident"], wait=30)
-        snapshot = await request(sock, {"op": "snapshot"})
-        assert proc.stdin is not None
-        proc.stdin.write(b"go\n")
-        proc.stdin.close()
-        incident = json.loads(await asyncio.wait_for(reader.readline(), 30))
-        writer.close()
+    async def talk() -> tuple[dict[str, object], Event | object]:
+        async with subscribe(sock, ["incident"], wait=30) as stream:
+            snapshot = await request(sock, "snapshot")
+            assert proc.stdin is not None
+            proc.stdin.write(b"go\n")
+            proc.stdin.close()
+            incident = await asyncio.wait_for(anext(stream), 30)
         return snapshot, incident
 
     try:
@@ -123,5 +123,5 @@ def test_the_running_launch_answers_snapshot_and_incident_events(tmp_path: Path)
     text = json.dumps(snapshot)
     assert "sk-live-123456789" not in text and "hf_secretsecretsecret" not in text
     assert sys.executable in text  # the argv that was started
-    assert incident["event"] == "incident" and incident["signature"] == "distributed.cuda_error"
-    assert incident["fatal"] is True
+    assert isinstance(incident, IncidentEvent)
+    assert incident.signature == "distributed.cuda_error" and incident.fatal is True
