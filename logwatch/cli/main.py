@@ -272,9 +272,10 @@ def _cmd_daemon(args: argparse.Namespace) -> int:
     from logwatch import own_log
 
     own_log.configure()
+    from logwatch.daemon.resume import resume_sources
     from logwatch.daemon.service import Daemon
     from logwatch.sources.base import Source, source_name
-    from logwatch.sources.files import FilePosition, FileSource
+    from logwatch.sources.files import FileSource
     from logwatch.sources.globbed import GlobSource, is_glob
     from logwatch.sources.journald import JournalSource
     from logwatch.sources.stdin import StdinSource
@@ -305,41 +306,21 @@ def _cmd_daemon(args: argparse.Namespace) -> int:
     with open_store(db, service=True) as store:
         daemon_probe = Daemon([], library, store)
         sources: list[Source] = []
-        file_points = {name: FilePosition(p.generation, p.offset, p.line)
-                       for name, p in daemon_probe.resume.items() if p.cursor is None}
         start_at = "end" if args.from_end else "start"
         for path in args.file:
             if is_glob(path):
-                sources.append(GlobSource(path, resume=file_points,
-                                          poll_interval=args.poll_interval,
+                sources.append(GlobSource(path, poll_interval=args.poll_interval,
                                           use_inotify=not args.no_inotify,
                                           start_at=start_at))
                 continue
-            name = source_name(f"file:{Path(path).resolve()}")
-            point = daemon_probe.resume.get(name)
-            resume = FilePosition(point.generation, point.offset, point.line) if point else None
-            sources.append(FileSource(path, name=name, resume=resume,
+            sources.append(FileSource(path, name=source_name(f"file:{Path(path).resolve()}"),
                                       poll_interval=args.poll_interval,
                                       use_inotify=not args.no_inotify, start_at=start_at))
-        for selector in selectors:
-            journal = JournalSource(selector, start_at=start_at)
-            point = daemon_probe.resume.get(journal.name)
-            if point is not None:
-                journal = JournalSource(selector, after_cursor=point.cursor,
-                                        offset=point.offset)
-            sources.append(journal)
+        sources += [JournalSource(selector, start_at=start_at) for selector in selectors]
         if args.stdin:
             sources.append(StdinSource())
-        for target in config.targets:
-            source = source_for(target)
-            point = daemon_probe.resume.get(source.name)
-            if isinstance(source, GlobSource):
-                source.resume = file_points
-            elif point is not None and isinstance(source, FileSource):
-                source.resume = FilePosition(point.generation, point.offset, point.line)
-            elif point is not None and isinstance(source, JournalSource):
-                source.cursor, source.offset = point.cursor, point.offset
-            sources.append(source)
+        sources += [source_for(target) for target in config.targets]
+        resume_sources(sources, daemon_probe.resume)
         from logwatch.host.targets import TargetSnapshots
 
         targets = TargetSnapshots(config.targets)

@@ -107,6 +107,7 @@ class _Stream:
     # where a chunk's bytes and the generation's differ (a line cut, a newline added):
     # (bytes fed up to the end of that chunk, generation bytes minus bytes fed)
     cuts: list[tuple[int, int]] = field(default_factory=list)
+    key: str = ""  # the stream read, which checkpoints are keyed by
 
     def generation_offset(self, fed: int) -> int:
         """The offset in the generation of the byte the scanner was fed as byte `fed`."""
@@ -278,7 +279,9 @@ class Daemon:
         if stream is not None:  # the source moved to a new generation: settle the old one
             self._collect(chunk.source, stream, stream.scanner.flush())
         start_line = 1
-        point = self.resume.get(chunk.source)
+        key = chunk.stream or chunk.source
+        # by stream; a checkpoint an older version keyed by the source's name still counts
+        point = self.resume.get(key) or self.resume.get(chunk.source)
         if point is not None and point.generation == chunk.generation \
                 and point.offset == chunk.offset:
             start_line = point.line
@@ -287,7 +290,8 @@ class Daemon:
         scanner = BlockScanner(self.matcher, chunk.source, datetime.now(),
                                start_line=start_line)
         self.launches.new_generation(chunk.source, chunk.generation, start_line)
-        stream = _Stream(chunk.generation, scanner, chunk.offset, next_line=start_line)
+        stream = _Stream(chunk.generation, scanner, chunk.offset, next_line=start_line,
+                         key=key)
         self.streams[chunk.source] = stream
         return stream
 
@@ -384,9 +388,10 @@ class Daemon:
             stream.marks = stream.marks[max(0, keep - MARKS_KEPT):]  # later findings may
             # still name recent entries; older ones are settled
             self.checkpoints[source] = Checkpoint(source, stream.generation, offset, line,
-                                                  cursor)
+                                                  cursor, stream.key)
         else:
-            self.checkpoints[source] = Checkpoint(source, stream.generation, safe, safe_line)
+            self.checkpoints[source] = Checkpoint(source, stream.generation, safe, safe_line,
+                                                  stream=stream.key)
         if len(self.pending) >= BATCH_FINDINGS:
             self._flush_now.set()
         if len(self.pending) >= MAX_PENDING:

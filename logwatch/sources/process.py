@@ -2,7 +2,9 @@
 
 The child gets its own process group (signals reach vLLM's workers too); stdout and stderr are
 read in blocks (no line-length limit to trip over), passed through to logwatch's own streams,
-and merged into one stream of complete lines in arrival order.
+and merged into one stream of complete lines in arrival order. Each child is a generation and
+a stream of its own (`run:PID:NANOSECONDS`): its line numbers start at 1, and its findings
+never pass for an earlier child's.
 """
 
 from __future__ import annotations
@@ -89,7 +91,8 @@ class ProcessSource:
                 if data is None:
                     open_streams -= 1
                     continue
-                yield Chunk(self.name, self.generation, data, offset, first)
+                yield Chunk(self.name, self.generation, data, offset, first,
+                            stream=self.generation)
                 offset += len(data)
                 first = False
             self.returncode = await process.wait()
