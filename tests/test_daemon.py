@@ -72,6 +72,34 @@ def test_stdin_mode_exits_0_at_end_of_input(tmp_path: Path, library: Library) ->
     assert b"118 lines read" in result.stderr
 
 
+def test_each_stdin_run_is_a_generation_of_its_own(tmp_path: Path, library: Library) -> None:
+    """The same failure on another day (other times and pids, the same line numbers) piped
+    into the same history: its findings are recorded, not taken for the first run's. A file
+    redirected in (`< vllm.log`) is its file generation: fed again, nothing is recorded twice."""
+    db = tmp_path / "h.duckdb"
+    monday = (SAMPLES / "mtp_tensor_mismatch_glm_033.log").read_bytes()
+    tuesday = monday.replace(b"11-27 16:0", b"11-28 09:1").replace(b"pid=41", b"pid=52")
+    assert tuesday != monday and expected(library, tuesday) == expected(library, monday)
+    once = len(expected(library, monday))
+    for data in (monday, tuesday):
+        result = daemon("--stdin", "--db", str(db), "--no-socket", stdin=data)
+        assert result.returncode == 0, result.stderr
+        assert f"{once} new findings recorded".encode() in result.stderr
+    rows = recorded(db)
+    assert len(rows) == 2 * once and len({source for _, _, source in rows}) == 2
+
+    log = tmp_path / "vllm.log"
+    log.write_bytes(monday)
+    for new in (once, 0):
+        with open(log, "rb") as fh:
+            fed = subprocess.run([sys.executable, "-m", "logwatch", "daemon", "--stdin", "--db",
+                                  str(db), "--no-socket"], stdin=fh, capture_output=True,
+                                 cwd=ROOT, timeout=120, check=False)
+        assert fed.returncode == 0, fed.stderr
+        assert f"{new} new findings recorded".encode() in fed.stderr
+    assert len(recorded(db)) == 3 * once
+
+
 def test_follows_a_file_that_does_not_exist_yet(tmp_path: Path, library: Library) -> None:
     db, log = tmp_path / "h.duckdb", tmp_path / "logs" / "vllm.log"
     log.parent.mkdir()

@@ -44,6 +44,25 @@ def test_exit_code_output_and_snapshot(tmp_path: Path) -> None:
     assert {r[1] for r in rows} == {90} and {r[2] for r in rows} == {sys.executable}
 
 
+def test_each_child_is_a_generation_of_its_own(tmp_path: Path) -> None:
+    """vLLM failing the same way twice under `logwatch run` (the same lines, the same line
+    numbers): the second child's findings are recorded too, under a generation of its own."""
+    db = tmp_path / "h.duckdb"
+    log = SAMPLES / "mtp_tensor_mismatch_glm_033.log"
+    script = f"import sys; sys.stdout.write(open({str(log)!r}).read()); sys.exit(1)"
+    for _ in range(2):
+        result = run("--db", str(db), "--gpu-capability", "9.0", "--quiet", "--",
+                     sys.executable, "-c", script)
+        assert result.returncode == 1, result.stderr
+    con = duckdb.connect(str(db), read_only=True)
+    try:
+        per_child = con.execute("SELECT source_id, count(*) FROM findings GROUP BY ALL"
+                                ).fetchall()
+    finally:
+        con.close()
+    assert len(per_child) == 2 and per_child[0][1] == per_child[1][1] > 0
+
+
 def test_signals_reach_the_child_and_its_status_comes_back(tmp_path: Path) -> None:
     script = ("import signal, sys, time\n"
               "def stop(*_):\n"
