@@ -161,8 +161,9 @@ def test_a_unit_restarted_unchanged_keeps_its_snapshot_hash(
         systemd_user: dict[str, str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Each start of a unit gets a new INVOCATION_ID, JOURNAL_STREAM, SYSTEMD_EXEC_PID, ...
     from systemd: a restart of the same configuration is retaken (new InvocationID) with the
-    same hash, and recorded once. A VLLM_ variable added by a drop-in is a new one, and
-    `snapshot diff` between the two names that variable alone."""
+    same hash, and recorded once; so is the snapshot read while it was stopped (the unit's
+    text, without the interpreter /proc shows before a #! script). A VLLM_ variable added by
+    a drop-in is a new configuration, and `snapshot diff` names that variable alone."""
     from logwatch.cli.main import main
     from logwatch.core.config import TargetConfig
     from logwatch.host.targets import TargetSnapshots
@@ -173,12 +174,13 @@ def test_a_unit_restarted_unchanged_keeps_its_snapshot_hash(
     monkeypatch.setenv("XDG_RUNTIME_DIR", env["XDG_RUNTIME_DIR"])
     UNIT_DIR.mkdir(parents=True, exist_ok=True)
     name = f"logwatch-test-same-{os.getpid()}.service"
-    fake = tmp_path / "vllm"
-    fake.write_text("import time\ntime.sleep(120)\n")
+    fake = tmp_path / "vllm"  # a script, as pip installs `vllm`
+    fake.write_text(f"#!{sys.executable}\nimport time\ntime.sleep(120)\n")
+    fake.chmod(0o755)
     unit, dropin = UNIT_DIR / name, UNIT_DIR / f"{name}.d" / "10-env.conf"
     # Type=exec: `systemctl start` returns once vLLM's process is what runs (its /proc)
-    unit.write_text(f"[Service]\nType=exec\nExecStart={sys.executable} {fake} serve /models/q "
-                    "-tp 2\nEnvironment=VLLM_LOGGING_LEVEL=INFO HF_TOKEN=hf_unitsecret\n")
+    unit.write_text(f"[Service]\nType=exec\nExecStart={fake} serve /models/q -tp 2\n"
+                    "Environment=VLLM_LOGGING_LEVEL=INFO HF_TOKEN=hf_unitsecret\n")
     targets = TargetSnapshots([TargetConfig("q", {}, launch={"unit": name, "user": True})],
                               gpu=lambda: H100)
 
@@ -187,8 +189,10 @@ def test_a_unit_restarted_unchanged_keeps_its_snapshot_hash(
         _systemctl(env, *how, name)
 
     try:
+        _systemctl(env, "daemon-reload")
+        [stopped] = targets.take_all()
         started("start")
-        [first] = targets.take_all()
+        [first] = targets.changed()
         pid = first.body["sources"]["argv"]
         started("restart")
         [again] = targets.changed()
@@ -206,13 +210,14 @@ def test_a_unit_restarted_unchanged_keeps_its_snapshot_hash(
                        check=False)
     assert first.invocation != again.invocation != other.invocation  # three starts
     assert again.body["sources"]["argv"] != pid  # read from the new process
-    assert again.digest == first.digest != other.digest
+    assert "ExecStart" in stopped.body["sources"]["argv"] and "/proc/" in pid
+    assert stopped.digest == first.digest == again.digest != other.digest
     assert "hf_unitsecret" not in str(first.body) and "INVOCATION_ID" not in first.body["env"]
 
     db = tmp_path / "h.duckdb"
     with open_store(db, service=True) as store:
         writer = LiveWriter(store, None)  # type: ignore[arg-type]  # snapshots only
-        for snapshot in (first, again, other):
+        for snapshot in (stopped, first, again, other):
             writer.record_snapshot(snapshot.digest, snapshot.body)
         assert store.query("SELECT count(*) FROM snapshots") == [(2,)]
     assert main(["snapshot", "diff", first.digest, other.digest, "--db", str(db)]) == 1
