@@ -158,7 +158,8 @@ def test_a_restarted_unit_gets_a_new_snapshot_and_later_findings_link_to_it(
 
 
 def test_a_unit_restarted_unchanged_keeps_its_snapshot_hash(
-        systemd_user: dict[str, str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+        systemd_user: dict[str, str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
     """Each start of a unit gets a new INVOCATION_ID, JOURNAL_STREAM, SYSTEMD_EXEC_PID, ...
     from systemd: a restart of the same configuration is retaken (new InvocationID) with the
     same hash, and recorded once; so is the snapshot read while it was stopped (the unit's
@@ -220,4 +221,7 @@ def test_a_unit_restarted_unchanged_keeps_its_snapshot_hash(
         for snapshot in (stopped, first, again, other):
             writer.record_snapshot(snapshot.digest, snapshot.body)
         assert store.query("SELECT count(*) FROM snapshots") == [(2,)]
+    capsys.readouterr()
     assert main(["snapshot", "diff", first.digest, other.digest, "--db", str(db)]) == 1
+    assert capsys.readouterr().out.splitlines() == [
+        f"{first.digest} -> {other.digest}: 1 change(s)", '  env.VLLM_USE_DEEP_GEMM: null -> "0"']
