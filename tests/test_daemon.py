@@ -98,6 +98,11 @@ def test_each_stdin_run_is_a_generation_of_its_own(tmp_path: Path, library: Libr
         assert fed.returncode == 0, fed.stderr
         assert f"{new} new findings recorded".encode() in fed.stderr
     assert len(recorded(db)) == 3 * once
+    con = duckdb.connect(str(db), read_only=True)
+    try:  # a pipe is never resumed: one position row, not one per run
+        assert con.execute("SELECT source_id FROM checkpoints").fetchall() == [("stdin",)]
+    finally:
+        con.close()
 
 
 def test_follows_a_file_that_does_not_exist_yet(tmp_path: Path, library: Library) -> None:

@@ -1,9 +1,10 @@
 """The one interface every source implements, and an in-memory source for tests.
 
 A source has a name (what the operator configured: shown in status, metrics and events) and
-reads a stream (a path, a journal, one run of a pipe or a child). Checkpoints are keyed by the
-stream, so renaming a source, or moving it from the command line into a configured target,
-goes on where it stopped instead of reading and recording everything again.
+reads a stream (a path, a journal). Checkpoints are keyed by the stream, so renaming a source,
+or moving it from the command line into a configured target, goes on where it stopped instead
+of reading and recording everything again. A pipe or a child has nothing to resume (each run
+is a new generation): its position stays under its name.
 """
 
 from __future__ import annotations
@@ -37,7 +38,8 @@ class Chunk:
     # next invocation): a new launch begins with the line there
     launches: tuple[int, ...] = ()
     # the stream read, which its checkpoint is keyed by whatever the source is named
-    # (`stream_key`); "" for a source without one (tests): its name stands in
+    # (`file_stream`, `journal_stream`); "" where there is nothing to resume (a pipe, a
+    # child, tests): the source's name stands in
     stream: str = ""
 
 

@@ -10,6 +10,8 @@ with every run, and findings are identified by generation and line, so a second 
 later must not pass for the first one's lines. A regular file read from its start is the file
 generation a file source would name it (`device:inode:sha256(first KiB)/length`): the same
 file fed again records nothing twice, and neither does a file both followed and fed.
+A pipe cannot be resumed: its position is kept under the source's name, each run's replacing
+the last (a row per run would pile up, never read).
 """
 
 from __future__ import annotations
@@ -83,8 +85,7 @@ class StdinSource:
         async for data in self._reads():
             if not data:
                 if partial:
-                    yield Chunk(self.name, generation, partial + b"\n", offset, first,
-                                stream=generation)
+                    yield Chunk(self.name, generation, partial + b"\n", offset, first)
                 return
             data = partial + data
             cut = data.rfind(b"\n")
@@ -92,6 +93,6 @@ class StdinSource:
                 partial = data
                 continue
             lines, partial = data[: cut + 1], data[cut + 1:]
-            yield Chunk(self.name, generation, lines, offset, first, stream=generation)
+            yield Chunk(self.name, generation, lines, offset, first)
             offset += len(lines)
             first = False

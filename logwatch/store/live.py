@@ -42,8 +42,8 @@ class Checkpoint:
     offset: int
     line: int
     cursor: str | None = None  # journald: the last whole entry before `offset`
-    # the stream read (a path, a journal, one run; see sources/base.py), which the stored
-    # row is keyed by; "" for a source without one: its name stands in
+    # the stream read (a path, a journal; see sources/base.py), which the stored row is
+    # keyed by; "" for a source without one (a pipe, a child): its name stands in
     stream: str = ""
 
     @property
