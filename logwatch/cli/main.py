@@ -272,21 +272,20 @@ def _cmd_daemon(args: argparse.Namespace) -> int:
     from logwatch import own_log
 
     own_log.configure()
-    from logwatch.daemon.resume import resume_sources
+    from logwatch.daemon.builder import SourceFlags, build_sources
     from logwatch.daemon.service import Daemon
-    from logwatch.sources.base import Source, source_name
     from logwatch.sources.files import FileSource
-    from logwatch.sources.globbed import GlobSource, is_glob
+    from logwatch.sources.globbed import GlobSource
     from logwatch.sources.journald import JournalSource
-    from logwatch.sources.stdin import StdinSource
     from logwatch.store.db import default_db_path, keep_files_private, open_store
+    from logwatch.store.live import LiveWriter
 
     keep_files_private()
     selectors = ([["-u", u] for u in args.journal_unit]
                  + [["--user-unit", u] for u in args.journal_user_unit]
                  + [["--file", str(Path(p).resolve())] for p in args.journal_file]
                  + [["-D", str(Path(d).resolve())] for d in args.journal_dir])
-    from logwatch.daemon.config_file import load_config, source_for
+    from logwatch.daemon.config_file import load_config
 
     config = load_config(args.config)
     if config.problems:  # refuse to start on a configuration with problems, and say why
@@ -304,23 +303,11 @@ def _cmd_daemon(args: argparse.Namespace) -> int:
     db = args.db or (Path(config.get("database.path")) if config.get("database.path")
                      else default_db_path())
     with open_store(db, service=True) as store:
-        daemon_probe = Daemon([], library, store)
-        sources: list[Source] = []
-        start_at = "end" if args.from_end else "start"
-        for path in args.file:
-            if is_glob(path):
-                sources.append(GlobSource(path, poll_interval=args.poll_interval,
-                                          use_inotify=not args.no_inotify,
-                                          start_at=start_at))
-                continue
-            sources.append(FileSource(path, name=source_name(f"file:{Path(path).resolve()}"),
-                                      poll_interval=args.poll_interval,
-                                      use_inotify=not args.no_inotify, start_at=start_at))
-        sources += [JournalSource(selector, start_at=start_at) for selector in selectors]
-        if args.stdin:
-            sources.append(StdinSource())
-        sources += [source_for(target) for target in config.targets]
-        resume_sources(sources, daemon_probe.resume)
+        flags = SourceFlags(files=args.file, journals=selectors, stdin=args.stdin,
+                            poll_interval=args.poll_interval, use_inotify=not args.no_inotify,
+                            start_at="end" if args.from_end else "start")
+        sources = build_sources(flags, config.targets,
+                                LiveWriter(store, library).checkpoints())
         from logwatch.host.targets import TargetSnapshots
 
         targets = TargetSnapshots(config.targets)
