@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from logwatch.daemon.client import Client, wait_ready
-from logwatch.daemon.service import MAX_PENDING
+from logwatch.daemon.writes import MAX_PENDING
 from logwatch.sources.base import Chunk, slices
 from tests.conftest import ROOT
 from tests.test_daemon import accepted_counts, spec_line
