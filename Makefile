@@ -33,7 +33,7 @@ demo: $(STAMP)
 	@$(BIN)/logwatch scan --db .demo.duckdb $(DEMO_LOG) --model-dir $(DEMO_MODEL) \
 		--gpu-capability 9.0 > /dev/null || test $$? -eq 1
 	$(BIN)/logwatch sql --db .demo.duckdb "SELECT tensor_parallel_size AS tp, quant_scheme, \
-		mtp_covered, signatures FROM failures_by_config ORDER BY tp DESC"
+		mtp_covered, failed_launches, root_causes FROM failures_by_config ORDER BY tp DESC"
 
 lint: $(STAMP)
 	$(BIN)/ruff check logwatch tests benchmarks

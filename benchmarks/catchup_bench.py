@@ -25,7 +25,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from logwatch.daemon.control import request  # noqa: E402
+from logwatch.daemon import client  # noqa: E402
 
 sys.path.insert(0, str(ROOT / "benchmarks"))
 from live_bench import access_line, finding_line  # noqa: E402
@@ -54,6 +54,28 @@ def peak_rss_mib(pid: int) -> float:
     return 0.0
 
 
+async def follow(sock: Path, proc: subprocess.Popen[bytes], findings: int
+                 ) -> tuple[float, float, int, float, list[int]]:
+    """Ask for status every 100 ms until every finding is committed: the time it took, the
+    slowest answer, how many answers, the peak RSS and the lag reported along the way."""
+    started = time.monotonic()
+    await client.wait_ready(sock, 60, alive=lambda: proc.poll() is None)
+    slowest, answers, behind_seen, peak = 0.0, 0, [], 0.0
+    async with client.Client(sock, timeout=120) as daemon:
+        while True:
+            asked = time.monotonic()
+            state = await daemon.status()
+            took = time.monotonic() - asked
+            slowest, answers = max(slowest, took), answers + 1
+            peak = max(peak, peak_rss_mib(proc.pid))
+            behind = [s.get("behind_bytes", 0) for s in state["sources"]]
+            if behind:
+                behind_seen.append(behind[0])
+            if state["findings_recorded"] >= findings and not state["pending"]:
+                return time.monotonic() - started, slowest, answers, peak, behind_seen
+            await asyncio.sleep(0.1)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--size-mb", type=int, default=500)
@@ -74,26 +96,9 @@ def main() -> None:
                                  str(log), "--db", str(db), "--socket", str(sock), "--config",
                                  str(Path(tmp) / "none.toml")], cwd=ROOT,
                                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        started = time.monotonic()
-        slowest, answers, behind_seen, peak = 0.0, 0, [], 0.0
         try:
-            while True:
-                asked = time.monotonic()
-                try:
-                    state = asyncio.run(request(sock, {"op": "status"}, timeout=120))["status"]
-                except OSError:
-                    time.sleep(0.1)
-                    continue
-                took = time.monotonic() - asked
-                slowest, answers = max(slowest, took), answers + 1
-                peak = max(peak, peak_rss_mib(proc.pid))
-                behind = [s.get("behind_bytes", 0) for s in state["sources"]]
-                if behind:
-                    behind_seen.append(behind[0])
-                if state["findings_recorded"] >= findings and not state["pending"]:
-                    break
-                time.sleep(0.1)
-            took_s = time.monotonic() - started
+            took_s, slowest, answers, peak, behind_seen = asyncio.run(
+                follow(sock, proc, findings))
         finally:
             proc.terminate()
             proc.wait(timeout=60)

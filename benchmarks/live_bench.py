@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 import os
 import statistics
 import subprocess
@@ -31,8 +30,8 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from logwatch.daemon import control  # noqa: E402
-from logwatch.daemon.control import request  # noqa: E402
+from logwatch.daemon import client  # noqa: E402
+from logwatch.daemon.protocol import CommittedEvent  # noqa: E402
 
 TICK = 0.01
 CLK_TCK = os.sysconf("SC_CLK_TCK")
@@ -97,21 +96,22 @@ class Writer(threading.Thread):
                     time.sleep(delay)
 
 
-async def subscribe(sock: Path, committed: dict[int, float], stop: asyncio.Event) -> None:
-    reader, writer = await control.subscribe(sock, ["committed"])
-    while not stop.is_set():
-        try:
-            line = await asyncio.wait_for(reader.readline(), 0.5)
-        except TimeoutError:
-            continue
-        if not line:
-            break
-        event = json.loads(line)
-        if event.get("event") == "committed":
-            now = time.perf_counter()
-            for f in event["findings"]:
-                committed.setdefault(int(f["line"]), now)
-    writer.close()
+async def subscribe(sock: Path, committed: dict[int, float], stop: asyncio.Event,
+                    subscribed: threading.Event) -> None:
+    async with client.subscribe(sock, ["committed"]) as events:
+        subscribed.set()
+        stopping = asyncio.create_task(stop.wait())
+        while not stop.is_set():
+            coming = asyncio.ensure_future(anext(events))
+            await asyncio.wait([coming, stopping], return_when=asyncio.FIRST_COMPLETED)
+            if not coming.done():
+                coming.cancel()
+                break
+            event = coming.result()
+            if isinstance(event, CommittedEvent):
+                now = time.perf_counter()
+                for f in event.findings:
+                    committed.setdefault(int(f["line"]), now)
 
 
 def start_daemon(workdir: Path, log: Path) -> tuple[subprocess.Popen[bytes], Path]:
@@ -119,18 +119,20 @@ def start_daemon(workdir: Path, log: Path) -> tuple[subprocess.Popen[bytes], Pat
     proc = subprocess.Popen([sys.executable, "-m", "logwatch", "daemon", "--file", str(log),
                              "--db", str(workdir / "h.duckdb"), "--socket", str(sock)],
                             cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    for _ in range(300):
-        try:
-            asyncio.run(request(sock, {"op": "status"}, timeout=1))
-            return proc, sock
-        except OSError:
-            time.sleep(0.1)
-    proc.kill()
-    raise SystemExit("the daemon did not come up")
+    try:
+        asyncio.run(client.wait_ready(sock, 30, alive=lambda: proc.poll() is None))
+    except (TimeoutError, OSError) as exc:
+        proc.kill()
+        raise SystemExit(f"the daemon did not come up: {exc}") from None
+    return proc, sock
 
 
 def lines_read(sock: Path) -> int:
-    return int(asyncio.run(request(sock, {"op": "status"}))["status"]["lines"])
+    async def ask() -> int:
+        async with client.Client(sock) as daemon:
+            return (await daemon.status())["lines"]
+
+    return asyncio.run(ask())
 
 
 def run_rate(rate: int, seconds: float, rss_every: float = 0.0,
@@ -143,10 +145,12 @@ def run_rate(rate: int, seconds: float, rss_every: float = 0.0,
         committed: dict[int, float] = {}
         stop = asyncio.Event()
         loop = asyncio.new_event_loop()
+        subscribed = threading.Event()
         sub = threading.Thread(target=loop.run_until_complete,
-                               args=(subscribe(sock, committed, stop),), daemon=True)
+                               args=(subscribe(sock, committed, stop, subscribed),), daemon=True)
         sub.start()
-        time.sleep(0.5)
+        if not subscribed.wait(30):
+            raise SystemExit("the subscription was not acknowledged")
         writer = Writer(log, rate, seconds, finding_every=finding_every)
         cpu0, wall0 = cpu_seconds(proc.pid), time.perf_counter()
         writer.start()

@@ -185,3 +185,16 @@ def read_pty(master: int) -> bytes:
     os.close(master)
     return seen
 
+
+
+@pytest.fixture(scope="session", autouse=True)
+def strict_protocol() -> Iterator[None]:
+    """Daemons the tests start (in process or as children) raise on an event published
+    outside the vocabulary (logwatch.daemon.protocol) instead of logging and dropping it."""
+    saved = os.environ.get("LOGWATCH_STRICT_PROTOCOL")
+    os.environ["LOGWATCH_STRICT_PROTOCOL"] = "1"
+    yield
+    if saved is None:
+        os.environ.pop("LOGWATCH_STRICT_PROTOCOL", None)
+    else:
+        os.environ["LOGWATCH_STRICT_PROTOCOL"] = saved

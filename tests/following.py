@@ -14,7 +14,7 @@ from typing import Any
 
 import duckdb
 
-from logwatch.daemon.control import request
+from logwatch.daemon.client import request, wait_ready
 from tests.conftest import ROOT
 from tests.inprocess import Completed, caught_up, daemon_until
 
@@ -88,10 +88,15 @@ class Running:
     def stderr(self) -> str:
         return "".join(self.lines)
 
+    def wait_ready(self, timeout: float = 60) -> None:
+        """Until the daemon says hello on its socket."""
+        asyncio.run(wait_ready(self.sock, timeout, alive=lambda: self.proc.poll() is None))
+
     def ask(self, message: dict[str, Any], timeout: float = 5.0) -> dict[str, Any] | None:
-        """The daemon's answer, or None while it is not listening (yet)."""
+        """The daemon's answer, or None while it is not listening (a restart, a kill)."""
+        params = {k: v for k, v in message.items() if k != "op"}
         try:
-            return asyncio.run(request(self.sock, message, timeout))
+            return asyncio.run(request(self.sock, message["op"], timeout=timeout, **params))
         except (OSError, TimeoutError, ValueError):
             return None
 
@@ -112,7 +117,12 @@ class Running:
             st = self.status()
             return st if st is not None and condition(st) else None
 
-        result: dict[str, Any] = wait_for(check, timeout, what)
+        began = time.monotonic()
+        try:
+            self.wait_ready(timeout)
+        except OSError as exc:
+            raise AssertionError(f"{exc}: {self.stderr[-2000:]}") from None
+        result: dict[str, Any] = wait_for(check, timeout - (time.monotonic() - began), what)
         return result
 
     def stop(self, timeout: float = 30) -> int:

@@ -8,11 +8,12 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
-from logwatch.daemon.control import request
-from logwatch.daemon.service import MAX_PENDING
+from logwatch.daemon.client import Client, wait_ready
+from logwatch.daemon.writes import MAX_PENDING
 from logwatch.sources.base import Chunk, slices
 from tests.conftest import ROOT
 from tests.test_daemon import accepted_counts, spec_line
@@ -35,29 +36,31 @@ def test_a_backlog_is_read_with_the_socket_answering_all_along(tmp_path: Path) -
                              "--db", str(db), "--socket", str(sock), "--config",
                              str(tmp_path / "none.toml")], cwd=ROOT,
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    seen: list[dict[str, object]] = []
-    try:
+    seen: list[dict[str, Any]] = []
+
+    async def follow() -> None:
+        await wait_ready(sock, 60, alive=lambda: proc.poll() is None)
         deadline = time.monotonic() + 300
-        while True:
-            assert time.monotonic() < deadline and proc.poll() is None
-            try:
-                state = asyncio.run(request(sock, {"op": "status"}))["status"]
-            except OSError:
-                time.sleep(0.05)
-                continue
-            seen.append(state)
-            if state["findings_recorded"] == 15_000 and not state["pending"]:
-                break
-            time.sleep(0.05)
+        async with Client(sock) as daemon:
+            while True:
+                assert time.monotonic() < deadline and proc.poll() is None
+                state = dict(await daemon.status())
+                seen.append(state)
+                if state["findings_recorded"] == 15_000 and not state["pending"]:
+                    return
+                await asyncio.sleep(0.05)
+
+    try:
+        asyncio.run(follow())
     finally:
         proc.terminate()
         proc.wait(timeout=30)
-    midway = [s for s in seen if 0 < s["lines"] < 60_000]  # type: ignore[operator]
+    midway = [s for s in seen if 0 < s["lines"] < 60_000]
     assert len(midway) >= 3, "the socket did not answer while the backlog was read"
-    behind = [src["behind_bytes"] for s in midway for src in s["sources"]  # type: ignore[attr-defined]
+    behind = [src["behind_bytes"] for s in midway for src in s["sources"]
               if "behind_bytes" in src]
     assert behind and max(behind) > 0  # progress is shown
-    assert max(s["pending"] for s in seen) <= MAX_PENDING + 1000  # type: ignore[type-var]
+    assert max(s["pending"] for s in seen) <= MAX_PENDING + 1000
     assert accepted_counts(db) == list(range(0, 60_000, 4))
 
 

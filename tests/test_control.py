@@ -13,11 +13,14 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TypeVar
 
 import pytest
 
-from logwatch.daemon.control import request, subscribe
+from logwatch.daemon.client import request, subscribe, wait_ready
+from logwatch.daemon.protocol import Event, FindingEvent, LibraryEvent, LinesEvent
 from tests.conftest import ROOT, SAMPLES
+from tests.following import wait_for
 from tests.inprocess import Completed, logwatch_text
 from tests.test_library_loader import GOOD
 
@@ -41,17 +44,13 @@ def running(tmp_path: Path) -> Iterator[Running]:
     proc = subprocess.Popen([sys.executable, "-m", "logwatch", "daemon", "--file", str(log),
                              "--db", str(db), "--socket", str(sock)], cwd=ROOT,
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    deadline = time.monotonic() + 30
-    while True:
-        try:
-            answer = asyncio.run(request(sock, {"op": "status"}))
-            st = answer["status"]
-            if st["lines"] >= 118 and st["findings_recorded"] > 0 and not st["pending"]:
-                break  # read, settled after the quiet period, and committed
-        except OSError:
-            pass
-        assert time.monotonic() < deadline and proc.poll() is None, "daemon did not come up"
-        time.sleep(0.1)
+    asyncio.run(wait_ready(sock, 30, alive=lambda: proc.poll() is None))
+
+    def settled() -> bool:  # read, settled after the quiet period, and committed
+        st = asyncio.run(request(sock, "status"))["status"]
+        return bool(st["lines"] >= 118 and st["findings_recorded"] > 0 and not st["pending"])
+
+    wait_for(settled, 30, "the sample read and committed")
     yield Running(proc, log, db, sock)
     proc.terminate()
     proc.wait(timeout=30)
@@ -72,32 +71,34 @@ def test_status_and_sql_go_through_the_daemon(running: Running) -> None:
     assert refused.returncode == 2 and "only read-only queries" in refused.stderr
     no_files = cli("sql", "--socket", str(sock), "SELECT * FROM read_csv('/etc/passwd')")
     assert no_files.returncode == 2 and "read_csv() is not one that only reads" in no_files.stderr
-    answer = asyncio.run(request(sock, {"op": "incidents", "limit": 3}))
+    answer = asyncio.run(request(sock, "incidents", limit=3))
     assert answer["ok"] and len(answer["rows"]) == 3
-    assert asyncio.run(request(sock, {"op": "nope"}))["ok"] is False
-    assert asyncio.run(request(sock, {"op": "reload"}))["ok"] is True
+    assert asyncio.run(request(sock, "nope"))["ok"] is False
+    assert asyncio.run(request(sock, "reload"))["ok"] is True
 
 
 @pytest.mark.slow
 def test_subscribers_get_lines_and_findings(running: Running) -> None:
     log, sock = running.log, running.sock
 
-    async def watch() -> list[dict[str, object]]:
-        reader, writer = await subscribe(sock)
-        with open(log, "ab") as out:
-            out.write(b"(Worker_TP0 pid=9) ERROR 10-14 10:00:00 [core.py:1] RuntimeError: "
-                      b"CUDA error: an illegal memory access was encountered\n")
-        events: list[dict[str, object]] = []
-        while not any(e.get("signature") == "distributed.cuda_error" for e in events):
-            events.append(json.loads(await asyncio.wait_for(reader.readline(), 20)))
-        writer.close()
-        return events
+    async def watch() -> list[Event]:
+        events: list[Event] = []
+        async with asyncio.timeout(20), subscribe(sock) as stream:
+            with open(log, "ab") as out:
+                out.write(b"(Worker_TP0 pid=9) ERROR 10-14 10:00:00 [core.py:1] RuntimeError: "
+                          b"CUDA error: an illegal memory access was encountered\n")
+            async for event in stream:
+                assert isinstance(event, Event)
+                events.append(event)
+                if isinstance(event, FindingEvent) \
+                        and event.signature == "distributed.cuda_error":
+                    return events
+        raise AssertionError("the subscription ended")
 
     events = asyncio.run(watch())
-    assert any(e["event"] == "lines" and "illegal memory access" in str(e["text"])
-               for e in events)
-    finding = next(e for e in events if e.get("signature") == "distributed.cuda_error")
-    assert finding["event"] == "finding" and finding["fatal"] is True
+    assert any(isinstance(e, LinesEvent) and "illegal memory access" in e.text for e in events)
+    finding = events[-1]
+    assert isinstance(finding, FindingEvent) and finding.fatal is True
 
 
 @pytest.mark.slow
@@ -115,10 +116,8 @@ def test_a_stalled_subscriber_never_stalls_ingestion(running: Running) -> None:
             out.write(line * 1000)
             out.flush()
             time.sleep(0.01)
-    deadline = time.monotonic() + 30
-    while asyncio.run(request(sock, {"op": "status"}))["status"]["lines"] < 118 + 30_000:
-        assert time.monotonic() < deadline, "ingestion stalled behind a slow subscriber"
-        time.sleep(0.1)
+    wait_for(lambda: asyncio.run(request(sock, "status"))["status"]["lines"] >= 118 + 30_000,
+             30, "ingestion to go on past a slow subscriber")
     stalled.close()
 
 
@@ -129,7 +128,7 @@ def test_one_daemon_per_socket(running: Running, tmp_path: Path) -> None:
                  str(sock))
     assert second.returncode == 0
     assert "another logwatch daemon is listening" in second.stderr
-    assert asyncio.run(request(sock, {"op": "status"}))["ok"]  # the first one still answers
+    assert asyncio.run(request(sock, "status"))["ok"]  # the first one still answers
 
 
 def test_status_without_a_daemon_reads_the_history(tmp_path: Path) -> None:
@@ -139,6 +138,7 @@ def test_status_without_a_daemon_reads_the_history(tmp_path: Path) -> None:
     assert out.returncode == 0 and "no daemon running" in out.stdout
 
 
+E = TypeVar("E", bound=Event)
 SITE_SIGNATURE = GOOD.replace('id = "site.example"', 'id = "site.boom"')
 
 
@@ -154,34 +154,34 @@ def test_a_change_in_a_signature_directory_reloads_the_library(tmp_path: Path) -
                              "--signatures", str(site)], cwd=ROOT,
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
 
-    async def watch() -> list[dict[str, object]]:
-        reader, writer = await subscribe(sock, wait=30)
+    async def watch() -> tuple[LibraryEvent, FindingEvent, LibraryEvent, FindingEvent]:
+        async with subscribe(sock, ["library", "finding"], wait=30) as stream:
 
-        async def next_event(kind: str) -> dict[str, object]:
-            while True:
-                event = json.loads(await asyncio.wait_for(reader.readline(), 30))
-                if event["event"] == kind:
-                    return event  # type: ignore[no-any-return]
+            async def next_event(kind: type[E]) -> E:
+                async with asyncio.timeout(30):
+                    async for event in stream:
+                        if isinstance(event, kind):
+                            return event
+                raise AssertionError("the subscription ended")
 
-        (site / "local" / "boom.toml").write_text(SITE_SIGNATURE)
-        loaded = await next_event("library")
-        with open(log, "ab") as out:
-            out.write(b"boom 42\n")
-        found = await next_event("finding")
-        (site / "local" / "broken.toml").write_text("id = \"site.broken\"\nversion = [\n")
-        refused = await next_event("library")
-        with open(log, "ab") as out:
-            out.write(b"boom 43\n")
-        still = await next_event("finding")
-        writer.close()
-        return [loaded, found, refused, still]
+            (site / "local" / "boom.toml").write_text(SITE_SIGNATURE)
+            loaded = await next_event(LibraryEvent)
+            with open(log, "ab") as out:
+                out.write(b"boom 42\n")
+            found = await next_event(FindingEvent)
+            (site / "local" / "broken.toml").write_text("id = \"site.broken\"\nversion = [\n")
+            refused = await next_event(LibraryEvent)
+            with open(log, "ab") as out:
+                out.write(b"boom 43\n")
+            still = await next_event(FindingEvent)
+        return loaded, found, refused, still
 
     try:
         loaded, found, refused, still = asyncio.run(watch())
     finally:
         proc.terminate()
         proc.wait(timeout=30)
-    assert loaded["loaded"] is True
-    assert found["signature"] == "site.boom" and found["captures"] == {"n": "42"}
-    assert refused["loaded"] is False and "broken.toml" in str(refused["error"])
-    assert still["signature"] == "site.boom" and still["captures"] == {"n": "43"}
+    assert loaded.loaded is True
+    assert found.signature == "site.boom" and found.captures == {"n": "42"}
+    assert refused.loaded is False and "broken.toml" in str(refused.error)
+    assert still.signature == "site.boom" and still.captures == {"n": "43"}

@@ -69,6 +69,40 @@ def test_stdin_mode_exits_0_at_end_of_input(tmp_path: Path, library: Library) ->
 
 
 @pytest.mark.slow
+def test_each_stdin_run_is_a_generation_of_its_own(tmp_path: Path, library: Library) -> None:
+    """The same failure on another day (other times and pids, the same line numbers) piped
+    into the same history: its findings are recorded, not taken for the first run's. A file
+    redirected in (`< vllm.log`) is its file generation: fed again, nothing is recorded twice."""
+    db = tmp_path / "h.duckdb"
+    monday = (SAMPLES / "mtp_tensor_mismatch_glm_033.log").read_bytes()
+    tuesday = monday.replace(b"11-27 16:0", b"11-28 09:1").replace(b"pid=41", b"pid=52")
+    assert tuesday != monday and expected(library, tuesday) == expected(library, monday)
+    once = len(expected(library, monday))
+    for data in (monday, tuesday):
+        result = daemon("--stdin", "--db", str(db), "--no-socket", stdin=data)
+        assert result.returncode == 0, result.stderr
+        assert f"{once} new findings recorded".encode() in result.stderr
+    rows = recorded(db)
+    assert len(rows) == 2 * once and len({source for _, _, source in rows}) == 2
+
+    log = tmp_path / "vllm.log"
+    log.write_bytes(monday)
+    for new in (once, 0):
+        with open(log, "rb") as fh:
+            fed = subprocess.run([sys.executable, "-m", "logwatch", "daemon", "--stdin", "--db",
+                                  str(db), "--no-socket"], stdin=fh, capture_output=True,
+                                 cwd=ROOT, timeout=120, check=False)
+        assert fed.returncode == 0, fed.stderr
+        assert f"{new} new findings recorded".encode() in fed.stderr
+    assert len(recorded(db)) == 3 * once
+    con = duckdb.connect(str(db), read_only=True)
+    try:  # a pipe is never resumed: one position row, not one per run
+        assert con.execute("SELECT source_id FROM checkpoints").fetchall() == [("stdin",)]
+    finally:
+        con.close()
+
+
+@pytest.mark.slow
 def test_follows_a_file_that_does_not_exist_yet(tmp_path: Path, library: Library) -> None:
     db, log = tmp_path / "h.duckdb", tmp_path / "logs" / "vllm.log"
     log.parent.mkdir()
@@ -183,6 +217,13 @@ def _read_to_the_end(daemon: Running, findings: int) -> None:
                            f"{findings} findings, the file read to its end")
     finally:
         assert daemon.stop() == 0, daemon.stderr
+def wait_for_socket(sock: Path, proc: subprocess.Popen[bytes], timeout: float = 60) -> None:
+    """Until the daemon answers on its socket: its sources are open by then."""
+    import asyncio
+
+    from logwatch.daemon.client import wait_ready
+
+    asyncio.run(wait_ready(sock, timeout, alive=lambda: proc.poll() is None))
 
 
 @pytest.mark.slow

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from logwatch.daemon.control import request
+from logwatch.daemon.client import request, wait_ready
 from tests.conftest import ROOT
 from tests.following import Running
 from tests.test_daemon import accepted_counts, spec_line
@@ -81,12 +81,7 @@ def test_a_full_disk_loses_nothing_and_writing_resumes_by_itself(small_disk: Pat
                             stderr=subprocess.PIPE)
 
     def status() -> dict[str, object]:
-        try:
-            answer = asyncio.run(request(sock, {"op": "status"}))
-        except OSError:
-            assert proc.poll() is None, proc.stderr.read() if proc.stderr else ""
-            return {}
-        return answer["status"]  # type: ignore[no-any-return]
+        return asyncio.run(request(sock, "status"))["status"]  # type: ignore[no-any-return]
 
     def recorded() -> int:
         return int(status().get("findings_recorded", -1))  # type: ignore[call-overload]
@@ -95,6 +90,7 @@ def test_a_full_disk_loses_nothing_and_writing_resumes_by_itself(small_disk: Pat
         return status().get("database", {})  # type: ignore[return-value]
 
     try:
+        asyncio.run(wait_ready(sock, 60, alive=lambda: proc.poll() is None))
         wait_for("the first 100 findings", lambda: recorded() == 100)
         filler = fill(small_disk)
         with open(log, "ab") as out:

@@ -5,7 +5,6 @@ legitimate link (the operator's, or to vLLM's own log) is followed."""
 from __future__ import annotations
 
 import asyncio
-import json
 import os
 import shutil
 import stat
@@ -16,7 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from logwatch.daemon.control import subscribe
+from logwatch.daemon.client import subscribe
+from logwatch.daemon.protocol import LinesEvent
 from logwatch.sources.file_access import link_directories, writers_could_read
 from tests.following import Running, spec_line, wait_for
 
@@ -91,15 +91,15 @@ def test_a_link_to_a_root_only_file_is_refused_and_said(shared_tmp: Path) -> Non
     texts: list[str] = []
 
     async def watch() -> None:
-        reader, writer = await subscribe(daemon.sock, ["lines"], wait=30)
-        as_vllm(f"mv {log} {log}.1 && ln -s {secret} {log}")  # the swap
-        try:
-            while True:
-                event = json.loads(await asyncio.wait_for(reader.readline(), 8))
-                texts.append(str(event.get("text", "")))
-        except TimeoutError:
-            pass
-        writer.close()
+        async with subscribe(daemon.sock, ["lines"], wait=30) as stream:
+            as_vllm(f"mv {log} {log}.1 && ln -s {secret} {log}")  # the swap
+            try:
+                while True:  # until 8 s pass without one
+                    event = await asyncio.wait_for(anext(stream), 8)
+                    assert isinstance(event, LinesEvent)
+                    texts.append(event.text)
+            except TimeoutError:
+                pass
 
     try:
         daemon.wait_status(lambda st: st["findings_recorded"] == 1, 60, "the first finding")

@@ -157,6 +157,41 @@ def _cli(*args: str) -> Completed[str]:
 
 
 @pytest.mark.slow
+def test_a_file_moved_into_a_target_goes_on_where_it_stopped(tmp_path: Path) -> None:
+    """A log followed with `--file`, then as a configured target (another source name): the
+    checkpoint is the path's, so nothing is read again and line numbers go on. A position an
+    older version stored under the target's name is still resumed from."""
+    log, db = tmp_path / "vllm.log", tmp_path / "h.duckdb"
+    log.write_bytes(b"".join(spec_line(n) for n in range(5)))
+    first = run_daemon("--file", str(log), "--db", str(db), "--until-idle", "1", "--no-socket")
+    assert first.returncode == 0, first.stderr
+    assert accepted_rows(db) == [(n, n + 1) for n in range(5)]
+    config = _config(tmp_path / "vllm.toml", f'kind = "file"\npath = "{log}"')
+    as_target = ("--config", str(config), "--db", str(db), "--until-idle", "1", "--no-socket")
+    moved = run_daemon(*as_target)
+    assert moved.returncode == 0, moved.stderr
+    assert "0 lines read" in moved.stderr  # resumed at the checkpoint, not read again
+
+    with open(log, "ab") as out:
+        out.write(spec_line(5))
+    con = duckdb.connect(str(db))
+    try:  # as an older version stored it: under the target's name
+        con.execute(f"UPDATE checkpoints SET source_id = 'vllm:file:{log}'")
+    finally:
+        con.close()
+    legacy = run_daemon(*as_target)
+    assert legacy.returncode == 0, legacy.stderr
+    assert "1 lines read" in legacy.stderr
+    assert accepted_rows(db) == [(n, n + 1) for n in range(6)]  # line 6, not line 1
+    con = duckdb.connect(str(db), read_only=True)
+    try:
+        keys = {r[0] for r in con.execute("SELECT source_id FROM checkpoints").fetchall()}
+    finally:
+        con.close()
+    assert f"file:{log}" in keys  # stored by stream from now on
+
+
+@pytest.mark.slow
 def test_start_at_in_a_target_is_checked_shown_and_followed(tmp_path: Path) -> None:
     log, db = tmp_path / "vllm.log", tmp_path / "h.duckdb"
     log.write_bytes(b"".join(spec_line(n) for n in range(5)))

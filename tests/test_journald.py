@@ -128,3 +128,43 @@ def test_a_unit_started_again_is_a_new_launch_even_without_start_lines(tmp_path:
                         (2, 2, "failed", "model.not_found", 1)]
     assert counts == [(1,), (2,)]
     assert "launch #2 failed again (1 time(s) before)" in result.stderr
+
+
+def test_a_journal_followed_under_another_name_goes_on_where_it_stopped(tmp_path: Path
+                                                                        ) -> None:
+    """A journal read from a `--journal-file` flag, then from a configured target (another
+    source name): its checkpoint is the journal's, so nothing is read or recorded again, and
+    entries written since are recorded."""
+    journal, db = tmp_path / "j" / "vllm.journal", tmp_path / "h.duckdb"
+    journal.parent.mkdir()
+    t0 = int(time.time() * 1e6)
+    append(journal, [export_entry(TRACEBACK, t0),
+                     export_entry("RuntimeError: CUDA error: an illegal memory access was "
+                                  "encountered", t0 + 1000)])
+    first = daemon(journal, db)
+    assert first.returncode == 0, first.stderr
+    before = findings(db)
+    assert ("weights.tensor_size_mismatch", 5) in before and "6 lines read" in first.stderr
+
+    config = tmp_path / "logwatch.toml"
+    config.write_text(f'[[targets]]\nname = "vllm"\n[targets.source]\nkind = "journald"\n'
+                      f'file = "{journal}"\n')
+    renamed = ["daemon", "--config", str(config), "--db", str(db), "--until-idle", "2",
+               "--no-socket"]
+    second = logwatch_text(*renamed)
+    assert second.returncode == 0, second.stderr
+    assert "0 lines read" in second.stderr  # resumed after the saved cursor
+    assert findings(db) == before  # nothing recorded twice
+
+    append(journal, [export_entry("RuntimeError: NCCL error: unhandled system error",
+                                  t0 + 2000)])
+    third = logwatch_text(*renamed)
+    assert third.returncode == 0, third.stderr
+    assert "1 lines read" in third.stderr
+    assert findings(db) == [*before, ("distributed.nccl_error", 7)]
+    con = duckdb.connect(str(db), read_only=True)
+    try:  # one position, the journal's, whatever the source was called
+        keys = [r[0] for r in con.execute("SELECT source_id FROM checkpoints").fetchall()]
+    finally:
+        con.close()
+    assert keys == [f"journal:file={journal}"]

@@ -5,7 +5,6 @@ on a real file, a real DuckDB file, a real control socket and a real sd_notify s
 from __future__ import annotations
 
 import asyncio
-import json
 import socket
 import threading
 from collections.abc import Iterator
@@ -15,8 +14,10 @@ from typing import Any
 import pytest
 
 from logwatch.core.library import Library
-from logwatch.daemon.control import ControlServer, request
+from logwatch.daemon.client import request, subscribe, wait_ready
+from logwatch.daemon.control import ControlServer
 from logwatch.daemon.notify import Notifier
+from logwatch.daemon.protocol import DiagnosisEvent, Event, IncidentEvent, LaunchEvent
 from logwatch.daemon.service import Daemon
 from logwatch.scan.offline import resolve_inputs, scan_inputs
 from logwatch.scan.triage import SnapshotOptions
@@ -65,18 +66,16 @@ class InProcessDaemon:
         self.code: int | None = None
         self.thread = threading.Thread(target=self._run, daemon=True)
         self.thread.start()
+        asyncio.run(wait_ready(self.sock, 30, alive=self.thread.is_alive))  # its socket is up
 
     def _run(self) -> None:
         self.code = self.loop.run_until_complete(self.daemon.run())
 
     def status(self) -> dict[str, Any]:
-        try:
-            return asyncio.run(request(self.sock, {"op": "status"}))["status"]  # type: ignore[no-any-return]
-        except OSError:
-            return {}
+        return asyncio.run(request(self.sock, "status"))["status"]  # type: ignore[no-any-return]
 
     def sql(self, query: str) -> list[dict[str, Any]]:
-        answer = asyncio.run(request(self.sock, {"op": "sql", "query": query}))
+        answer = asyncio.run(request(self.sock, "sql", query=query))
         assert "error" not in answer, answer
         return [dict(zip(answer["columns"], row, strict=True)) for row in answer["rows"]]
 
@@ -109,7 +108,6 @@ def following(tmp_path: Path, library: Library) -> Iterator[tuple[InProcessDaemo
     log = tmp_path / "vllm.log"
     log.write_bytes(b"")
     running = InProcessDaemon(tmp_path, log, library)
-    wait_for(running.status, 30, "the daemon's socket")
     try:
         yield running, log
     finally:
@@ -214,34 +212,30 @@ def test_the_daemon_and_the_scan_agree_on_launches_root_causes_and_diagnoses(
 def test_a_launch_event_and_diagnosis_events_reach_subscribers(
         following: tuple[InProcessDaemon, Path]) -> None:
     running, log = following
-    events: list[dict[str, Any]] = []
+    events: list[Event] = []
 
-    async def subscribe() -> None:
-        reader, writer = await asyncio.open_unix_connection(str(running.sock))
-        writer.write(json.dumps({"op": "subscribe", "events": ["launch", "diagnosis",
-                                                                "incident"]}).encode() + b"\n")
-        await writer.drain()
-        try:
-            while not any(e.get("event") == "diagnosis" for e in events):
-                line = await asyncio.wait_for(reader.readline(), 60)
-                assert line, "the daemon closed the subscription"
-                events.append(json.loads(line))
-                if len(events) == 1:  # subscribed: now the launch happens
-                    with open(log, "ab") as out:
-                        out.write(first_launch("11-28", 4100))
-        finally:
-            writer.close()
+    async def watch() -> None:
+        async with subscribe(running.sock, ["launch", "diagnosis", "incident"]) as stream:
+            with open(log, "ab") as out:  # subscribed: now the launch happens
+                out.write(first_launch("11-28", 4100))
+            async with asyncio.timeout(60):
+                async for event in stream:
+                    assert isinstance(event, Event)
+                    events.append(event)
+                    if isinstance(event, DiagnosisEvent):
+                        return
 
-    asyncio.run(subscribe())
-    kinds = [e.get("event") for e in events]
-    launch = next(e for e in events if e.get("event") == "launch" and e["outcome"] == "failed")
-    assert launch["root_cause"] == "marlin.min_thread_n" and launch["failed_before"] == 0
-    assert launch["start_line"] == 1 and launch["snapshot"]
-    incident = next(e for e in events if e.get("event") == "incident"
-                    and e["signature"] == "marlin.min_thread_n")
-    assert incident["launch"] == launch["id"] and incident["again"] is False
-    diagnosis = next(e for e in events if e.get("event") == "diagnosis")
-    assert diagnosis["launch"] == launch["id"] and diagnosis["cause"]
+    asyncio.run(watch())
+    kinds = [e.kind for e in events]
+    launch = next(e for e in events if isinstance(e, LaunchEvent) and e.outcome == "failed")
+    assert launch.root_cause == "marlin.min_thread_n" and launch.failed_before == 0
+    assert launch.start_line == 1 and launch.snapshot
+    incident = next(e for e in events if isinstance(e, IncidentEvent)
+                    and e.signature == "marlin.min_thread_n")
+    assert incident.launch == launch.id and incident.again is False
+    diagnosis = events[-1]
+    assert isinstance(diagnosis, DiagnosisEvent)
+    assert diagnosis.launch == launch.id and diagnosis.cause
     assert kinds.index("launch") < kinds.index("diagnosis")
 
 

@@ -58,3 +58,29 @@ def test_a_flush_at_a_quiet_point_loses_nothing_and_the_scan_goes_on(library: Li
     assert live.safe_point() == (len(first), first.count(b"\n") + 1)
     got += live.feed(second) + live.flush()
     assert [(f.signature.id, f.lineno) for f in got] == want
+
+
+def test_a_stream_is_named_by_what_is_read_not_by_the_source() -> None:
+    """The keys checkpoints are stored under: a journal selector's units as systemd names
+    them, with their scope and machine (a journal file is its own); a file's absolute path."""
+    import os
+
+    from logwatch.sources.files import FileSource
+    from logwatch.sources.journald import JournalSource, journal_stream
+
+    m = "0123abcd"
+    unit = journal_stream(["-u", "vllm"], m, 0)
+    assert unit == journal_stream(["--unit=vllm.service"], m, 5)
+    assert unit == "journal:machine=0123abcd unit=vllm.service"
+    assert unit != journal_stream(["-u", "vllm"], "another-machine", 0)
+    user = journal_stream(["--user-unit", "vllm"], m, 1000)
+    assert user == "journal:machine=0123abcd user=1000 user_unit=vllm.service"
+    assert user != journal_stream(["--user-unit", "vllm"], m, 1001) != unit
+    in_file = journal_stream(["--file", "j/x.journal", "-u", "vllm@1"], m, 0)
+    assert in_file == journal_stream(["-u", "vllm@1.service", "--file",
+                                      os.path.abspath("j/x.journal")], "elsewhere", 7)
+    assert in_file == f"journal:file={os.path.abspath('j/x.journal')} unit=vllm@1.service"
+    assert JournalSource(["-u", "vllm"]).stream == JournalSource(
+        ["-u", "vllm.service"], name="vllm:journal:-u vllm.service").stream
+    assert FileSource("x.log").stream == FileSource(os.path.abspath("x.log"),
+                                                    name="t:file:x.log").stream

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.following import Running, accepted_rows, filler_line, run_daemon, spec_line, wait_for
+from tests.following import Running, accepted_rows, filler_line, run_daemon, spec_line
 from tests.test_file_rotation import every_generation
 
 LOGROTATE = shutil.which("logrotate") or ("/usr/sbin/logrotate"
@@ -67,7 +67,7 @@ def test_kill_9_twenty_times_across_rotations_records_every_finding_once(tmp_pat
     for run in range(20):
         daemon = Running("--file", str(log), "--db", str(db), "--poll-interval", "0.2",
                          sock=tmp_path / f"lw{run}.sock")
-        wait_for(lambda d=daemon: d.status() is not None, 60, "the daemon to listen")  # type: ignore[misc]
+        daemon.wait_ready(60)
         if run == 0:  # before its first commit a daemon has no checkpoint: a restart is a
             writer.write(10)  # first run again, and reads only the current file
             daemon.wait_status(lambda st: st["findings_recorded"] > 0, 60, "a first commit")

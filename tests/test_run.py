@@ -47,6 +47,39 @@ def test_exit_code_output_and_snapshot(tmp_path: Path) -> None:
 
 
 @pytest.mark.slow
+def test_each_child_is_a_generation_of_its_own(tmp_path: Path) -> None:
+    """vLLM failing the same way twice under `logwatch run` (the same lines, the same line
+    numbers), started from two shells: the second child's findings are recorded too, under
+    a generation of its own, and both children link to one configuration, which
+    `failures_by_config` counts as one configuration that failed twice."""
+    import os
+
+    db = tmp_path / "h.duckdb"
+    log = SAMPLES / "mtp_tensor_mismatch_glm_033.log"
+    script = f"import sys; sys.stdout.write(open({str(log)!r}).read()); sys.exit(1)"
+    by_config = []
+    for shell in ({"SHLVL": "1", "PWD": "/root", "INVOCATION_ID": "a" * 32},
+                  {"SHLVL": "2", "PWD": "/tmp", "OLDPWD": "/root", "TERM": "screen"}):
+        # `python -c SCRIPT vllm serve MODEL`: a vLLM command line, as /proc shows one
+        result = run("--db", str(db), "--gpu-capability", "9.0", "--quiet", "--",
+                     sys.executable, "-c", script, "vllm", "serve", "/models/GLM-5.2-MXFP4",
+                     env={**os.environ, **shell})
+        assert result.returncode == 1, result.stderr
+        con = duckdb.connect(str(db), read_only=True)
+        try:
+            by_config.append(con.execute("SELECT snapshot, failed_launches FROM "
+                                         "failures_by_config").fetchall())
+            per_child = con.execute("SELECT source_id, count(*), list(DISTINCT snapshot_hash) "
+                                    "FROM findings GROUP BY source_id").fetchall()
+        finally:
+            con.close()
+    assert len(per_child) == 2 and per_child[0][1] == per_child[1][1] > 0
+    assert per_child[0][2] == per_child[1][2] and len(per_child[0][2]) == 1
+    snapshot = per_child[0][2][0]
+    assert by_config == [[(snapshot, 1)], [(snapshot, 2)]]
+
+
+@pytest.mark.slow
 def test_signals_reach_the_child_and_its_status_comes_back(tmp_path: Path) -> None:
     script = ("import signal, sys, time\n"
               "def stop(*_):\n"
@@ -95,7 +128,8 @@ def test_the_running_launch_answers_snapshot_and_incident_events(tmp_path: Path)
     import json
     import os
 
-    from logwatch.daemon.control import request, subscribe
+    from logwatch.daemon.client import request, subscribe
+    from logwatch.daemon.protocol import Event, IncidentEvent
 
     sock = tmp_path / "run.sock"
     script = ("import sys, time\n"
@@ -111,15 +145,14 @@ def test_the_running_launch_answers_snapshot_and_incident_events(tmp_path: Path)
                             stderr=subprocess.DEVNULL,
                             env={**os.environ, "HF_TOKEN": "hf_secretsecretsecret"})
 
-    async def talk() -> tuple[dict[str, object], dict[str, object]]:
-        reader, writer = await subscribe(sock, ["incident"], wait=30)
-        snapshot = await request(sock, {"op": "snapshot"})
-        assert proc.stdin is not None
-        proc.stdin.write(b"go\n")
-        proc.stdin.flush()
-        incident = json.loads(await asyncio.wait_for(reader.readline(), 30))
-        proc.stdin.close()  # the child may end now
-        writer.close()
+    async def talk() -> tuple[dict[str, object], Event | object]:
+        async with subscribe(sock, ["incident"], wait=30) as stream:
+            snapshot = await request(sock, "snapshot")
+            assert proc.stdin is not None
+            proc.stdin.write(b"go\n")
+            proc.stdin.flush()
+            incident = await asyncio.wait_for(anext(stream), 30)
+            proc.stdin.close()  # the child may end now
         return snapshot, incident
 
     try:
@@ -130,5 +163,5 @@ def test_the_running_launch_answers_snapshot_and_incident_events(tmp_path: Path)
     text = json.dumps(snapshot)
     assert "sk-live-123456789" not in text and "hf_secretsecretsecret" not in text
     assert sys.executable in text  # the argv that was started
-    assert incident["event"] == "incident" and incident["signature"] == "distributed.cuda_error"
-    assert incident["fatal"] is True
+    assert isinstance(incident, IncidentEvent)
+    assert incident.signature == "distributed.cuda_error" and incident.fatal is True

@@ -17,7 +17,7 @@ import pytest
 from logwatch.core.block_scan import BlockScanner
 from logwatch.core.library import Library
 from logwatch.core.matcher import Matcher
-from logwatch.daemon.control import subscribe
+from logwatch.daemon.client import raw_subscription
 from tests.conftest import ROOT
 from tests.inprocess import logwatch
 from tests.test_redact import FORMS, GH, HF
@@ -135,8 +135,8 @@ def test_the_daemon_keeps_secrets_out_of_events_and_the_database(tmp_path: Path,
     assert proc.stdin is not None
 
     async def watch() -> list[bytes]:
-        reader, writer = await subscribe(sock, ["lines", "finding", "incident", "committed"],
-                                         wait=60)
+        reader, writer = await raw_subscription(  # the bytes on the wire are checked
+            sock, ["lines", "finding", "incident", "committed"], wait=60)
         assert proc.stdin is not None
         proc.stdin.write(LOG)
         proc.stdin.flush()

@@ -5,7 +5,6 @@ it), matching has a per-record budget, and a signature that keeps running over i
 from __future__ import annotations
 
 import asyncio
-import json
 import os
 import subprocess
 import sys
@@ -22,7 +21,8 @@ from logwatch.core.library import Library, LibraryError
 from logwatch.core.matcher import DISABLE_AFTER_TIMEOUTS, Matcher
 from logwatch.core.signature import Example, Pattern, Signature
 from logwatch.core.vllm_format import parse_line
-from logwatch.daemon.control import request, subscribe
+from logwatch.daemon.client import Client, subscribe
+from logwatch.daemon.protocol import Event, FindingEvent, LibraryEvent
 from logwatch.daemon.service import Daemon
 from logwatch.library.files import read_library
 from logwatch.library.vetted import VettedCache, library_digest
@@ -228,15 +228,16 @@ def test_the_daemon_keeps_working_while_a_reload_runs_over(tmp_path: Path) -> No
                              "--signatures", str(site)], cwd=ROOT,
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
 
-    async def exercise() -> tuple[list[int], list[dict[str, Any]], dict[str, Any]]:
-        reader, writer = await subscribe(sock, wait=30)
-        events: list[dict[str, Any]] = []
+    async def exercise() -> tuple[list[int], list[Event], dict[str, Any]]:
+        stream = subscribe(sock, ["library", "finding"], wait=30)
+        await stream.start()
+        events: list[Event] = []
 
         async def collect() -> None:
-            while True:
-                event = json.loads(await reader.readline())
+            async for event in stream:
+                assert isinstance(event, Event)
                 events.append(event)
-                if event["event"] == "library":
+                if isinstance(event, LibraryEvent):
                     return
 
         collector = asyncio.create_task(collect())
@@ -245,17 +246,19 @@ def test_the_daemon_keeps_working_while_a_reload_runs_over(tmp_path: Path) -> No
         during: list[int] = []  # lines written while the status said a reload runs
         number = 0
         deadline = time.monotonic() + 90
-        while not collector.done():
-            assert time.monotonic() < deadline, "the reload never ended"
-            answer = await request(sock, {"op": "status"}, timeout=5)
-            number += 1
-            with open(log, "ab") as out:
-                out.write(f"boom {number}\n".encode())
-            if answer["status"]["reloading"]:
-                during.append(number)
-            await asyncio.sleep(0.1)
-        status = (await request(sock, {"op": "status"}, timeout=5))["status"]
-        writer.close()
+        async with Client(sock, timeout=5) as daemon:
+            while not collector.done():
+                assert time.monotonic() < deadline, "the reload never ended"
+                reloading = (await daemon.status())["reloading"]
+                number += 1
+                with open(log, "ab") as out:
+                    out.write(f"boom {number}\n".encode())
+                if reloading:
+                    during.append(number)
+                await asyncio.sleep(0.1)
+            status = dict(await daemon.status())
+        await collector
+        await stream.close()
         return during, events, status
 
     try:
@@ -264,9 +267,9 @@ def test_the_daemon_keeps_working_while_a_reload_runs_over(tmp_path: Path) -> No
         proc.terminate()
         proc.wait(timeout=30)
     refused = events[-1]
-    assert refused["event"] == "library" and refused["loaded"] is False
-    assert "local/evil.toml: reading it and compiling its patterns" in refused["error"]
-    found_before = {int(e["captures"]["n"]) for e in events if e["event"] == "finding"}
+    assert isinstance(refused, LibraryEvent) and refused.loaded is False
+    assert "local/evil.toml: reading it and compiling its patterns" in str(refused.error)
+    found_before = {int(e.captures["n"]) for e in events if isinstance(e, FindingEvent)}
     assert during, "no status answer saw the reload running"
     assert found_before & set(during), "no finding was recorded while the reload ran"
     assert status["reloading"] is False and status["library"] == "0.1.0"

@@ -58,6 +58,74 @@ def test_a_running_process_argv_and_environment() -> None:
         child.wait()
 
 
+def _snapshot_of_child(cwd: Path, env: dict[str, str], *flags: str) -> dict[str, str]:
+    """{"hash", "body"} of a real child read through its /proc, as `--pid` reads vLLM."""
+    script = "import sys, time; sys.stdout.write('ready\\n'); sys.stdout.flush(); time.sleep(30)"
+    child = subprocess.Popen([sys.executable, "-c", script, "vllm", "serve", str(UNCOVERED),
+                              *flags], cwd=cwd, env=env, stdout=subprocess.PIPE)
+    try:
+        assert child.stdout is not None and child.stdout.readline() == b"ready\n"
+        snap = take_snapshot(pid=child.pid, gpu=H200)
+        return {"hash": snap.content_hash(), "body": json.dumps(snap.to_dict())}
+    finally:
+        child.kill()
+        child.wait()
+
+
+def test_the_same_launch_started_again_has_the_same_hash(tmp_path: Path) -> None:
+    """Two starts of one configuration differ in what the starter sets (systemd's
+    INVOCATION_ID, JOURNAL_STREAM, ...; a shell's PWD, SHLVL, _, SSH_*): one hash, and none
+    of it in the body. A VLLM_ variable or a flag changed is another configuration. Secrets
+    never reach the body, whether masked (HF_TOKEN) or dropped with the rest."""
+    base = {"VLLM_LOGGING_LEVEL": "INFO", "CUDA_VISIBLE_DEVICES": "0,1", "OMP_NUM_THREADS": "8",
+            "HF_TOKEN": "hf_abcdefghijklmnopqrstuvwxyz0123456789", "PATH": "/usr/bin:/bin",
+            "DATABASE_URL": "postgres://app:hunter2-db@db:5432/app",
+            "APP_OPAQUE_SETTING": "zq9-unlabelled-value"}
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    first = _snapshot_of_child(tmp_path / "a", {
+        **base, "INVOCATION_ID": "0f3c" * 8, "JOURNAL_STREAM": "8:41234", "SHLVL": "1",
+        "PWD": str(tmp_path / "a"), "_": "/usr/bin/vllm", "SYSTEMD_EXEC_PID": "4242",
+        "MANAGERPID": "1", "NOTIFY_SOCKET": "/run/systemd/notify", "LISTEN_FDS": "1",
+        "TERM": "xterm"}, "-tp", "2")
+    again = _snapshot_of_child(tmp_path / "b", {
+        **base, "INVOCATION_ID": "9a7e" * 8, "JOURNAL_STREAM": "8:99871", "SHLVL": "3",
+        "PWD": str(tmp_path / "b"), "OLDPWD": str(tmp_path / "a"), "_": "/bin/env",
+        "SSH_CONNECTION": "10.0.0.5 50000 10.0.0.9 22", "SSH_TTY": "/dev/pts/3"}, "-tp", "2")
+    assert again["hash"] == first["hash"]
+    body = json.loads(first["body"])
+    assert body["env"] == {"VLLM_LOGGING_LEVEL": "INFO", "CUDA_VISIBLE_DEVICES": "0,1",
+                           "OMP_NUM_THREADS": "8", "HF_TOKEN": "***"}
+    for secret in ("hf_abcdefghij", "hunter2-db", "zq9-unlabelled-value"):
+        assert secret not in first["body"] and secret not in again["body"]
+    other_variable = _snapshot_of_child(tmp_path / "a", {**base, "VLLM_USE_DEEP_GEMM": "1"},
+                                        "-tp", "2")
+    other_flag = _snapshot_of_child(tmp_path / "a", base, "-tp", "4")
+    assert len({first["hash"], other_variable["hash"], other_flag["hash"]}) == 3
+
+
+def test_the_hash_covers_the_model_files_vllm_reads(tmp_path: Path) -> None:
+    """The model's files are hashed, not only the facts logwatch draws from them: a
+    generation config vLLM applies, or a config.json key logwatch does not read, changes the
+    configuration. The digests are in the body, where `snapshot diff` shows them."""
+    import shutil
+
+    model = tmp_path / "model"
+    shutil.copytree(UNCOVERED, model)
+    before = take_snapshot(model_dir=str(model), gpu=H200)
+    assert before.model is not None
+    assert set(before.model.files) == {"config.json", "model.safetensors.index.json"}
+    assert take_snapshot(model_dir=str(model), gpu=H200).content_hash() == before.content_hash()
+    (model / "generation_config.json").write_text('{"temperature": 0.6}')
+    sampling = take_snapshot(model_dir=str(model), gpu=H200)
+    config = json.loads((model / "config.json").read_text())
+    (model / "config.json").write_text(json.dumps({**config, "rope_scaling": {"factor": 4}}))
+    rope = take_snapshot(model_dir=str(model), gpu=H200)
+    assert len({before.content_hash(), sampling.content_hash(), rope.content_hash()}) == 3
+    changes = {k for k, _, _ in diff_snapshots(sampling, rope)}
+    assert changes == {"model.files.config.json"}
+
+
 def test_a_missing_process_is_a_problem_not_a_crash() -> None:
     snap = take_snapshot(pid=2**22 + 12345, gpu=H200)
     assert any(p.startswith("/proc/") for p in snap.problems)

@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from logwatch.daemon.control import request, subscribe
+from logwatch.daemon.client import request, subscribe, wait_ready
 from logwatch.daemon.socket_trust import UnsafeSocketPath, check_directory
 from tests.conftest import ROOT
 
@@ -167,9 +167,11 @@ def test_request_and_subscribe_refuse_a_directory_of_another_user(tmp_path: Path
     server = FakeServer(sock, VICTIM)
     try:
         with pytest.raises(UnsafeSocketPath, match=f"belongs to uid {VICTIM}"):
-            asyncio.run(request(sock, {"op": "sql", "query": "SELECT 1"}))
+            asyncio.run(request(sock, "sql", query="SELECT 1"))
         with pytest.raises(UnsafeSocketPath, match=f"belongs to uid {VICTIM}"):
-            asyncio.run(subscribe(sock, wait=5))  # refused at once, not retried
+            asyncio.run(subscribe(sock, wait=5).start())  # refused at once, not retried
+        with pytest.raises(UnsafeSocketPath, match=f"belongs to uid {VICTIM}"):
+            asyncio.run(wait_ready(sock, 5))  # not waited on either
     finally:
         server.close()
     assert server.received == b""
@@ -190,7 +192,7 @@ def test_a_server_running_as_someone_else_is_refused(tmp_path: Path,
     try:
         assert listener.stdout is not None and listener.stdout.readline() == b"ready\n"
         with pytest.raises(UnsafeSocketPath, match=f"served by a process of uid {VICTIM}"):
-            asyncio.run(request(sock, {"op": "status"}))
+            asyncio.run(request(sock, "status"))
     finally:
         listener.kill()
         listener.wait()

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from logwatch.daemon.control import request
+from logwatch.daemon.client import request, wait_ready
 from tests.conftest import ROOT, SAMPLES
 from tests.inprocess import Completed, logwatch_text
 
@@ -26,7 +26,8 @@ FINDING = (b"(Worker_TP0 pid=9) ERROR 10-14 10:00:00 [core.py:1] RuntimeError: C
 
 
 def ask(sock: Path, message: dict[str, object]) -> dict[str, object]:
-    return asyncio.run(request(sock, message))
+    params = {k: v for k, v in message.items() if k != "op"}
+    return asyncio.run(request(sock, str(message["op"]), **params))
 
 
 def sql(sock: Path, query: str) -> dict[str, object]:
@@ -46,12 +47,12 @@ def wait_for(what: str, check: object, timeout: float = 30) -> None:
         time.sleep(0.05)
 
 
-def up(sock: Path, proc: subprocess.Popen[bytes]) -> bool:
-    assert proc.poll() is None, proc.stderr.read() if proc.stderr else "daemon ended"
+def up(sock: Path, proc: subprocess.Popen[bytes]) -> None:
+    """Until the daemon says hello; its stderr when it ended instead."""
     try:
-        return bool(ask(sock, {"op": "status"})["ok"])
+        asyncio.run(wait_ready(sock, 60, alive=lambda: proc.poll() is None))
     except OSError:
-        return False
+        raise AssertionError(proc.stderr.read() if proc.stderr else "daemon ended") from None
 
 
 def start(tmp_path: Path, *args: str, config: str = "", stdin: int | None = None
@@ -68,7 +69,7 @@ def _following(tmp_path: Path) -> Iterator[tuple[subprocess.Popen[bytes], Path, 
     log, sock = tmp_path / "vllm.log", tmp_path / "lw.sock"
     log.write_bytes((SAMPLES / "demo_marlin_and_mtp.log").read_bytes())
     proc = start(tmp_path, "--file", str(log))
-    wait_for("the daemon", lambda: up(sock, proc))
+    up(sock, proc)
     wait_for("the sample recorded",
              lambda: ask(sock, {"op": "status"})["status"]["findings_recorded"] > 0  # type: ignore[index]
              and not ask(sock, {"op": "status"})["status"]["pending"])  # type: ignore[index]
@@ -122,7 +123,7 @@ def test_the_socket_cannot_write_the_history(following: tuple[subprocess.Popen[b
     assert proc.wait(timeout=30) == 0
     again = start(tmp_path, "--file", str(log))  # and the daemon starts again on its history
     try:
-        wait_for("the restarted daemon", lambda: up(sock, again))
+        up(sock, again)
         assert count(sock, "SELECT count(*) FROM findings") == findings + 1
     finally:
         again.terminate()
@@ -140,7 +141,7 @@ def test_runaway_queries_never_stop_ingestion_and_sigterm_still_ends_the_daemon(
     proc = start(tmp_path, "--stdin", config="[socket]\nquery_seconds = 60\n",
                  stdin=subprocess.PIPE)
     assert proc.stdin is not None
-    wait_for("the daemon", lambda: up(sock, proc))
+    up(sock, proc)
     clients = []
     for _ in range(6):  # asked, never read: abandoned
         client = socket.socket(socket.AF_UNIX)
@@ -179,7 +180,7 @@ def test_a_query_over_the_time_limit_is_stopped_and_answered(tmp_path: Path) -> 
     log.write_bytes(b"")
     proc = start(tmp_path, "--file", str(log), config="[socket]\nquery_seconds = 0.5\n")
     try:
-        wait_for("the daemon", lambda: up(sock, proc))
+        up(sock, proc)
         answer = sql(sock, RUNAWAY)
         assert answer == {"ok": False, "error": "the query ran over its time limit of 0.5 s "
                                                 "and was stopped"}
@@ -202,7 +203,7 @@ def test_rows_are_cut_while_fetching_and_the_cut_is_shown(tmp_path: Path) -> Non
         return logwatch_text("sql", *where, *args, query)
 
     try:
-        wait_for("the daemon", lambda: up(sock, proc))
+        up(sock, proc)
         answer = sql(sock, query)
         assert len(answer["rows"]) == 100  # type: ignore[arg-type]
         assert answer["truncated"] == "row limit 100 reached"
@@ -264,14 +265,15 @@ def test_every_malformed_request_is_answered_and_the_connection_stays(
 @pytest.mark.slow
 def test_every_documented_event_kind_can_be_asked_for(
         following: tuple[subprocess.Popen[bytes], Path, Path]) -> None:
-    from logwatch.daemon.control import EVENT_KINDS, subscribe
+    from logwatch.daemon.client import subscribe
+    from logwatch.daemon.protocol import EVENT_KINDS
 
     _, _, sock = following
-    assert "signature_disabled" in EVENT_KINDS
+    assert {"signature_disabled", "launch", "diagnosis"} <= EVENT_KINDS
 
     async def ask() -> None:
-        _, writer = await subscribe(sock, sorted(EVENT_KINDS))
-        writer.close()
+        async with subscribe(sock, sorted(EVENT_KINDS)) as stream:
+            assert stream.daemon is not None and set(stream.daemon["events"]) == EVENT_KINDS
 
     asyncio.run(ask())
 

@@ -272,3 +272,13 @@ def test_every_query_in_the_history_doc_runs(tmp_path: Path, library: Library) -
         ("failed", "Marlin repack: size_n is not divisible by tile_n_size")]
     assert ("Marlin repack: size_n is not divisible by tile_n_size", 1, 1, 1) in [
         row[:4] for row in problems]
+
+
+def test_every_sql_example_in_the_readme_runs(tmp_path: Path, library: Library) -> None:
+    db = tmp_path / "h.duckdb"
+    record(db, [DEMO], library, model_dir=UNCOVERED, gpu_capability=90)
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    queries = re.findall(r'^logwatch sql (?:--\w+ )*"([^"]+)"', readme, flags=re.M)
+    assert len(queries) >= 4
+    for query in queries:
+        assert read_only_query(db, query).columns, query

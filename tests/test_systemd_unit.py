@@ -164,3 +164,73 @@ def test_a_restarted_unit_gets_a_new_snapshot_and_later_findings_link_to_it(
     assert links == [(1, first), (2, second)]
     assert first != second
     assert (str(tp[first]), str(tp[second])) == ("2", "4")
+
+
+def test_a_unit_restarted_unchanged_keeps_its_snapshot_hash(
+        systemd_user: dict[str, str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """Each start of a unit gets a new INVOCATION_ID, JOURNAL_STREAM, SYSTEMD_EXEC_PID, ...
+    from systemd: a restart of the same configuration is retaken (new InvocationID) with the
+    same hash, and recorded once; so is the snapshot read while it was stopped (the unit's
+    text, without the interpreter /proc shows before a #! script). A VLLM_ variable added by
+    a drop-in is a new configuration, and `snapshot diff` names that variable alone."""
+    from logwatch.cli.main import main
+    from logwatch.core.config import TargetConfig
+    from logwatch.host.targets import TargetSnapshots
+    from logwatch.store.db import open_store
+    from logwatch.store.live import LiveWriter
+
+    env = systemd_user
+    monkeypatch.setenv("XDG_RUNTIME_DIR", env["XDG_RUNTIME_DIR"])
+    UNIT_DIR.mkdir(parents=True, exist_ok=True)
+    name = f"logwatch-test-same-{os.getpid()}.service"
+    fake = tmp_path / "vllm"  # a script, as pip installs `vllm`
+    fake.write_text(f"#!{sys.executable}\nimport time\ntime.sleep(120)\n")
+    fake.chmod(0o755)
+    unit, dropin = UNIT_DIR / name, UNIT_DIR / f"{name}.d" / "10-env.conf"
+    # Type=exec: `systemctl start` returns once vLLM's process is what runs (its /proc)
+    unit.write_text(f"[Service]\nType=exec\nExecStart={fake} serve /models/q -tp 2\n"
+                    "Environment=VLLM_LOGGING_LEVEL=INFO HF_TOKEN=hf_unitsecret\n")
+    targets = TargetSnapshots([TargetConfig("q", {}, launch={"unit": name, "user": True})],
+                              gpu=lambda: H100)
+
+    def started(*how: str) -> None:
+        _systemctl(env, "daemon-reload")
+        _systemctl(env, *how, name)
+
+    try:
+        _systemctl(env, "daemon-reload")
+        [stopped] = targets.take_all()
+        started("start")
+        [first] = targets.changed()
+        pid = first.body["sources"]["argv"]
+        started("restart")
+        [again] = targets.changed()
+        dropin.parent.mkdir(parents=True, exist_ok=True)
+        dropin.write_text("[Service]\nEnvironment=VLLM_USE_DEEP_GEMM=0\n")
+        started("restart")
+        [other] = targets.changed()
+    finally:
+        subprocess.run(["systemctl", "--user", "stop", name], env=env, timeout=30, check=False)
+        unit.unlink(missing_ok=True)
+        dropin.unlink(missing_ok=True)
+        if dropin.parent.exists():
+            dropin.parent.rmdir()
+        subprocess.run(["systemctl", "--user", "daemon-reload"], env=env, timeout=30,
+                       check=False)
+    assert first.invocation != again.invocation != other.invocation  # three starts
+    assert again.body["sources"]["argv"] != pid  # read from the new process
+    assert "ExecStart" in stopped.body["sources"]["argv"] and "/proc/" in pid
+    assert stopped.digest == first.digest == again.digest != other.digest
+    assert "hf_unitsecret" not in str(first.body) and "INVOCATION_ID" not in first.body["env"]
+
+    db = tmp_path / "h.duckdb"
+    with open_store(db, service=True) as store:
+        writer = LiveWriter(store, None)  # type: ignore[arg-type]  # snapshots only
+        for snapshot in (stopped, first, again, other):
+            writer.record_snapshot(snapshot.digest, snapshot.body)
+        assert store.query("SELECT count(*) FROM snapshots") == [(2,)]
+    capsys.readouterr()
+    assert main(["snapshot", "diff", first.digest, other.digest, "--db", str(db)]) == 1
+    assert capsys.readouterr().out.splitlines() == [
+        f"{first.digest} -> {other.digest}: 1 change(s)", '  env.VLLM_USE_DEEP_GEMM: null -> "0"']

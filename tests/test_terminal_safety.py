@@ -24,7 +24,7 @@ from pathlib import Path
 
 import pytest
 
-from logwatch.daemon.control import request
+from logwatch.daemon.client import request, wait_ready
 from tests.conftest import ROOT, read_pty
 from tests.inprocess import Completed, logwatch_text
 
@@ -224,16 +224,17 @@ def daemon(log: Path, tmp_path: Path) -> Daemon:
     reader = threading.Thread(target=lambda: console.append(read_pty(master)), daemon=True)
     reader.start()
     running = Daemon(proc, sock, db, port, console, reader)
+    try:
+        asyncio.run(wait_ready(sock, 30, alive=lambda: proc.poll() is None))
+    except OSError:
+        pytest.fail(f"daemon did not come up: {running.stop()}")
     deadline = time.monotonic() + 30
     while True:
-        try:
-            st = asyncio.run(request(sock, {"op": "status"}))["status"]
-            if st["lines"] >= 3 and st["findings_recorded"] >= 2 and not st["pending"]:
-                break
-        except OSError:
-            pass
-        if time.monotonic() > deadline or proc.poll() is not None:
-            pytest.fail(f"daemon did not come up: {running.stop()}")
+        st = asyncio.run(request(sock, "status"))["status"]
+        if st["lines"] >= 3 and st["findings_recorded"] >= 2 and not st["pending"]:
+            break
+        if time.monotonic() > deadline:
+            pytest.fail(f"the findings were not committed: {running.stop()}")
         time.sleep(0.1)
     return running
 

@@ -48,29 +48,31 @@ def render_table(columns: list[str], rows: list[tuple[Any, ...]], max_width: int
     return "\n".join(out) + "\n"
 
 
-def _ask_daemon(socket: Path | None, message: dict[str, Any],
-                db: Path | None = None) -> dict[str, Any] | None:
+def _ask_daemon(socket: Path | None, op: str, db: Path | None = None,
+                **params: Any) -> dict[str, Any] | None:
     """The daemon's answer, or None when no daemon listens (then the file is free) or the
     daemon holds another database than the `db` asked for."""
     import asyncio
 
+    from logwatch.daemon import client
     from logwatch.daemon.config_file import default_socket_path
-    from logwatch.daemon.control import request
 
     path = socket or default_socket_path()
     if not path.exists():
         return None
-    if db is not None:
-        message = {**message, "db": str(db.resolve())}
     try:
-        answer = asyncio.run(request(path, message))
+        answer = asyncio.run(client.request(path, op, db=db and str(db.resolve()), **params))
+    except client.ProtocolMismatch as exc:  # a daemon runs: its file is not ours to open
+        from logwatch.store.db import DatabaseError
+
+        raise DatabaseError(str(exc)) from exc
     except (OSError, TimeoutError, ValueError):
         return None
     return None if answer.get("other_db") else answer
 
 
 def sql(db: Path | None, query: str, fmt: str, socket: Path | None = None) -> int:
-    answer = _ask_daemon(socket, {"op": "sql", "query": query}, db)
+    answer = _ask_daemon(socket, "sql", db, query=query)
     if answer is not None:
         if not answer.get("ok"):
             from logwatch.store.db import DatabaseError
@@ -120,7 +122,7 @@ def history(db: Path | None, limit: int) -> int:
 
 
 def status(db: Path | None, socket: Path | None, as_json: bool) -> int:
-    answer = _ask_daemon(socket, {"op": "status"}, db)
+    answer = _ask_daemon(socket, "status", db)
     if answer is not None and answer.get("ok"):
         state = answer["status"]
         if as_json:

@@ -272,20 +272,20 @@ def _cmd_daemon(args: argparse.Namespace) -> int:
     from logwatch import own_log
 
     own_log.configure()
+    from logwatch.daemon.builder import SourceFlags, build_sources
     from logwatch.daemon.service import Daemon
-    from logwatch.sources.base import Source, source_name
-    from logwatch.sources.files import FilePosition, FileSource
-    from logwatch.sources.globbed import GlobSource, is_glob
+    from logwatch.sources.files import FileSource
+    from logwatch.sources.globbed import GlobSource
     from logwatch.sources.journald import JournalSource
-    from logwatch.sources.stdin import StdinSource
     from logwatch.store.db import default_db_path, keep_files_private, open_store
+    from logwatch.store.live import LiveWriter
 
     keep_files_private()
     selectors = ([["-u", u] for u in args.journal_unit]
                  + [["--user-unit", u] for u in args.journal_user_unit]
                  + [["--file", str(Path(p).resolve())] for p in args.journal_file]
                  + [["-D", str(Path(d).resolve())] for d in args.journal_dir])
-    from logwatch.daemon.config_file import load_config, source_for
+    from logwatch.daemon.config_file import load_config
 
     config = load_config(args.config)
     if config.problems:  # refuse to start on a configuration with problems, and say why
@@ -303,43 +303,11 @@ def _cmd_daemon(args: argparse.Namespace) -> int:
     db = args.db or (Path(config.get("database.path")) if config.get("database.path")
                      else default_db_path())
     with open_store(db, service=True) as store:
-        daemon_probe = Daemon([], library, store)
-        sources: list[Source] = []
-        file_points = {name: FilePosition(p.generation, p.offset, p.line)
-                       for name, p in daemon_probe.resume.items() if p.cursor is None}
-        start_at = "end" if args.from_end else "start"
-        for path in args.file:
-            if is_glob(path):
-                sources.append(GlobSource(path, resume=file_points,
-                                          poll_interval=args.poll_interval,
-                                          use_inotify=not args.no_inotify,
-                                          start_at=start_at))
-                continue
-            name = source_name(f"file:{Path(path).resolve()}")
-            point = daemon_probe.resume.get(name)
-            resume = FilePosition(point.generation, point.offset, point.line) if point else None
-            sources.append(FileSource(path, name=name, resume=resume,
-                                      poll_interval=args.poll_interval,
-                                      use_inotify=not args.no_inotify, start_at=start_at))
-        for selector in selectors:
-            journal = JournalSource(selector, start_at=start_at)
-            point = daemon_probe.resume.get(journal.name)
-            if point is not None:
-                journal = JournalSource(selector, after_cursor=point.cursor,
-                                        offset=point.offset)
-            sources.append(journal)
-        if args.stdin:
-            sources.append(StdinSource())
-        for target in config.targets:
-            source = source_for(target)
-            point = daemon_probe.resume.get(source.name)
-            if isinstance(source, GlobSource):
-                source.resume = file_points
-            elif point is not None and isinstance(source, FileSource):
-                source.resume = FilePosition(point.generation, point.offset, point.line)
-            elif point is not None and isinstance(source, JournalSource):
-                source.cursor, source.offset = point.cursor, point.offset
-            sources.append(source)
+        flags = SourceFlags(files=args.file, journals=selectors, stdin=args.stdin,
+                            poll_interval=args.poll_interval, use_inotify=not args.no_inotify,
+                            start_at="end" if args.from_end else "start")
+        sources = build_sources(flags, config.targets,
+                                LiveWriter(store, library).checkpoints())
         from logwatch.host.targets import TargetSnapshots
 
         targets = TargetSnapshots(config.targets)

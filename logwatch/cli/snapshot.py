@@ -65,8 +65,7 @@ def render_snapshot(snapshot: Snapshot) -> str:
             for name in mtp["uncovered_bf16"]:
                 out.append(f"           BF16, not ignored: {name}")
     if d["env"]:
-        out.append("  env:     " + ", ".join(f"{k}={v}" for k, v in sorted(d["env"].items())
-                                             if k.startswith(("VLLM_", "CUDA_", "HF_", "NCCL_"))))
+        out.append("  env:     " + ", ".join(f"{k}={v}" for k, v in sorted(d["env"].items())))
     for problem in d["problems"]:
         out.append(f"  problem: {problem}")
     # argv, environment and model files are the host's: their control characters are shown

@@ -47,6 +47,7 @@ class Launch:
     started: datetime | None = None  # the time on its first line, when the log has one
     last_line: int = 0
     exit_code: int | None = None
+    key: str = ""  # the history's id for it, once a store has named it
 
     @property
     def fatal_incidents(self) -> list[Incident]:

@@ -2,7 +2,24 @@
 
 A snapshot is assembled from facts the shells gather (argv, /proc, systemd, the model
 directory, nvidia-smi, vLLM's own log lines); every piece says where it came from, secrets are
-redacted before it exists, and its content hash identifies it across scans.
+redacted before it exists, and its content hash identifies it across scans and restarts.
+
+The hash covers what shapes vLLM's behaviour, so an unchanged configuration started again has
+the same one: argv and the launch read from it; the environment (below); the model's facts
+and the digests of the model files they come from; the vLLM release; the GPU (name, count,
+driver, compute capability). Not how or where the pieces were read (`sources`, `problems`,
+the GPU facts' `source`).
+
+The environment is kept by name: the variables of vLLM and of the libraries it runs on
+(`BEHAVIOUR_ENV_PREFIXES`: VLLM_, CUDA_ (CUDA_VISIBLE_DEVICES), NCCL_, TORCH_, TORCHINDUCTOR_,
+PYTORCH_, TRITON_, FLASHINFER_, HF_, TRANSFORMERS_, TOKENIZERS_, NVIDIA_, OMP_) and those that
+change which code is loaded (`BEHAVIOUR_ENV_NAMES`: LD_LIBRARY_PATH, LD_PRELOAD, PYTHONPATH),
+secret values masked (a new HF_TOKEN is the same configuration). Everything else is dropped
+from the snapshot altogether, not only from the hash: INVOCATION_ID, JOURNAL_STREAM, PWD,
+SHLVL, `_`, SYSTEMD_EXEC_PID, LISTEN_*, NOTIFY_SOCKET, SSH_*, TERM and the like differ from one
+start to the next or describe the session that started vLLM, and a body showing them would
+differ between snapshots of one hash; every variable kept is also one more place for a secret
+the masking might not recognise. PATH is dropped too: the vLLM release it leads to is recorded.
 """
 
 from __future__ import annotations
@@ -18,6 +35,17 @@ from logwatch.core.ignore import merge_overrides
 from logwatch.core.mtp import MtpLayout, mtp_layout, text_config
 from logwatch.core.quant import QuantFacts, derive_quant
 from logwatch.core.redact import is_secret_name, redact, redact_argv, redact_env
+
+BEHAVIOUR_ENV_PREFIXES = ("VLLM_", "CUDA_", "NCCL_", "TORCH_", "TORCHINDUCTOR_", "PYTORCH_",
+                          "TRITON_", "FLASHINFER_", "HF_", "TRANSFORMERS_", "TOKENIZERS_",
+                          "NVIDIA_", "OMP_")
+BEHAVIOUR_ENV_NAMES = frozenset({"LD_LIBRARY_PATH", "LD_PRELOAD", "PYTHONPATH"})
+
+
+def behaviour_env(env: Mapping[str, str]) -> dict[str, str]:
+    """The variables that change what vLLM does (see the module's docstring), as given."""
+    return {k: v for k, v in env.items()
+            if k.startswith(BEHAVIOUR_ENV_PREFIXES) or k in BEHAVIOUR_ENV_NAMES}
 
 
 @dataclass(frozen=True, slots=True)
@@ -46,6 +74,10 @@ class ModelFacts:
     mtp: MtpLayout | None
     tensor_count: int
     problems: tuple[str, ...] = ()
+    # sha256 of each model file read (config.json, the quantization configs, the safetensors
+    # index or a single file's header, the generation and chat-template configs): the facts
+    # above are what logwatch understands of them, the digests what vLLM was given
+    files: dict[str, str] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         return {"path": self.path, "architectures": list(self.architectures),
@@ -54,7 +86,8 @@ class ModelFacts:
                 "effective_ignore": list(self.effective_ignore),
                 "ignore_replaced": list(self.ignore_replaced),
                 "mtp": self.mtp.to_dict() if self.mtp else None,
-                "tensor_count": self.tensor_count, "problems": list(self.problems)}
+                "tensor_count": self.tensor_count, "problems": list(self.problems),
+                "files": dict(self.files)}
 
 
 DIM_KEYS = ("hidden_size", "intermediate_size", "moe_intermediate_size",
@@ -66,8 +99,10 @@ def model_facts(path: str, config: dict[str, Any], tensor_names: Sequence[str],
                 hf_quant_config: dict[str, Any] | None = None,
                 standalone_quant: dict[str, Any] | None = None,
                 hf_overrides: dict[str, Any] | None = None,
-                problems: Sequence[str] = ()) -> ModelFacts:
-    """Interpret a model directory's files (already parsed) with the launch's overrides."""
+                problems: Sequence[str] = (),
+                files: Mapping[str, str] | None = None) -> ModelFacts:
+    """Interpret a model directory's files (already parsed) with the launch's overrides;
+    `files`: their digests by file name."""
     effective_config = merge_overrides(config, hf_overrides) if hf_overrides else config
     checkpoint_quant = derive_quant(config, hf_quant_config, standalone_quant)
     quant = derive_quant(effective_config, hf_quant_config, standalone_quant)
@@ -84,7 +119,7 @@ def model_facts(path: str, config: dict[str, Any], tensor_names: Sequence[str],
         num_hidden_layers=layers if isinstance(layers, int) else None, dims=dims,
         quant=quant, effective_ignore=quant.ignore, ignore_replaced=replaced,
         mtp=mtp_layout(effective_config, tensor_names, quant.ignore, quant.method),
-        tensor_count=len(tensor_names), problems=tuple(problems))
+        tensor_count=len(tensor_names), problems=tuple(problems), files=dict(files or {}))
 
 
 @dataclass(frozen=True, slots=True)
@@ -123,12 +158,17 @@ class Snapshot:
                 "vllm_version": self.vllm_version, "gpu": self.gpu.to_dict(),
                 "sources": dict(self.sources), "problems": list(self.problems)}
 
+    def identity(self) -> dict[str, Any]:
+        """What the content hash covers: the body without how it was read."""
+        content = self.to_dict()
+        del content["sources"], content["problems"]
+        del content["gpu"]["source"]
+        return content
+
     def content_hash(self) -> str:
         """A stable id for this configuration (what it is, not when or how it was read)."""
-        content = self.to_dict()
-        content.pop("sources")
-        content.pop("problems")
-        canonical = json.dumps(content, sort_keys=True, separators=(",", ":"), default=str)
+        canonical = json.dumps(self.identity(), sort_keys=True, separators=(",", ":"),
+                               default=str)
         return hashlib.sha256(canonical.encode()).hexdigest()[:16]
 
 
@@ -136,12 +176,13 @@ def build_snapshot(launch: LaunchSpec | None = None, env: Mapping[str, str] | No
                    model: ModelFacts | None = None, vllm_version: str | None = None,
                    gpu: GpuFacts | None = None, sources: Mapping[str, str] | None = None,
                    problems: Sequence[str] = (), raw_argv: Sequence[str] = ()) -> Snapshot:
-    """A snapshot with secrets redacted from argv and environment. `raw_argv`: a command
-    that is not a vLLM launch, recorded as it was (redacted) all the same."""
+    """A snapshot with secrets redacted from argv and environment, and only the variables
+    that shape vLLM's behaviour kept. `raw_argv`: a command that is not a vLLM launch,
+    recorded as it was (redacted) all the same."""
     return Snapshot(
         argv=tuple(redact_argv(launch.argv() if launch else raw_argv)),
         launch=_redacted_launch(launch) if launch else {},
-        env=redact_env(env or {}), model=model, vllm_version=vllm_version,
+        env=redact_env(behaviour_env(env or {})), model=model, vllm_version=vllm_version,
         gpu=gpu or GpuFacts(), sources=dict(sources or {}),
         problems=tuple(problems) + (launch.problems if launch else ()))
 

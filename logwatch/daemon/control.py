@@ -2,13 +2,14 @@
 listener) speaking JSON lines. One request per line, one response per line; `subscribe`
 turns the connection into a stream of events.
 
-Requests: {"op": "status"} | {"op": "sql", "query": "..."} | {"op": "incidents", "limit": N}
-| {"op": "snapshot", "hash": H (optional)} | {"op": "subscribe", "events": [kinds...]}
-| {"op": "reload"}. Event kinds: lines, finding, committed, incident, launch, diagnosis,
-library, snapshot, signature_disabled.
-Responses: {"ok": true, ...} or {"ok": false, "error": "..."}. A slow subscriber never stalls
-ingestion: its queue is bounded and events that do not fit are dropped and counted in the
-next event it gets.
+The requests, their answers and the events are declared in `logwatch.daemon.protocol`; every
+request is checked against it before it is answered, and every event published against it
+before it is sent. Publishing an event outside the vocabulary (an unknown kind or field) is a
+programming error: it raises ProtocolError where the protocol is strict (the test suite sets
+LOGWATCH_STRICT_PROTOCOL=1), and in production is logged once (`event_refused`) and dropped,
+since ingestion matters more than one event. A slow subscriber never stalls ingestion: its
+queue is bounded and events that do not fit are dropped and counted in the next event it
+gets. Clients: `logwatch.daemon.client`.
 """
 
 from __future__ import annotations
@@ -18,17 +19,34 @@ import contextlib
 import grp
 import json
 import os
-import socket
-import struct
+from collections.abc import Mapping
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import AbstractContextManager
 from datetime import date, datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
+from logwatch import __version__, own_log
+from logwatch.daemon.protocol import EVENT_KINDS as EVENT_KINDS  # re-exported: older imports
+from logwatch.daemon.protocol import (
+    OPS,
+    PROTOCOL_VERSION,
+    Event,
+    HelloRequest,
+    IncidentsRequest,
+    ProtocolError,
+    ReloadRequest,
+    Request,
+    SnapshotRequest,
+    SqlRequest,
+    StatusRequest,
+    SubscribeRequest,
+    event_message,
+    parse_request,
+    to_message,
+)
 from logwatch.daemon.socket_trust import (
     UnsafeSocketPath,
-    check_peer,
-    check_socket,
     group_cannot_reach,
     prepare_directory,
 )
@@ -36,21 +54,56 @@ from logwatch.store.db import DatabaseError
 from logwatch.store.operator_sql import DEFAULT_LIMITS, QueryLimits, QueryResult, run_read_only
 
 if TYPE_CHECKING:
-    from logwatch.daemon.service import Daemon
+    import duckdb
+
+
+class QueryStore(Protocol):
+    """The history as the socket's queries see it."""
+
+    @property
+    def path(self) -> Path: ...
+
+    def reader(self) -> AbstractContextManager[duckdb.DuckDBPyConnection]: ...
+
+    def interrupt_readers(self, wait: float = ...) -> int: ...
+
+
+class HoldsStore(Protocol):
+    @property
+    def store(self) -> QueryStore: ...
+
+
+class ControlledDaemon(Protocol):
+    """What the control server needs from the daemon, and nothing more."""
+
+    events: list[str]  # what the operator should know; the server adds its own notes
+
+    @property
+    def writer(self) -> HoldsStore: ...
+
+    @property
+    def snapshots(self) -> Mapping[str, str]: ...  # source or target -> snapshot hash
+
+    def status(self) -> dict[str, Any]: ...
+
+    def reload(self) -> None: ...
+
+
+def strict_protocol() -> bool:
+    """Whether publishing outside the vocabulary raises (LOGWATCH_STRICT_PROTOCOL=1)."""
+    return os.environ.get("LOGWATCH_STRICT_PROTOCOL", "") not in ("", "0")
+
 
 SUBSCRIBER_QUEUE = 256  # events; a "lines" event holds at most 64 KiB of text
 MAX_REQUEST_BYTES = 1 << 20
 # Socket queries run on threads of their own (never the default pool, which sources use),
 # at most this many at once; more are answered "busy" at once rather than queued.
 SQL_CONCURRENT = 2
-EVENT_KINDS = frozenset({"lines", "finding", "committed", "incident", "launch", "diagnosis",
-                         "library", "snapshot", "signature_disabled"})
 # At most this many connections at once; and answers waiting in the socket buffers of
 # clients that do not read them may hold at most ANSWER_BUFFER_BYTES all together (a bigger
 # answer is refused as busy), so clients that ask and never read cannot grow the daemon.
 MAX_CLIENTS = 64
 ANSWER_BUFFER_BYTES = 64 << 20
-OPS = ("status", "sql", "incidents", "snapshot", "subscribe", "reload")
 
 
 def _json(value: Any) -> Any:
@@ -78,8 +131,13 @@ class Subscriber:
 
 
 class ControlServer:
-    def __init__(self, daemon: Daemon, path: Path, group: str | None = None) -> None:
+    def __init__(self, daemon: ControlledDaemon, path: Path, group: str | None = None,
+                 strict: bool | None = None) -> None:
+        """`strict`: raise on an event outside the vocabulary (default: strict_protocol())."""
         self.daemon = daemon
+        self.strict = strict_protocol() if strict is None else strict
+        self.log = own_log.get("logwatch.control")
+        self._refused: set[str] = set()  # events refused, each logged once
         self.path = path
         self.group = group
         self.subscribers: set[Subscriber] = set()
@@ -96,12 +154,25 @@ class ControlServer:
         return any(s.kinds is None or kind in s.kinds for s in self.subscribers)
 
     def publish(self, kind: str, **fields: Any) -> None:
-        """Called from the ingestion loop: never blocks."""
-        if not self.subscribers:
+        """Called from the ingestion loop: never blocks. `kind` and the field names must be
+        the vocabulary's (protocol.EVENTS); fields left out go at their defaults."""
+        try:
+            event = event_message(kind, fields)
+        except ProtocolError as exc:
+            if self.strict:
+                raise
+            if str(exc) not in self._refused:
+                self._refused.add(str(exc))
+                self.log.error("event_refused", kind=kind, error=str(exc))
             return
-        event = {"event": kind, **fields}
         for subscriber in list(self.subscribers):
             subscriber.offer(event)
+
+    def publish_event(self, event: Event) -> None:
+        """Publish a typed event (protocol.LaunchEvent(...), ...)."""
+        message = to_message(event)
+        del message["event"]
+        self.publish(event.kind, **message)
 
     async def start(self) -> None:
         try:
@@ -117,8 +188,8 @@ class ControlServer:
                     f"{self.path.parent} (no search permission); give the directory to the "
                     "group, or make it 0755 (the socket's own mode 0660 keeps others out)")
             self.daemon.events.append(note)
-            self.daemon.log.warning("control_socket_unreachable", group=self.group,
-                                    path=str(self.path.parent))
+            self.log.warning("control_socket_unreachable", group=self.group,
+                             path=str(self.path.parent))
         if self.path.is_socket():
             try:
                 _, probe = await asyncio.wait_for(asyncio.open_unix_connection(str(self.path)),
@@ -173,29 +244,27 @@ class ControlServer:
                 if not line:
                     return
                 try:
-                    request = json.loads(line)
-                    if not isinstance(request, dict):
+                    message = json.loads(line)
+                    if not isinstance(message, dict):
                         raise ValueError("not an object")
+                    request = parse_request(message)
                 except (ValueError, RecursionError) as exc:  # nested too deep: RecursionError
-                    await self._send(writer, {"ok": False, "error": f"bad request: "
-                                              f"{type(exc).__name__}: {str(exc)[:200]}"})
+                    await self._send(writer, {"ok": False, "error": _bad_request(exc)})
                     continue
-                if request.get("op") == "subscribe":
-                    kinds = request.get("events")
-                    if kinds is not None and (not isinstance(kinds, list) or not all(
-                            isinstance(k, str) and k in EVENT_KINDS for k in kinds)):
-                        await self._send(writer, {"ok": False, "error": (
-                            "events: a list of event kinds, from "
-                            f"{', '.join(sorted(EVENT_KINDS))}")})
+                if isinstance(request, SubscribeRequest):
+                    refusal = self._other_db(request)
+                    if refusal is not None:
+                        await self._send(writer, refusal)
                         continue
-                    await self._stream(writer, None if kinds is None else frozenset(kinds))
+                    kinds = None if request.events is None else frozenset(request.events)
+                    await self._stream(writer, kinds)
                     return
                 try:
                     reply = await self.answer(request)
                 except (ValueError, TypeError) as exc:  # a field of the wrong kind
                     reply = {"ok": False, "error": f"bad request: {exc}"}
                 except Exception as exc:  # never a dropped connection for the client
-                    self.daemon.log.exception("control_request_failed", op=request.get("op"))
+                    self.log.exception("control_request_failed", op=request.op)
                     reply = {"ok": False, "error": f"internal error: {type(exc).__name__}"}
                 await self._send(writer, reply)
         except (ConnectionError, asyncio.CancelledError):
@@ -229,27 +298,37 @@ class ControlServer:
         finally:
             self.subscribers.discard(subscriber)
 
-    async def answer(self, request: dict[str, Any]) -> dict[str, Any]:
-        op = request.get("op")
+    def _other_db(self, request: Request) -> dict[str, Any] | None:
+        """The refusal when the client named a database other than the one held here."""
+        if request.db is None:
+            return None
+        held = self.daemon.writer.store.path
+        if Path(request.db).resolve() == held.resolve():
+            return None
+        return {"ok": False, "other_db": True,
+                "error": f"this daemon's history is {held}, not {request.db}"}
+
+    def hello(self) -> dict[str, Any]:
+        return {"ok": True, "version": __version__, "protocol": PROTOCOL_VERSION,
+                "requests": list(OPS), "events": sorted(EVENT_KINDS),
+                "db": os.path.abspath(self.daemon.writer.store.path), "pid": os.getpid()}
+
+    async def answer(self, request: Request) -> dict[str, Any]:
+        """The answer to a checked request (protocol.parse_request), subscribe aside."""
         daemon = self.daemon
-        asked_db = request.get("db")  # a client named a database: is it the one held here?
-        if asked_db is not None:
-            if not isinstance(asked_db, str):
-                raise ValueError("db: a path")
-            held = daemon.writer.store.path
-            if Path(asked_db).resolve() != held.resolve():
-                return {"ok": False, "other_db": True,
-                        "error": f"this daemon's history is {held}, not {asked_db}"}
-        if op == "status":
+        refusal = self._other_db(request)
+        if refusal is not None:
+            return refusal
+        if isinstance(request, HelloRequest):
+            return self.hello()
+        if isinstance(request, StatusRequest):
             return {"ok": True, "status": {**daemon.status(),
                                            "queries_running": self._running_queries}}
-        if op == "reload":
+        if isinstance(request, ReloadRequest):
             daemon.reload()
             return {"ok": True, "events": daemon.events[-5:]}
-        if op == "snapshot":  # one configuration snapshot: by hash, else the newest
-            digest = request.get("hash")
-            if digest is not None and not isinstance(digest, str):
-                raise ValueError("hash: a string")
+        if isinstance(request, SnapshotRequest):  # by hash, else the newest
+            digest = request.hash
             sql, params = (("SELECT hash, first_recorded, body FROM snapshots WHERE hash = ?",
                             [digest]) if digest else
                            ("SELECT hash, first_recorded, body FROM snapshots "
@@ -264,19 +343,14 @@ class ControlServer:
             return {"ok": True, "hash": digest, "recorded": recorded,
                     "snapshot": json.loads(body) if isinstance(body, str) else body,
                     "sources": {k: v for k, v in daemon.snapshots.items() if v == digest}}
-        if op == "sql":
-            query = request.get("query")
-            if not isinstance(query, str):
-                raise ValueError("query: a string holding one SQL statement")
-            result = await self._run_query(query)
-        elif op == "incidents":
-            limit = request.get("limit", 20)
-            if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= 1000:
-                raise ValueError("limit: a whole number from 1 to 1000")
+        if isinstance(request, SqlRequest):
+            result = await self._run_query(request.query)
+        elif isinstance(request, IncidentsRequest):
             result = await self._run_query("SELECT * FROM incident_timeline "
-                                           "ORDER BY last_time DESC NULLS LAST LIMIT ?", [limit])
+                                           "ORDER BY last_time DESC NULLS LAST LIMIT ?",
+                                           [request.limit])
         else:
-            return {"ok": False, "error": f"unknown op {op!r}; try {', '.join(OPS)}"}
+            return {"ok": False, "error": f"{request.op}: not answered on this connection"}
         if isinstance(result, dict):
             return result
         return {"ok": True, "columns": result.columns, "rows": result.rows,
@@ -306,59 +380,25 @@ class ControlServer:
                                  self.daemon.writer.store.path)
 
 
-def _check_server(writer: asyncio.StreamWriter, path: Path) -> None:
-    """The process at the other end runs as us or root (the kernel says who: SO_PEERCRED)."""
-    sock = writer.get_extra_info("socket")
-    creds = sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i"))
-    _, uid, _ = struct.unpack("3i", creds)
-    check_peer(uid, path)
+def _bad_request(exc: BaseException) -> str:
+    if isinstance(exc, ProtocolError):
+        return f"bad request: {exc}"
+    return f"bad request: {type(exc).__name__}: {str(exc)[:200]}"
 
 
+# Kept for branches written against them; new code uses logwatch.daemon.client.
 async def request(path: Path, message: dict[str, Any], timeout: float = 30.0
                   ) -> dict[str, Any]:
-    """One request to a running daemon (raises OSError when none listens, UnsafeSocketPath
-    when someone else could have put the socket there)."""
-    check_socket(path)
-    reader, writer = await asyncio.wait_for(asyncio.open_unix_connection(
-        str(path), limit=64 << 20), timeout)
-    try:
-        _check_server(writer, path)
-        writer.write(json.dumps(message).encode() + b"\n")
-        await writer.drain()
-        line = await asyncio.wait_for(reader.readline(), timeout)
-        reply: dict[str, Any] = json.loads(line)
-        return reply
-    finally:
-        writer.close()
+    """Deprecated: `client.request(path, op, **params)`."""
+    from logwatch.daemon import client
+
+    params = {k: v for k, v in message.items() if k != "op"}
+    return await client.request(path, str(message.get("op")), timeout=timeout, **params)
 
 
 async def subscribe(path: Path, events: list[str] | None = None, wait: float = 0.0
                     ) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
-    """A subscription to a daemon's events, acknowledged; read one JSON event per line from
-    the reader. `wait`: seconds to keep trying while the daemon is still starting."""
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + wait
-    while True:
-        try:
-            check_socket(path)
-            reader, writer = await asyncio.open_unix_connection(str(path), limit=64 << 20)
-            break
-        except OSError:
-            if loop.time() >= deadline:
-                raise
-            await asyncio.sleep(0.1)
-    try:
-        _check_server(writer, path)
-    except UnsafeSocketPath:
-        writer.close()
-        raise
-    message: dict[str, Any] = {"op": "subscribe"}
-    if events is not None:
-        message["events"] = events
-    writer.write(json.dumps(message).encode() + b"\n")
-    await writer.drain()
-    ack = json.loads(await reader.readline() or b"{}")
-    if not ack.get("subscribed"):
-        writer.close()
-        raise OSError(f"{path}: subscription refused: {ack.get('error', ack)}")
-    return reader, writer
+    """Deprecated: `client.subscribe(path, kinds)`. The raw stream, acknowledged."""
+    from logwatch.daemon import client
+
+    return await client.raw_subscription(path, events, wait)

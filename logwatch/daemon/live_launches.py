@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import threading
+import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -18,6 +19,10 @@ from logwatch.host.launch_snapshot import LaunchSnapshots
 from logwatch.store.live import LaunchWritten, LiveWriter, StoredLaunch, launch_id
 
 PUBLISHED_KEPT = 1000  # launches whose last `launch` event is remembered
+# A launch whose findings only added to incidents it had is analysed again at most this
+# often (a backlog of a failing launch commits every 50 ms); a new launch, a new incident,
+# a new outcome or an exit is analysed at the next commit.
+ANALYSE_SECONDS = 1.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -55,6 +60,8 @@ class LiveLaunches:
         self._per_generation = frozenset(per_generation)
         self._on_begin = on_begin
         self._dirty: dict[str, Launch] = {}  # changed since the last commit, by id
+        self._urgent: set[str] = set()  # of those, the ones to write at the next commit
+        self._analysed: dict[str, float] = {}  # when each was last taken (monotonic)
         self._lock = threading.Lock()  # analyses are kept on the database thread
         self.analyses: dict[str, LaunchAnalysis] = {}  # each source's newest, by source
         self._published: dict[str, tuple[Any, ...]] = {}  # launch id -> its last event's state
@@ -64,7 +71,13 @@ class LiveLaunches:
 
     @property
     def changed(self) -> bool:
-        return bool(self._dirty)
+        """Whether a launch is due to be written (see `take`)."""
+        return bool(self._urgent) or any(self._due(lid, time.monotonic())
+                                         for lid in self._dirty)
+
+    def _due(self, lid: str, now: float) -> bool:
+        return lid in self._urgent or now - self._analysed.get(lid, -ANALYSE_SECONDS) \
+            >= ANALYSE_SECONDS
 
     def _go_on_with(self, stored: StoredLaunch, writer: LiveWriter,
                     signatures: Mapping[str, Signature]) -> None:
@@ -75,13 +88,13 @@ class LiveLaunches:
         launch = self.book.begin(stored.source, stored.start_line, stored.generation,
                                  stored.seen_start)
         self.book.renumber(launch, stored.number)
-        for sig_id, captures, line, time, process, pid, rank, text, count in \
+        for sig_id, captures, line, when, process, pid, rank, text, count in \
                 writer.launch_findings(stored.id):
             signature = signatures.get(sig_id)
             if signature is None:  # gone from the library since
                 continue
             finding = Finding.restored(signature, json.loads(captures), stored.source,
-                                       line, text, time, process, pid, rank)
+                                       line, text, when, process, pid, rank)
             incident = self.book.restore(launch, finding)
             incident.count = max(incident.count, int(count))
         self._replayed[stored.source] = (stored.generation, stored.last_line)
@@ -101,6 +114,7 @@ class LiveLaunches:
     def _begin(self, launch: Launch) -> None:
         self.book.forget(launch.source)  # older ones are stored; memory stays bounded
         self._dirty[launch_id(launch)] = launch
+        self._urgent.add(launch_id(launch))
         self._on_begin(launch)
 
     def place(self, finding: Finding, generation: str) -> Placed:
@@ -116,6 +130,8 @@ class LiveLaunches:
             self._begin(change.launch)
         lid = launch_id(change.launch)
         self._dirty[lid] = change.launch
+        if change.new_incident or change.outcome_changed:
+            self._urgent.add(lid)
         return Placed(lid, change.copy)
 
     def exited(self, source: str, code: int) -> None:
@@ -123,11 +139,20 @@ class LiveLaunches:
         launch = self.book.exited(source, code)
         if launch is not None:
             self._dirty[launch_id(launch)] = launch
+            self._urgent.add(launch_id(launch))
 
-    def take(self) -> list[Launch]:
-        """Frozen copies of the launches changed since the last take (event-loop thread)."""
-        launches = [launch.frozen() for launch in self._dirty.values()]
-        self._dirty = {}
+    def take(self, everything: bool = False) -> list[Launch]:
+        """Frozen copies of the changed launches that are due (all of them with
+        `everything`: the last commit before stopping). Event-loop thread."""
+        now = time.monotonic()
+        due = [lid for lid in self._dirty if everything or self._due(lid, now)]
+        launches = [self._dirty.pop(lid).frozen() for lid in due]
+        for lid in due:
+            self._analysed[lid] = now
+            self._urgent.discard(lid)
+        if len(self._analysed) > PUBLISHED_KEPT:
+            for lid in list(self._analysed)[:PUBLISHED_KEPT // 2]:
+                del self._analysed[lid]
         return launches
 
     def give_back(self, launches: list[Launch]) -> None:
@@ -136,6 +161,7 @@ class LiveLaunches:
         for frozen in launches:
             lid = launch_id(frozen)
             self._dirty.setdefault(lid, live.get(lid, frozen))
+            self._urgent.add(lid)
 
     def analyse(self, launches: list[Launch]) -> list[LaunchAnalysis]:
         """On the database thread: each launch judged against its snapshot."""

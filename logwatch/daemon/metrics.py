@@ -13,8 +13,8 @@ import ipaddress
 import socket
 import time
 from collections import Counter
-from collections.abc import Callable, Iterable
-from typing import Any
+from collections.abc import Callable, Collection, Iterable, Mapping, Sized
+from typing import Protocol
 
 from logwatch import own_log
 
@@ -76,7 +76,47 @@ def parse_listen(text: str) -> tuple[str, int]:
     return host, int(port)
 
 
-def daemon_samples(daemon: Any) -> list[Sample]:
+class _Versioned(Protocol):
+    @property
+    def version(self) -> str: ...
+
+
+class _Fed(Protocol):
+    @property
+    def last_data(self) -> float: ...  # monotonic time the source last gave data
+
+
+class MeteredDaemon(Protocol):
+    """What the metrics need from the daemon, and nothing more."""
+
+    @property
+    def started(self) -> float: ...  # monotonic
+
+    @property
+    def library(self) -> _Versioned: ...
+
+    @property
+    def pending(self) -> Sized: ...  # findings waiting for the next commit
+
+    @property
+    def lines_by_source(self) -> Mapping[str, int]: ...
+
+    @property
+    def streams(self) -> Mapping[str, _Fed]: ...
+
+    @property
+    def findings_by_signature(self) -> Mapping[tuple[str, int], int]: ...
+
+    @property
+    def incidents_seen(self) -> Mapping[bool, Collection[str]]: ...  # by fatal
+
+    @property
+    def checkpoint_times(self) -> Mapping[str, float]: ...  # wall time of the last commit
+
+    def lag_bytes(self) -> Mapping[str, int]: ...
+
+
+def daemon_samples(daemon: MeteredDaemon) -> list[Sample]:
     now, wall = time.monotonic(), time.time()
     samples: list[Sample] = [
         ("logwatch_uptime_seconds", {}, round(now - daemon.started, 3)),

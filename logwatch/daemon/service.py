@@ -1,11 +1,11 @@
-"""The live daemon: follow sources, scan as lines arrive, commit findings with checkpoints.
+"""The live daemon: follow sources, scan as lines arrive, hand findings and positions on.
 
 asyncio wiring only; the decisions are the core's. Each source's chunks feed a BlockScanner
-per file generation; findings and the scanner's safe point are batched (the first finding
-after a quiet spell at once, then at most one commit per 50 ms, sooner at 500 findings) and
-committed together, so a crash at any moment neither loses nor doubles a finding. A source
-quiet for `quiet_flush` seconds is settled (a writer that died mid-traceback still gets its
-findings recorded).
+per file generation; findings go to their launch (live_launches.py) and, with the scanner's
+safe point, to the write path (writes.py), which commits them together, so a crash at any
+moment neither loses nor doubles a finding. A source quiet for `quiet_flush` seconds is
+settled (a writer that died mid-traceback still gets its findings recorded). Here: the
+readers, the streams being scanned, the library reload, status, the watchdog and the run.
 """
 
 from __future__ import annotations
@@ -14,11 +14,9 @@ import asyncio
 import contextlib
 import os
 import signal
-import threading
 import time
 from collections import Counter
 from collections.abc import Callable, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
@@ -26,31 +24,22 @@ from typing import Any
 
 from logwatch.core.block_scan import BlockScanner
 from logwatch.core.findings import Finding
-from logwatch.core.launches import Launch
 from logwatch.core.library import Library, LibraryError
 from logwatch.core.matcher import Matcher
 from logwatch.core.redact import redact_head
 from logwatch.core.signature import Signature
 from logwatch.core.visible import visible
-from logwatch.core.write_health import WriteHealth
 from logwatch.daemon.library_watch import LibraryWatch
 from logwatch.daemon.live_launches import LiveLaunches, Notice
 from logwatch.daemon.notify import Notifier
-from logwatch.daemon.wakeup import Wakeup
+from logwatch.daemon.writes import MAX_PENDING, Writes
 from logwatch.host.launch_snapshot import LaunchSnapshots
 from logwatch.host.targets import TargetSnapshot, TargetSnapshots
 from logwatch.own_log import get as get_logger
 from logwatch.sources.base import Chunk, Source, slices
 from logwatch.store.db import Store
-from logwatch.store.live import Checkpoint, LaunchWritten, LiveFinding, LiveWriter
+from logwatch.store.live import Checkpoint, LiveFinding, LiveWriter
 
-# Findings are written with the positions that produced them: the first finding after a
-# quiet spell at once, then at most one batch per COMMIT_GAP_SECONDS (a DuckDB commit costs
-# ~10 ms of CPU) unless BATCH_FINDINGS are waiting, so a batch closes within 50 ms. Positions
-# alone (no findings) at most every CHECKPOINT_SECONDS: a restart re-reads at most this much,
-# and finding identities make the re-read insert nothing twice.
-COMMIT_GAP_SECONDS = 0.05
-CHECKPOINT_SECONDS = 5.0  # each commit costs ~2.5 ms of CPU and memory DuckDB keeps until a reopen
 # The batcher's housekeeping tick (quiet sources, positions, the watchdog); holds and
 # pending findings wake it when they are due.
 TICK_SECONDS = 0.25
@@ -67,16 +56,8 @@ HOLD_SECONDS = 0.05
 # so the rest of a record too long for one write has landed by then. Holding it longer
 # without reading again would add latency and prove nothing.
 LINE_HOLD_SECONDS = 0.0
-BATCH_FINDINGS = 500
-# The DuckDB connection is reopened after this many commits (see Store.recycle): every
-# 5,000 commits is about every 7 hours of positions alone, sooner while findings come.
-RECYCLE_COMMITS = 5_000
 LINES_EVENT_BYTES = 1 << 16  # the most text one `lines` event carries
 MARKS_KEPT = 10_000  # journald entries remembered before the checkpoint
-# Readers wait while this many findings wait to be written (a backlog full of failures, or
-# a database that cannot be written): memory stays bounded, and what is not read yet stays
-# in the file or the journal.
-MAX_PENDING = 10_000
 # A chunk is scanned in slices of about this size (~30 ms each on a backlog where every other
 # line is a finding; smaller slices cost a clean backlog's throughput: 64 KiB ran at 160 MB/s
 # where 256 KiB runs at 230),
@@ -84,8 +65,6 @@ MAX_PENDING = 10_000
 SLICE_BYTES = 256 << 10
 BUSY_SECONDS = 0.05
 PAUSE_SECONDS = 0.002
-# A failed commit is retried after 0.5 s, then twice as long each time, at most this long.
-RETRY_MAX_SECONDS = 30.0
 # Exit status when stopped with findings the database never took.
 EXIT_UNWRITTEN = 75  # EX_TEMPFAIL
 
@@ -107,6 +86,7 @@ class _Stream:
     # where a chunk's bytes and the generation's differ (a line cut, a newline added):
     # (bytes fed up to the end of that chunk, generation bytes minus bytes fed)
     cuts: list[tuple[int, int]] = field(default_factory=list)
+    key: str = ""  # the stream read, which checkpoints are keyed by
 
     def generation_offset(self, fed: int) -> int:
         """The offset in the generation of the byte the scanner was fed as byte `fed`."""
@@ -157,43 +137,55 @@ class Daemon:
                                                   number=launch.number,
                                                   line=launch.start_line),
             signatures={s.id: s for s in library.signatures})
-        self._problems = self.writer.seen_problems()  # incidents seen in earlier launches
+        # findings and positions on their way into the history
+        self.writes = Writes(self.writer, self.launches, self)
         self.streams: dict[str, _Stream] = {}
-        self.pending: list[LiveFinding] = []
-        self.checkpoints: dict[str, Checkpoint] = {}
-        self.committed = 0
-        # for metrics: per-source lines and read positions, new findings per (signature,
-        # version), incidents recorded into (by fatal), when each position was committed
+        # for metrics: per-source lines and read positions
         self.lines_by_source: dict[str, int] = {}
         self.read_positions: dict[str, tuple[str, int]] = {}
-        self.findings_by_signature: Counter[tuple[str, int]] = Counter()
-        self.incidents_seen: dict[bool, set[str]] = {}
-        self.checkpoint_times: dict[str, float] = {}
-        # for subscribers: (incident id, signature, fatal, launch id, seen in an earlier launch)
-        self._new_incidents: list[tuple[str, str, bool, str | None, bool]] = []
-        self._new_launches: list[LaunchWritten] = []
         self.metrics: Any = None  # a MetricsServer, when --metrics is given
         self.lines = 0
         self._stop = asyncio.Event()
-        self._flush_now = Wakeup()  # the batcher's: write or settle something now
-        self._commit_lock = threading.Lock()
-        # every write on one thread of its own, in order; socket clients' queries (their own
-        # cursors) and the snapshot checks use the default pool
-        self._db_thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="logwatch-db")
-        self._inflight: asyncio.Future[None] | None = None
-        # in flight: findings, positions, launches
-        self._writing: tuple[list[LiveFinding], list[Checkpoint], list[Launch]] = ([], [], [])
         self._last_beat = 0.0
-        self._last_write = 0.0  # the last commit
-        self._last_batch = 0.0  # the last commit with findings
-        self._commits = 0  # since the connection was (re)opened
-        self.recycle_commits = RECYCLE_COMMITS
-        self._wake_at = float("-inf")  # the batcher's latest scheduled wake-up
         self._last_lines = 0
-        self.health = WriteHealth(RETRY_MAX_SECONDS)  # can the database be written?
         self._busy = 0.0  # seconds of scanning since the readers last paused (see _breathe)
-        self._room = asyncio.Event()  # readers may go on: the database takes what is read
-        self._room.set()
+
+    # what the writes hold, as the metrics and the command line read it
+    @property
+    def pending(self) -> list[LiveFinding]:
+        return self.writes.pending
+
+    @property
+    def committed(self) -> int:
+        return self.writes.committed
+
+    @property
+    def findings_by_signature(self) -> Counter[tuple[str, int]]:
+        return self.writes.findings_by_signature
+
+    @property
+    def incidents_seen(self) -> dict[bool, set[str]]:
+        return self.writes.incidents_seen
+
+    @property
+    def checkpoint_times(self) -> dict[str, float]:
+        return self.writes.checkpoint_times
+
+    @property
+    def recycle_commits(self) -> int:
+        return self.writes.recycle_commits
+
+    @recycle_commits.setter
+    def recycle_commits(self, value: int) -> None:
+        self.writes.recycle_commits = value
+
+    # what the writes tell (writes.Told)
+    def publish(self, kind: str, **fields: Any) -> None:
+        if self.control is not None:
+            self.control.publish(kind, **fields)
+
+    def status_now(self) -> None:
+        self._last_beat = 0.0  # a STATUS= line at the next beat
 
     def stop(self) -> None:
         self._stop.set()
@@ -278,7 +270,9 @@ class Daemon:
         if stream is not None:  # the source moved to a new generation: settle the old one
             self._collect(chunk.source, stream, stream.scanner.flush())
         start_line = 1
-        point = self.resume.get(chunk.source)
+        key = chunk.stream or chunk.source
+        # by stream; a checkpoint an older version keyed by the source's name still counts
+        point = self.resume.get(key) or self.resume.get(chunk.source)
         if point is not None and point.generation == chunk.generation \
                 and point.offset == chunk.offset:
             start_line = point.line
@@ -287,7 +281,8 @@ class Daemon:
         scanner = BlockScanner(self.matcher, chunk.source, datetime.now(),
                                start_line=start_line)
         self.launches.new_generation(chunk.source, chunk.generation, start_line)
-        stream = _Stream(chunk.generation, scanner, chunk.offset, next_line=start_line)
+        stream = _Stream(chunk.generation, scanner, chunk.offset, next_line=start_line,
+                         key=key)
         self.streams[chunk.source] = stream
         return stream
 
@@ -307,13 +302,6 @@ class Daemon:
                 lag[source] = max(0, os.stat(path).st_size - offset)
         return lag
 
-    def _database_state(self) -> dict[str, Any]:
-        state = {"path": str(self.writer.store.path), **self.health.state(time.monotonic())}
-        if not self.health.writable:
-            state["reading"] = (f"paused for files and journals; pipes until "
-                                f"{MAX_PENDING:,} findings wait")
-        return state
-
     def status(self) -> dict[str, Any]:
         lag = self.lag_bytes()
         return {
@@ -321,7 +309,7 @@ class Daemon:
             "lines": self.lines,
             "findings_recorded": self.committed, "pending": len(self.pending),
             "uptime_s": round(time.monotonic() - self.started, 1),
-            "database": self._database_state(),
+            "database": self.writes.state(),
             "sources": [{"name": name, "generation": st.generation,
                          "next_line": st.next_line,
                          "idle_s": round(time.monotonic() - st.last_data, 1),
@@ -341,7 +329,7 @@ class Daemon:
 
     def record_snapshot(self, snapshot: TargetSnapshot) -> None:
         """Store a target's snapshot; its findings link to it from now on (any thread)."""
-        with self._commit_lock:
+        with self.writes.lock:
             self.writer.record_snapshot(snapshot.digest, snapshot.body)
         self.snapshots[snapshot.target] = snapshot.digest
         if snapshot.snapshot is not None:  # launches from now on are judged against it
@@ -353,7 +341,7 @@ class Daemon:
         while True:
             await asyncio.sleep(targets.interval)
             for snapshot in await loop.run_in_executor(None, targets.changed):
-                await loop.run_in_executor(self._db_thread, self.record_snapshot, snapshot)
+                await loop.run_in_executor(self.writes.thread, self.record_snapshot, snapshot)
                 self.log.info("snapshot_retaken", target=snapshot.target,
                               snapshot=snapshot.digest, invocation=snapshot.invocation)
                 if self.control is not None:
@@ -366,13 +354,13 @@ class Daemon:
                 self.control.publish("finding", source=source, line=f.lineno,
                                      signature=f.signature.id, severity=f.signature.severity,
                                      fatal=f.signature.fatal, captures=f.captures)
-        if found:
-            self._commit_soon()
+        live = []
         for f in found:
             placed = self.launches.place(f, stream.generation)
-            self.pending.append(LiveFinding(
+            live.append(LiveFinding(
                 f, stream.generation, self._identity(stream, f.lineno) if stream.marks
                 else None, self._snapshot_for(source), placed.launch, placed.copy))
+        self.writes.add(live)
         safe_bytes, safe_line = stream.scanner.safe_point()
         safe = stream.generation_offset(safe_bytes)
         if stream.marks:  # journald: resume after the last whole entry before the safe point
@@ -383,29 +371,11 @@ class Daemon:
             keep = next(i for i, m in enumerate(stream.marks) if m is done[-1])
             stream.marks = stream.marks[max(0, keep - MARKS_KEPT):]  # later findings may
             # still name recent entries; older ones are settled
-            self.checkpoints[source] = Checkpoint(source, stream.generation, offset, line,
-                                                  cursor)
+            self.writes.position(Checkpoint(source, stream.generation, offset, line, cursor,
+                                            stream.key))
         else:
-            self.checkpoints[source] = Checkpoint(source, stream.generation, safe, safe_line)
-        if len(self.pending) >= BATCH_FINDINGS:
-            self._flush_now.set()
-        if len(self.pending) >= MAX_PENDING:
-            self._update_room()
-
-    def _commit_soon(self) -> None:
-        """Wake the batcher for pending findings: now, or when the commit gap is over."""
-        self._wake_batcher_at(self._last_batch + COMMIT_GAP_SECONDS)
-
-    def _wake_batcher_at(self, when: float) -> None:
-        """Wake the batcher at `when` (monotonic; at once if past), unless a wake-up due by
-        then is scheduled already."""
-        now = time.monotonic()
-        if when <= now:
-            self._flush_now.set()
-        elif not now <= self._wake_at <= when:
-            with contextlib.suppress(RuntimeError):  # no loop: the final settle and commit
-                asyncio.get_running_loop().call_later(when - now, self._flush_now.set)
-                self._wake_at = when
+            self.writes.position(Checkpoint(source, stream.generation, safe, safe_line,
+                                            stream=stream.key))
 
     def handle(self, chunk: Chunk) -> None:
         stream = self._stream_for(chunk)
@@ -453,7 +423,7 @@ class Daemon:
         """Wake the batcher when the stream's hold ends."""
         due = self._hold_ends(stream)
         if due is not None:
-            self._wake_batcher_at(due)
+            self.writes.wake_at(due)
 
     def settle(self, everything: bool = False) -> None:
         """Flush streams quiet for `quiet_flush` seconds, or holding a hit back for
@@ -468,39 +438,7 @@ class Daemon:
                 self._collect(source, stream, stream.scanner.flush())
                 stream.settled, stream.holding_since = True, None
             elif due is not None:
-                self._wake_batcher_at(due)
-
-    def _take(self) -> tuple[list[LiveFinding], list[Checkpoint], list[Launch]]:
-        """The pending batch, taken on the event-loop thread (where findings are added):
-        findings, positions, and the launches that changed (frozen copies)."""
-        batch, points = self.pending, list(self.checkpoints.values())
-        self.pending, self.checkpoints = [], {}
-        return batch, points, self.launches.take()
-
-    def _write(self, batch: list[LiveFinding], points: list[Checkpoint],
-               launches: list[Launch]) -> None:
-        with self._commit_lock:  # one DuckDB call at a time, whichever thread runs it
-            if batch or points or launches:
-                analyses = self.launches.analyse(launches)
-                self.committed += self.writer.commit(batch, points, analyses)
-                new = self.writer.new_incidents
-                for signature, version, incident, fatal in self.writer.last_new:
-                    self.findings_by_signature[(signature, version)] += 1
-                    seen = self.incidents_seen.setdefault(fatal, set())
-                    if incident not in seen:
-                        seen.add(incident)
-                        if incident in new:  # published from the loop, after this
-                            problem, launch = new[incident]
-                            self._new_incidents.append((incident, signature, fatal, launch,
-                                                        problem in self._problems))
-                self._problems.update(problem for problem, _ in new.values())
-                self._new_launches.extend(self.writer.last_launches)
-                wall = time.time()
-                for point in points:
-                    self.checkpoint_times[point.source] = wall
-                self._commits += 1
-                if self._commits >= self.recycle_commits and self.writer.store.recycle():
-                    self._commits = 0
+                self.writes.wake_at(due)
 
     # -- the loop ---------------------------------------------------------------------------
     async def _read(self, source: Source) -> None:
@@ -518,9 +456,9 @@ class Daemon:
                 began = time.monotonic()
                 self.handle(piece)
                 await self._breathe(time.monotonic() - began)
-                while not self._room.is_set() and (
+                while not self.writes.room.is_set() and (
                         replayable or len(self.pending) >= MAX_PENDING):
-                    await self._room.wait()
+                    await self.writes.room.wait()
             events = getattr(source, "events", [])
             for event in events[seen:]:
                 log.info("source_event", detail=event)
@@ -530,7 +468,7 @@ class Daemon:
         code = getattr(source, "returncode", None)  # a `run` child ended: so did its launch
         if code is not None:
             self.launches.exited(source.name, code)
-            self._commit_soon()
+            self.writes.soon()
 
     async def _breathe(self, busy: float) -> None:
         """After a slice of `busy` seconds of scanning: yield to the loop, and after
@@ -544,14 +482,6 @@ class Daemon:
         self._busy = 0.0
         await asyncio.sleep(PAUSE_SECONDS)
 
-    def _update_room(self) -> None:
-        """Readers go on while the database takes what is read and the backlog of
-        findings to write is bounded; they wait otherwise (see `_read`)."""
-        if self.health.writable and len(self.pending) < MAX_PENDING:
-            self._room.set()
-        else:
-            self._room.clear()
-
     def _beat(self) -> None:
         """WATCHDOG=1 from the ingestion loop, STATUS= with rate and findings."""
         now = time.monotonic()
@@ -560,8 +490,8 @@ class Daemon:
         rate = (self.lines - self._last_lines) / (now - self._last_beat)
         self._last_beat, self._last_lines = now, self.lines
         self.notifier.watchdog()
-        if not self.health.writable:
-            return  # STATUS= says the database is unwritable (_write_failed) until it is not
+        if not self.writes.health.writable:
+            return  # STATUS= says the database is unwritable (see writes) until it is not
         fatal = len(self.incidents_seen.get(True, ()))
         last = self.launches.last_failure
         failure = f"; {visible(last[:200])}" if last else ""
@@ -574,71 +504,19 @@ class Daemon:
         await asyncio.gather(*readers)
 
     async def _batcher(self) -> None:
+        writes = self.writes
         while True:
-            await self._flush_now.wait(TICK_SECONDS)
-            self._flush_now.clear()
+            await writes.flush_now.wait(TICK_SECONDS)
+            writes.flush_now.clear()
             self.settle()
-            now = time.monotonic()
-            if self.health.waiting(now):
-                due = False  # the database failed: wait for the next try
-            elif self.pending or self.launches.changed:
-                due = (now - self._last_batch >= COMMIT_GAP_SECONDS
-                       or len(self.pending) >= BATCH_FINDINGS or not self.health.writable)
-                if not due:
-                    self._commit_soon()
-            else:
-                due = (now - self._last_write >= CHECKPOINT_SECONDS
-                       or (not self.health.writable and bool(self.checkpoints)))
-            batch, points, launches = self._take() if due else ([], [], [])
-            if batch or points or launches:  # the write runs in a thread; shielded, so a
-                self._last_write = time.monotonic()  # stop waits for it
-                if batch:
-                    self._last_batch = self._last_write
-                self._writing = (batch, points, launches)
-                self._inflight = asyncio.get_running_loop().run_in_executor(
-                    self._db_thread, self._write, batch, points, launches)
-                try:
-                    await asyncio.shield(self._inflight)
-                except Exception as exc:  # any failure: keep it all, retry
-                    self._write_failed(batch, points, launches, exc)
-                else:
-                    self._written(batch)
-                self._inflight, self._writing = None, ([], [], [])
+            await writes.turn()
             self._beat()
             if self.until_idle is not None:
                 last = max((st.last_data for st in self.streams.values()), default=self.started)
-                if time.monotonic() - last >= self.until_idle and self.health.writable:
+                if time.monotonic() - last >= self.until_idle and writes.health.writable:
                     self.stop()
 
-    def _written(self, batch: list[LiveFinding]) -> None:
-        """A commit landed: tell the watchers, and the operator if the database is back."""
-        outage = self.health.landed(time.monotonic())
-        if outage is not None:
-            seconds, tries = outage
-            self.log.info("database_writable_again", after_s=round(seconds, 1),
-                          failed_tries=tries)
-            self.events.append(f"database writable again after {tries} failed commit(s); "
-                               "reading resumed")
-            self._last_beat = 0.0  # a STATUS= that says so, now
-        self._update_room()
-        if self.control is not None:
-            for incident, signature, fatal, launch, again in self._new_incidents:
-                self.control.publish("incident", id=incident, signature=signature,
-                                     fatal=fatal, launch=launch, again=again)
-        self._new_incidents = []
-        for written in self._new_launches:
-            for notice in self.launches.written(written):
-                if notice.failure is not None:
-                    self._launch_failed(notice)
-                if self.control is not None:
-                    self.control.publish(notice.kind, **notice.fields)
-        self._new_launches = []
-        if self.control is not None and batch:  # durable now: tell the watchers
-            self.control.publish("committed", count=len(batch), findings=[
-                {"source": lf.finding.source, "line": lf.finding.lineno,
-                 "signature": lf.finding.signature.id} for lf in batch[:1000]])
-
-    def _launch_failed(self, notice: Notice) -> None:
+    def launch_failed(self, notice: Notice) -> None:
         """Tell the operator: the log, the daemon's events, a STATUS= line now."""
         assert notice.failure is not None
         self.events.append(notice.failure)
@@ -646,36 +524,7 @@ class Daemon:
         self.log.warning("launch_failed", source=fields["source"], launch=fields["id"],
                          root_cause=fields["root_cause"],
                          failed_before=fields["failed_before"])
-        self._last_beat = 0.0
-
-    def _write_failed(self, batch: list[LiveFinding], points: list[Checkpoint],
-                      launches: list[Launch], exc: BaseException) -> None:
-        """A commit failed (disk full, I/O error, ...): nothing of it is lost. Its findings go
-        back before those read since, a source's position goes back unless a newer one came
-        (it covers the findings kept), files and journals stop being read, and it is tried
-        again after a growing pause."""
-        self.pending[:0] = batch
-        for point in points:
-            self.checkpoints.setdefault(point.source, point)
-        self.launches.give_back(launches)
-        health = self.health
-        delay = health.failed(f"{type(exc).__name__}: {str(exc)[:500]}", time.monotonic())
-        self._wake_batcher_at(health.retry_at)
-        self._update_room()
-        log = self.log.error if health.failures == 1 else self.log.warning
-        log("database_unwritable", db=str(self.writer.store.path), error=health.error,
-            failed_tries=health.failures, pending=len(self.pending), retry_in_s=delay)
-        if health.failures == 1:
-            self.events.append(f"database {self.writer.store.path} unwritable ({health.error})"
-                               "; findings kept, files and journals paused, retrying")
-        self.notifier.status(f"DATABASE UNWRITABLE ({visible(str(health.error)[:100])}): "
-                             f"{len(self.pending):,} findings waiting, reading paused, "
-                             f"retry {health.failures} in {delay:g} s")
-        if "invalidated" in str(exc).lower():  # DuckDB's fatal errors need a new connection
-            try:
-                self.writer.store.recycle()
-            except Exception as reopen:  # the next failure says it again
-                self.log.warning("database_reopen_failed", error=str(reopen)[:500])
+        self.status_now()
 
     async def run(self) -> int:
         """Until stopped (SIGTERM/SIGINT) or every source has ended; then settle and commit."""
@@ -731,38 +580,13 @@ class Daemon:
                                  return_exceptions=True)
             for source in self.sources:
                 await source.close()
-            if self._inflight is not None:  # let a batch being written land first
-                try:
-                    await self._inflight
-                except Exception as exc:  # kept for the last try below
-                    self._write_failed(*self._writing, exc=exc)
+            await self.writes.land()  # a batch being written lands first
             watch.stop()
             self.settle(everything=True)
-            unwritten = await self._last_commit()
-            self._db_thread.shutdown(wait=False)  # idle: the last write has landed
+            unwritten = await self.writes.last_commit()
             if self.control is not None:
                 await self.control.close()
             if self.metrics is not None:
                 await self.metrics.close()
             self.log.info("stopped", lines=self.lines, findings=self.committed)
         return EXIT_UNWRITTEN if unwritten else 0
-
-    async def _last_commit(self, tries: int = 4) -> int:
-        """Write what is pending before stopping, trying a few times over ~2 s (a stop must
-        not wait for a disk to be freed); the findings left unwritten, said loudly."""
-        for attempt in range(tries):
-            batch, points, launches = self._take()
-            try:
-                self._write(batch, points, launches)
-                self._written(batch)
-                return 0
-            except Exception as exc:  # retried, then reported
-                self._write_failed(batch, points, launches, exc)
-                if attempt + 1 < tries:
-                    await asyncio.sleep(0.25 * 2 ** attempt)
-        self.log.error("stopped_with_unwritten_findings", findings=len(self.pending),
-                       db=str(self.writer.store.path), error=self.health.error)
-        self.events.append(f"stopped with {len(self.pending):,} finding(s) the database "
-                           f"never took ({self.health.error}); their lines are read again at "
-                           "the next start where the source allows (files, journald)")
-        return len(self.pending)

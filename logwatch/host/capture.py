@@ -133,6 +133,11 @@ def take_snapshot(argv: list[str] | str | None = None, env: Mapping[str, str] | 
     if pid is not None:  # what is running now is exact: it wins over the unit's text
         try:
             proc_argv, proc_env = read_process(pid)
+            if unit_argv and len(proc_argv) > len(unit_argv) \
+                    and proc_argv[-len(unit_argv):] == unit_argv:
+                # the unit's command with the interpreter of its #! line in front: the same
+                # launch, kept in one form whether it is read running or stopped (one hash)
+                proc_argv = unit_argv
             argv = argv or proc_argv
             environment = {**environment, **proc_env}
             sources.setdefault("argv", f"/proc/{pid}/cmdline")

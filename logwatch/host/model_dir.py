@@ -1,7 +1,9 @@
-"""Read a model directory's configuration files and tensor names (never the weights)."""
+"""Read a model directory's configuration files and tensor names (never the weights), and
+the digest of every file read, for the snapshot's hash."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 import struct
 from pathlib import Path
@@ -11,21 +13,43 @@ from logwatch.core.snapshot import ModelFacts, model_facts
 
 MAX_JSON_BYTES = 64 << 20
 MAX_SAFETENSORS_HEADER = 100 << 20
+# not interpreted, but vLLM reads them: default sampling parameters and the chat template
+HASHED_ONLY = ("generation_config.json", "tokenizer_config.json", "chat_template.jinja",
+               "chat_template.json")
+Digests = dict[str, str]  # file name -> sha256 of what was read
 
 
-def _read_json(path: Path, problems: list[str]) -> dict[str, Any] | None:
-    """A JSON object from `path`, or None with a problem naming file and line."""
+def _digest(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def _read_bytes(path: Path, problems: list[str], digests: Digests) -> bytes | None:
+    """A file's content (its digest noted), or None: missing, too large, unreadable."""
     try:
         if path.stat().st_size > MAX_JSON_BYTES:
             problems.append(f"{path}: larger than {MAX_JSON_BYTES >> 20} MiB, not read")
             return None
-        data = json.loads(path.read_bytes())
+        data = path.read_bytes()
     except FileNotFoundError:
         return None
+    except OSError as exc:
+        problems.append(f"{path}: cannot read: {exc}")
+        return None
+    digests[path.name] = _digest(data)
+    return data
+
+
+def _read_json(path: Path, problems: list[str], digests: Digests) -> dict[str, Any] | None:
+    """A JSON object from `path`, or None with a problem naming file and line."""
+    raw = _read_bytes(path, problems, digests)
+    if raw is None:
+        return None
+    try:
+        data = json.loads(raw)
     except json.JSONDecodeError as exc:
         problems.append(f"{path}:{exc.lineno}: invalid JSON: {exc.msg} (column {exc.colno})")
         return None
-    except (OSError, UnicodeDecodeError) as exc:
+    except UnicodeDecodeError as exc:
         problems.append(f"{path}: cannot read: {exc}")
         return None
     if not isinstance(data, dict):
@@ -34,8 +58,9 @@ def _read_json(path: Path, problems: list[str]) -> dict[str, Any] | None:
     return data
 
 
-def _safetensors_names(path: Path, problems: list[str]) -> list[str]:
-    """Tensor names from a .safetensors header: 8 bytes of length, then JSON. No weights."""
+def _safetensors_names(path: Path, problems: list[str], digests: Digests) -> list[str]:
+    """Tensor names from a .safetensors header: 8 bytes of length, then JSON. No weights
+    (the digest is the header's: names, dtypes, shapes and offsets)."""
     try:
         with open(path, "rb") as fh:
             head = fh.read(8)
@@ -44,15 +69,17 @@ def _safetensors_names(path: Path, problems: list[str]) -> list[str]:
             (size,) = struct.unpack("<Q", head)
             if size > MAX_SAFETENSORS_HEADER:
                 raise ValueError(f"header of {size} bytes is implausible")
-            header = json.loads(fh.read(size))
+            raw = fh.read(size)
+            digests[f"{path.name} (header)"] = _digest(head + raw)
+            header = json.loads(raw)
     except (OSError, ValueError) as exc:
         problems.append(f"{path}: cannot read the safetensors header: {exc}")
         return []
     return [k for k in header if k != "__metadata__"] if isinstance(header, dict) else []
 
 
-def tensor_names(directory: Path, problems: list[str]) -> list[str]:
-    index = _read_json(directory / "model.safetensors.index.json", problems)
+def tensor_names(directory: Path, problems: list[str], digests: Digests) -> list[str]:
+    index = _read_json(directory / "model.safetensors.index.json", problems, digests)
     if index is not None:
         weight_map = index.get("weight_map")
         if isinstance(weight_map, dict):
@@ -61,7 +88,7 @@ def tensor_names(directory: Path, problems: list[str]) -> list[str]:
         return []
     single = directory / "model.safetensors"
     if single.is_file():
-        return _safetensors_names(single, problems)
+        return _safetensors_names(single, problems, digests)
     problems.append(f"{directory}: no model.safetensors.index.json or model.safetensors")
     return []
 
@@ -74,12 +101,16 @@ def read_model_dir(path: str | Path, hf_overrides: dict[str, Any] | None = None
     if not directory.is_dir():
         return None, [f"{directory}: model directory not found (a hub id is not read: "
                       "logwatch never downloads)"]
-    config = _read_json(directory / "config.json", problems)
+    digests: Digests = {}
+    config = _read_json(directory / "config.json", problems, digests)
     if config is None and not (directory / "config.json").exists():
         problems.append(f"{directory / 'config.json'}: missing")
-    facts = model_facts(
-        str(directory), config or {}, tensor_names(directory, problems),
-        hf_quant_config=_read_json(directory / "hf_quant_config.json", problems),
-        standalone_quant=_read_json(directory / "quantization_config.json", problems),
-        hf_overrides=hf_overrides, problems=problems)
+    names = tensor_names(directory, problems, digests)
+    hf_quant = _read_json(directory / "hf_quant_config.json", problems, digests)
+    standalone = _read_json(directory / "quantization_config.json", problems, digests)
+    for name in HASHED_ONLY:
+        _read_bytes(directory / name, problems, digests)
+    facts = model_facts(str(directory), config or {}, names, hf_quant_config=hf_quant,
+                        standalone_quant=standalone, hf_overrides=hf_overrides,
+                        problems=problems, files=digests)
     return facts, problems

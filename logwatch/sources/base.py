@@ -1,8 +1,16 @@
-"""The one interface every source implements, and an in-memory source for tests."""
+"""The one interface every source implements, and an in-memory source for tests.
+
+A source has a name (what the operator configured: shown in status, metrics and events) and
+reads a stream (a path, a journal). Checkpoints are keyed by the stream, so renaming a source,
+or moving it from the command line into a configured target, goes on where it stopped instead
+of reading and recording everything again. A pipe or a child has nothing to resume (each run
+is a new generation): its position stays under its name.
+"""
 
 from __future__ import annotations
 
 import asyncio
+import os
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
 from typing import Protocol
@@ -13,7 +21,7 @@ class Chunk:
     """Complete lines read from one generation of a source (a file until it rotates)."""
 
     source: str  # the source's configured name, e.g. "file:/var/log/vllm/vllm.log"
-    generation: str  # identity of what was read: a file's fingerprint, "stdin", a unit
+    generation: str  # identity of what was read: a file's fingerprint, a journal, one run
     data: bytes  # complete lines (ends with a newline unless the source ended)
     offset: int  # byte offset of data[0] within the generation
     new_generation: bool = False  # first chunk of a generation: line numbers restart
@@ -29,6 +37,10 @@ class Chunk:
     # offsets in the generation where the program was started again (journald: the unit's
     # next invocation): a new launch begins with the line there
     launches: tuple[int, ...] = ()
+    # the stream read, which its checkpoint is keyed by whatever the source is named
+    # (`file_stream`, `journal_stream`); "" where there is nothing to resume (a pipe, a
+    # child, tests): the source's name stands in
+    stream: str = ""
 
 
 def source_name(text: str) -> str:
@@ -38,6 +50,12 @@ def source_name(text: str) -> str:
     if text.isascii():
         return text
     return text.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+
+
+def file_stream(path: str | os.PathLike[str]) -> str:
+    """A followed path's stream: the absolute path it follows (not where a link on it points
+    today), whatever the source is called. Its generations are told apart by fingerprint."""
+    return source_name(f"file:{os.path.abspath(path)}")
 
 
 def slices(chunk: Chunk, size: int) -> list[Chunk]:
@@ -60,7 +78,8 @@ def slices(chunk: Chunk, size: int) -> list[Chunk]:
                             chunk.path,
                             end - start + extra if extra and end == len(chunk.data) else None,
                             chunk.first_line if start == 0 else None,
-                            tuple(o for o in chunk.launches if first <= o < last)))
+                            tuple(o for o in chunk.launches if first <= o < last),
+                            chunk.stream))
         start = end
     return pieces
 

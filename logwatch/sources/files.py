@@ -27,7 +27,7 @@ from typing import IO, Any
 
 from logwatch.daemon.wakeup import Wakeup
 from logwatch.own_log import get as get_logger
-from logwatch.sources.base import Chunk, source_name
+from logwatch.sources.base import Chunk, file_stream, source_name
 from logwatch.sources.inotify import open_watch
 from logwatch.sources.reading import READ_BYTES, LineSplitter, NotRegular, open_regular
 from logwatch.sources.rotated import Unread, fingerprint, read_unread, same_head, unread_after
@@ -115,6 +115,7 @@ class FileSource:
             raise ValueError(f"start_at must be one of {', '.join(START_AT)}, not {start_at!r}")
         self.path = Path(path)
         self.name = source_name(name or f"file:{self.path}")
+        self.stream = file_stream(self.path)  # what its checkpoint is keyed by
         self.resume = resume
         self.poll_interval = poll_interval
         self.grace = grace
@@ -132,7 +133,8 @@ class FileSource:
     def _chunk(self, generation: str, data: bytes, offset: int, new: bool = False,
                span: int | None = None, line: int | None = None) -> Chunk:
         return Chunk(self.name, generation, data, offset, new, path=str(self.path),
-                     span=None if span == len(data) else span, first_line=line)
+                     span=None if span == len(data) else span, first_line=line,
+                     stream=self.stream)
 
     def _open(self) -> tuple[IO[bytes], os.stat_result] | None:
         """The regular file at the path; None (said once) while something else is there."""

@@ -1,7 +1,7 @@
 """Follow every file a glob matches, now and later: one FileSource per path, merged.
 
-Each file keeps its own source name (`file:/var/log/vllm/a.log`), so checkpoints, line
-numbers and rotation stay per file; the glob is expanded again every `rescan` seconds and a
+Each file keeps its own source name (`file:/var/log/vllm/a.log`) and stream, so checkpoints,
+line numbers and rotation stay per file; the glob is expanded again every `rescan` seconds and a
 new match is followed from its start (or from its checkpoint). A file that stops matching
 (deleted) is left to its FileSource, which waits for it to come back.
 """
@@ -36,7 +36,7 @@ class GlobSource:
         self.pattern = str(Path(pattern).expanduser())
         self.name = source_name(f"glob:{self.pattern}")
         self.name_for = name_for or (lambda p: f"file:{p}")
-        self.resume = resume or {}
+        self.resume = resume or {}  # positions by stream (or, from older versions, by name)
         self.rescan = rescan
         self.poll_interval = poll_interval
         self.use_inotify = use_inotify
@@ -77,11 +77,13 @@ class GlobSource:
                     for path in paths:
                         if path not in self.files:
                             name = source_name(self.name_for(path))
-                            source = FileSource(path, name=name, resume=self.resume.get(name),
+                            source = FileSource(path, name=name,
                                                 poll_interval=self.poll_interval,
                                                 use_inotify=self.use_inotify,
                                                 start_at="start" if next_scan
                                                 else self.start_at)
+                            source.resume = (self.resume.get(source.stream)
+                                             or self.resume.get(name))
                             self.files[path] = source
                             self._pumps.append(asyncio.create_task(self._pump(source, queue)))
                             if next_scan:  # not the first expansion: say what appeared

@@ -4,6 +4,12 @@ MESSAGE arrives as text, as an array of byte values (ESC, invalid UTF-8, or bina
 (over the field size limit); each entry's __CURSOR is kept so the daemon checkpoints whole
 entries. A cursor journalctl rejects falls back to the time inside the cursor (t=...) and is
 reported; a journalctl that dies is restarted with backoff, after the last cursor seen.
+
+The stream is what the selector reads, not what the source is called: the units (named as
+systemd names them, `vllm` being `vllm.service`) with their scope (system, or the user whose
+`--user-unit`), on this machine (its machine id); or the journal file or directory (resolved).
+It is also the generation in finding ids, so following the same journal under another name
+neither reads it again nor records anything twice.
 """
 
 from __future__ import annotations
@@ -11,8 +17,11 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import os
 import re
+import shlex
 from collections.abc import AsyncIterator, Sequence
+from pathlib import Path
 from typing import Any
 
 from logwatch.sources.base import Chunk
@@ -20,6 +29,64 @@ from logwatch.sources.base import Chunk
 MAX_ENTRIES_PER_CHUNK = 2000
 BACKOFF_S = (1.0, 2.0, 5.0, 15.0, 30.0)
 _CURSOR_TIME = re.compile(r"(?:^|;)t=([0-9a-f]+)(?:;|$)")
+UNIT_SUFFIXES = (".service", ".socket", ".target", ".device", ".mount", ".automount", ".swap",
+                 ".timer", ".path", ".slice", ".scope")
+MACHINE_ID_FILES = (Path("/etc/machine-id"), Path("/var/lib/dbus/machine-id"))
+_SELECTOR_KEYS = {"-u": "unit", "--unit": "unit", "--user-unit": "user_unit",
+                  "--file": "file", "-D": "directory", "--directory": "directory",
+                  "--namespace": "namespace"}
+
+
+def unit_name(name: str) -> str:
+    """A unit as systemd names it: `vllm` is `vllm.service` (a pattern is left alone)."""
+    if name.endswith(UNIT_SUFFIXES) or any(c in name for c in "*?["):
+        return name
+    return f"{name}.service"
+
+
+def journal_stream(selector: Sequence[str], machine_id: str, uid: int) -> str:
+    """The identity of what `selector` reads: `journal:machine=ID unit=vllm.service`,
+    `journal:machine=ID user=1000 user_unit=vllm.service`, `journal:file=/abs/x.journal`.
+    Paths are made absolute; the machine names the local journal (a file or directory is
+    its own); arguments it does not know are kept as they are."""
+    parts: set[str] = set()
+    args = list(selector)
+    i = 0
+    while i < len(args):
+        token = args[i]
+        flag, eq, value = token.partition("=")
+        key = _SELECTOR_KEYS.get(flag)
+        if key is not None and not eq and i + 1 < len(args):  # `-u NAME`, not `-u=NAME`
+            i += 1
+            value = args[i]
+        elif not eq:
+            key = None
+        i += 1
+        if key is None:
+            parts.add(token)
+        elif key in ("unit", "user_unit"):
+            parts.add(f"{key}={unit_name(value)}")
+            if key == "user_unit":
+                parts.add(f"user={uid}")
+        elif key in ("file", "directory"):
+            parts.add(f"{key}={os.path.abspath(value)}")
+        else:
+            parts.add(f"{key}={value}")
+    if not any(p.startswith(("file=", "directory=")) for p in parts):
+        parts.add(f"machine={machine_id}")
+    return "journal:" + shlex.join(sorted(parts))
+
+
+def machine_id() -> str:
+    """This machine's id (what the local journal belongs to); "unknown" when none is set."""
+    for path in MACHINE_ID_FILES:
+        try:
+            value = path.read_text(encoding="ascii", errors="replace").strip()
+        except OSError:
+            continue
+        if value:
+            return value
+    return "unknown"
 
 
 def message_bytes(entry: dict[str, Any]) -> bytes | None:
@@ -45,6 +112,7 @@ class JournalSource:
         `start_at`: "end" makes a first run (no cursor) skip what the journal holds now."""
         self.selector = list(selector)
         self.name = name or "journal:" + " ".join(self.selector)
+        self.stream = journal_stream(self.selector, machine_id(), os.getuid())
         self.cursor = after_cursor
         self.offset = offset  # bytes handed on so far in this generation
         self.journalctl = journalctl
@@ -56,7 +124,7 @@ class JournalSource:
 
     @property
     def generation(self) -> str:
-        return self.name
+        return self.stream
 
     def command(self) -> list[str]:
         # --boot=all: -f alone keeps to this boot, refusing journals copied from another host
@@ -98,7 +166,7 @@ class JournalSource:
             if self.cursor:  # nothing to match; a checkpoint after that entry anchors the start
                 self.events.append("started at the end of the journal (after its newest entry)")
                 yield Chunk(self.name, self.generation, b"", self.offset, True,
-                            ((self.offset, self.cursor),))
+                            ((self.offset, self.cursor),), stream=self.stream)
                 first = False
         while True:
             self._process = process = await asyncio.create_subprocess_exec(
@@ -115,7 +183,8 @@ class JournalSource:
                     got_any = True
                     yield Chunk(self.name, self.generation, data, self.offset, first,
                                 tuple((self.offset + end, cursor) for end, cursor in marks),
-                                launches=tuple(self.offset + at for at in starts))
+                                launches=tuple(self.offset + at for at in starts),
+                                stream=self.stream)
                     self.offset += len(data)
                     first = False
             except BaseException:  # stopped or cancelled: end journalctl, reap it once

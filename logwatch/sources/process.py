@@ -2,7 +2,10 @@
 
 The child gets its own process group (signals reach vLLM's workers too); stdout and stderr are
 read in blocks (no line-length limit to trip over), passed through to logwatch's own streams,
-and merged into one stream of complete lines in arrival order.
+and merged into one stream of complete lines in arrival order. Each child is a generation of
+its own (`run:PID:NANOSECONDS`): its line numbers start at 1, and its findings never pass for
+an earlier child's. Its output cannot be resumed: the position is kept under the source's name,
+each child's replacing the last.
 """
 
 from __future__ import annotations

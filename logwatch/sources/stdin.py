@@ -4,6 +4,14 @@ A pipe, terminal or socket is read without blocking, woken by the event loop whe
 there, so no thread sits in read(2) when the daemon is told to stop (a blocked reader thread
 kept a stopped daemon alive for as long as the writer kept the pipe open). A regular file
 (`< vllm.log`) never blocks and is read as it is.
+
+Each run is a generation of its own (`stdin:PID:NANOSECONDS`): line numbers start again at 1
+with every run, and findings are identified by generation and line, so a second crash piped in
+later must not pass for the first one's lines. A regular file read from its start is the file
+generation a file source would name it (`device:inode:sha256(first KiB)/length`): the same
+file fed again records nothing twice, and neither does a file both followed and fed.
+A pipe cannot be resumed: its position is kept under the source's name, each run's replacing
+the last (a row per run would pile up, never read).
 """
 
 from __future__ import annotations
@@ -12,10 +20,12 @@ import asyncio
 import os
 import stat
 import sys
+import time
 from collections.abc import AsyncIterator
 from typing import BinaryIO
 
 from logwatch.sources.base import Chunk
+from logwatch.sources.rotated import FINGERPRINT_BYTES, head_fingerprint
 
 READ_BYTES = 1 << 16
 
@@ -26,9 +36,19 @@ class StdinSource:
     def __init__(self, stream: BinaryIO | None = None, name: str = "stdin") -> None:
         self.stream = stream or sys.stdin.buffer
         self.name = name
+        self.generation = ""  # named when reading starts (`input_generation`)
 
     async def close(self) -> None:
         return None
+
+    @staticmethod
+    def input_generation(fd: int) -> str:
+        """A regular file read from its start: its file generation; anything else: this run."""
+        st = os.fstat(fd)
+        if stat.S_ISREG(st.st_mode) and os.lseek(fd, 0, os.SEEK_CUR) == 0:
+            head = os.pread(fd, FINGERPRINT_BYTES, 0)
+            return f"{st.st_dev}:{st.st_ino}:{head_fingerprint(head)}"
+        return f"stdin:{os.getpid()}:{time.time_ns()}"
 
     async def _reads(self) -> AsyncIterator[bytes]:
         """What the input has, as it comes; b"" once at its end."""
@@ -60,11 +80,12 @@ class StdinSource:
             os.set_blocking(fd, was_blocking)  # the file description is shared (a terminal)
 
     async def chunks(self) -> AsyncIterator[Chunk]:
+        self.generation = generation = self.input_generation(self.stream.fileno())
         offset, partial, first = 0, b"", True
         async for data in self._reads():
             if not data:
                 if partial:
-                    yield Chunk(self.name, "stdin", partial + b"\n", offset, first)
+                    yield Chunk(self.name, generation, partial + b"\n", offset, first)
                 return
             data = partial + data
             cut = data.rfind(b"\n")
@@ -72,6 +93,6 @@ class StdinSource:
                 partial = data
                 continue
             lines, partial = data[: cut + 1], data[cut + 1:]
-            yield Chunk(self.name, "stdin", lines, offset, first)
+            yield Chunk(self.name, generation, lines, offset, first)
             offset += len(lines)
             first = False

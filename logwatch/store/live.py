@@ -37,11 +37,18 @@ def _id(*parts: object) -> str:
 
 @dataclass(frozen=True, slots=True)
 class Checkpoint:
-    source: str  # the configured source name
+    source: str  # the configured source name (what status and metrics show)
     generation: str
     offset: int
     line: int
     cursor: str | None = None  # journald: the last whole entry before `offset`
+    # the stream read (a path, a journal; see sources/base.py), which the stored row is
+    # keyed by; "" for a source without one (a pipe, a child): its name stands in
+    stream: str = ""
+
+    @property
+    def key(self) -> str:
+        return self.stream or self.source
 
 
 @dataclass(frozen=True, slots=True)
@@ -55,8 +62,11 @@ class LiveFinding:
 
 
 def launch_id(launch: Launch) -> str:
-    """A live launch's id: the generation it began in, its source and first line."""
-    return _id("launch", launch.generation, launch.source, launch.start_line)
+    """A live launch's id: the generation it began in, its source and first line (computed
+    once: the launch keeps it)."""
+    if not launch.key:
+        launch.key = _id("launch", launch.generation, launch.source, launch.start_line)
+    return launch.key
 
 
 @dataclass(frozen=True, slots=True)
@@ -123,9 +133,11 @@ class LiveWriter:
             "SELECT DISTINCT problem FROM incidents WHERE problem IS NOT NULL")}
 
     def checkpoints(self) -> dict[str, Checkpoint]:
+        """Committed positions by stream (rows older versions wrote are keyed by the source's
+        name: readers look a stream up first, then its source's name)."""
         rows = self.store.query("SELECT source_id, generation, position, line, cursor "
                                 "FROM checkpoints WHERE generation IS NOT NULL")
-        return {r[0]: Checkpoint(r[0], r[1], int(r[2]), int(r[3]), r[4]) for r in rows}
+        return {r[0]: Checkpoint(r[0], r[1], int(r[2]), int(r[3]), r[4], r[0]) for r in rows}
 
     def record_snapshot(self, digest: str, body: dict[str, Any]) -> None:
         self.store.insert("snapshots", [snapshot_row(digest, body, datetime.now())])
@@ -152,9 +164,12 @@ class LiveWriter:
                 "time": f.time, "process": f.process, "pid": f.pid, "rank": f.rank,
                 "captures": json.dumps(f.captures, sort_keys=True),
                 "text": evidence_text(f.matched)})
-        points = [{"source_id": c.source, "position": c.offset, "cursor": c.cursor,
+        # one row per stream: two sources reading the same stream (a path given twice) share
+        # it, and one statement may not write a row twice
+        latest = {c.key: c for c in checkpoints}
+        points = [{"source_id": key, "position": c.offset, "cursor": c.cursor,
                    "fingerprint": c.generation, "updated": now, "generation": c.generation,
-                   "line": c.line} for c in checkpoints]
+                   "line": c.line} for key, c in latest.items()]
         con = self.store.con
         con.execute("BEGIN TRANSACTION")
         try:

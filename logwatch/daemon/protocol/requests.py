@@ -1,0 +1,257 @@
+"""The requests the control socket answers, each a frozen dataclass of its parameters (with
+what each must be), and the TypedDict of its answer. On the wire a request is
+`{"op": OP, **params}` and its answer `{"ok": true, ...}` or `{"ok": false, "error": ...}`;
+`parse_request` checks what a client sends.
+
+No `from __future__ import annotations`: the TypedDicts' NotRequired keys and the parameters'
+types are read at run time, which string annotations break.
+"""
+
+import dataclasses
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, ClassVar, Literal, NotRequired, TypedDict
+
+from logwatch.daemon.protocol.base import ProtocolError
+from logwatch.daemon.protocol.events import EVENT_KINDS, Outcome
+
+
+class ErrorAnswer(TypedDict):
+    ok: Literal[False]
+    error: str
+    other_db: NotRequired[bool]  # the request named a database this daemon does not hold
+
+
+class HelloAnswer(TypedDict):
+    ok: Literal[True]
+    version: str  # logwatch's
+    protocol: int
+    requests: list[str]
+    events: list[str]
+    db: str
+    pid: int
+
+
+class DatabaseState(TypedDict):
+    path: str
+    writable: bool
+    error: NotRequired[str]
+    failed_tries: NotRequired[int]
+    since_s: NotRequired[float]
+    reading: NotRequired[str]
+
+
+class SourceState(TypedDict):
+    name: str
+    generation: str
+    next_line: int
+    idle_s: float
+    behind_bytes: NotRequired[int]
+
+
+class LaunchState(TypedDict):
+    """A source's current launch."""
+
+    id: str
+    source: str
+    number: int
+    start_line: int
+    outcome: Outcome
+    root_cause: str | None
+    failed_before: int
+
+
+class StatusBody(TypedDict):
+    library: str
+    reloading: bool
+    lines: int
+    findings_recorded: int
+    pending: int
+    uptime_s: float
+    database: DatabaseState
+    sources: list[SourceState]
+    launches: list[LaunchState]
+    failed_launches: int  # since the daemon started
+    last_failure: str | None  # the newest, as the operator reads it
+    events: list[str]
+    queries_running: int
+
+
+class StatusAnswer(TypedDict):
+    ok: Literal[True]
+    status: StatusBody
+
+
+class RowsAnswer(TypedDict):
+    ok: Literal[True]
+    columns: list[str]
+    rows: list[list[Any]]
+    truncated: str | None  # why the rows stop early, if they do
+
+
+class SnapshotAnswer(TypedDict):
+    ok: Literal[True]
+    hash: str
+    recorded: str
+    snapshot: dict[str, Any]
+    sources: dict[str, str]  # source or target -> hash, those running with this one
+
+
+class ReloadAnswer(TypedDict):
+    ok: Literal[True]
+    events: list[str]
+
+
+class SubscribedAnswer(TypedDict):
+    ok: Literal[True]
+    subscribed: Literal[True]
+
+
+# -- requests -----------------------------------------------------------------------------
+Check = Callable[[Any], str | None]  # the problem with a parameter's value, or None
+
+
+def _param(expects: str, check: Check) -> dict[str, Any]:
+    """A request parameter's metadata: what it must be, and the check that says so."""
+    return {"expects": expects, "check": check}
+
+
+def _text(value: Any) -> str | None:
+    return None if isinstance(value, str) else "a string"
+
+
+def _optional_text(value: Any) -> str | None:
+    return None if value is None or isinstance(value, str) else "a string"
+
+
+def _limit(value: Any) -> str | None:
+    whole = isinstance(value, int) and not isinstance(value, bool)
+    return None if whole and 1 <= value <= 1000 else "a whole number from 1 to 1000"
+
+
+def _event_kinds(value: Any) -> str | None:
+    if value is None:
+        return None
+    if not isinstance(value, list) or not all(isinstance(k, str) for k in value):
+        return f"a list of event kinds, from {', '.join(sorted(EVENT_KINDS))}"
+    unknown = [k for k in value if k not in EVENT_KINDS]
+    if unknown:
+        return (f"unknown event kind {unknown[0]!r}; the kinds are: "
+                f"{', '.join(sorted(EVENT_KINDS))}")
+    return None
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Request:
+    """Every request may name the database it means: a daemon holding another one answers
+    `{"ok": false, "other_db": true}`."""
+
+    op: ClassVar[str]
+    answer: ClassVar[type]  # the TypedDict of a successful answer
+    db: str | None = field(default=None, metadata=_param("a path", _optional_text))
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class HelloRequest(Request):
+    """Who answers: logwatch's and the protocol's versions, the requests and events it
+    knows, its database and process id. Clients say it first; it also tells them the daemon
+    is ready."""
+
+    op: ClassVar[str] = "hello"
+    answer: ClassVar[type] = HelloAnswer
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class StatusRequest(Request):
+    """What the daemon is doing: lines read, findings recorded and waiting, the database's
+    state, each source's position and lag, recent events."""
+
+    op: ClassVar[str] = "status"
+    answer: ClassVar[type] = StatusAnswer
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class SqlRequest(Request):
+    """One read-only SQL statement on the history, bounded in time, rows and bytes."""
+
+    op: ClassVar[str] = "sql"
+    answer: ClassVar[type] = RowsAnswer
+    query: str = field(metadata=_param("a string holding one SQL statement", _text))
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class IncidentsRequest(Request):
+    """The newest rows of `incident_timeline`."""
+
+    op: ClassVar[str] = "incidents"
+    answer: ClassVar[type] = RowsAnswer
+    limit: int = field(default=20, metadata=_param("a whole number from 1 to 1000", _limit))
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class SnapshotRequest(Request):
+    """A recorded configuration snapshot (secrets masked): the one named by `hash`, else the
+    newest; and the sources running with it."""
+
+    op: ClassVar[str] = "snapshot"
+    answer: ClassVar[type] = SnapshotAnswer
+    hash: str | None = field(default=None, metadata=_param("a string", _optional_text))
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class ReloadRequest(Request):
+    """Load the signature library again (as SIGHUP); answers with the latest events."""
+
+    op: ClassVar[str] = "reload"
+    answer: ClassVar[type] = ReloadAnswer
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class SubscribeRequest(Request):
+    """Turn the connection into a stream of events of the kinds named (all when left out)."""
+
+    op: ClassVar[str] = "subscribe"
+    answer: ClassVar[type] = SubscribedAnswer
+    events: list[str] | None = field(default=None,
+                                     metadata=_param("a list of event kinds", _event_kinds))
+
+
+REQUESTS: dict[str, type[Request]] = {cls.op: cls for cls in (
+    HelloRequest, StatusRequest, SqlRequest, IncidentsRequest, SnapshotRequest, ReloadRequest,
+    SubscribeRequest)}
+OPS = tuple(REQUESTS)
+
+
+def parameters(cls: type[Request]) -> tuple[dataclasses.Field[Any], ...]:
+    """A request's parameters, `db` last."""
+    own = dataclasses.fields(cls)
+    return tuple(sorted(own, key=lambda f: f.name == "db"))
+
+
+def parse_request(message: Mapping[str, Any]) -> Request:
+    """A received request, checked: ProtocolError names the op, parameter and value wrong."""
+    op = message.get("op")
+    cls = REQUESTS.get(op) if isinstance(op, str) else None
+    if cls is None:
+        raise ProtocolError(f"unknown op {op!r}; the ops are: {', '.join(OPS)}")
+    params = {f.name: f for f in parameters(cls)}
+    unknown = sorted(k for k in message if k != "op" and k not in params)
+    if unknown:
+        raise ProtocolError(f"{op}: unknown parameter {unknown[0]!r}; it takes "
+                            f"{', '.join(params)}")
+    values = {}
+    for name, spec in params.items():
+        if name not in message:
+            if spec.default is dataclasses.MISSING:
+                raise ProtocolError(f"{name}: required, {spec.metadata['expects']}")
+            continue
+        problem = spec.metadata["check"](message[name])
+        if problem is not None:
+            raise ProtocolError(f"{name}: {problem}")
+        values[name] = message[name]
+    return cls(**values)
+
+
+def request_message(op: str, params: Mapping[str, Any]) -> dict[str, Any]:
+    """A request on the wire, parameters left as None left out."""
+    return {"op": op, **{k: v for k, v in params.items() if v is not None}}
