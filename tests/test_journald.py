@@ -130,6 +130,7 @@ def test_a_unit_started_again_is_a_new_launch_even_without_start_lines(tmp_path:
     assert "launch #2 failed again (1 time(s) before)" in result.stderr
 
 
+@pytest.mark.slow
 def test_a_journal_followed_under_another_name_goes_on_where_it_stopped(tmp_path: Path
                                                                         ) -> None:
     """A journal read from a `--journal-file` flag, then from a configured target (another

@@ -72,6 +72,7 @@ def daemon(tmp_path: Path) -> Iterator[tuple[subprocess.Popen[bytes], Path]]:
         stop(proc)
 
 
+@pytest.mark.slow
 def test_hello_answers_with_the_versions_and_what_the_daemon_knows(
         daemon: tuple[subprocess.Popen[bytes], Path], tmp_path: Path) -> None:
     proc, sock = daemon
@@ -89,6 +90,7 @@ def test_hello_answers_with_the_versions_and_what_the_daemon_knows(
     assert {"launch", "diagnosis", "incident", "finding"} <= EVENT_KINDS
 
 
+@pytest.mark.slow
 def test_subscribing_to_an_unknown_kind_gets_a_clear_error(
         daemon: tuple[subprocess.Popen[bytes], Path]) -> None:
     _, sock = daemon
@@ -109,6 +111,7 @@ def test_subscribing_to_an_unknown_kind_gets_a_clear_error(
     assert refused.value.answer["ok"] is False
 
 
+@pytest.mark.slow
 def test_the_client_resubscribes_after_a_daemon_restart(tmp_path: Path) -> None:
     """A subscription with `reconnect` outlives the daemon: Reconnected (the new daemon's
     hello), then the new daemon's events. Without it, the end of the daemon is an error."""
@@ -163,6 +166,7 @@ def test_the_client_resubscribes_after_a_daemon_restart(tmp_path: Path) -> None:
     assert str(sock) in gone
 
 
+@pytest.mark.slow
 def test_an_event_too_long_to_keep_is_skipped_and_counted(
         daemon: tuple[subprocess.Popen[bytes], Path], tmp_path: Path,
         monkeypatch: pytest.MonkeyPatch) -> None:

@@ -166,6 +166,7 @@ def test_a_restarted_unit_gets_a_new_snapshot_and_later_findings_link_to_it(
     assert (str(tp[first]), str(tp[second])) == ("2", "4")
 
 
+@pytest.mark.slow
 def test_a_unit_restarted_unchanged_keeps_its_snapshot_hash(
         systemd_user: dict[str, str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
         capsys: pytest.CaptureFixture[str]) -> None:
