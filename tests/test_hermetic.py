@@ -77,17 +77,19 @@ def test_the_guard_names_who_holds_a_socket(tmp_path: Path) -> None:
     """On a machine shared with other checkouts' test runs, a change is blamed on this
     session unless the path is held by processes of another checkout alone."""
     path = str(tmp_path / "held.sock")
-    before = hermetic.Snapshot({}, {})
     with socket.socket(socket.AF_UNIX) as sock:
         sock.bind(path)
         sock.listen()
         (pid, _, cwd), = hermetic.holders([path])[path]
-        assert pid == os.getpid() and cwd == os.getcwd()
-        after = hermetic.Snapshot({path: (1, 0o140000)}, hermetic.holders([path]))
-    assert hermetic.blame(before, after, ROOT) == ([f"created {path}"], [])  # ours
-    ours, theirs = hermetic.blame(before, after, tmp_path / "elsewhere")
-    assert ours == [] and theirs[0].startswith(f"created {path}\n    by pid {pid}: ")
-    assert hermetic.blame(after, before, tmp_path / "elsewhere")[0] == []  # theirs went
-    assert hermetic.blame(hermetic.Snapshot(after.state, {path: []}), before, ROOT)[0] == []
-    unheld = hermetic.Snapshot(after.state, {path: []})
-    assert hermetic.blame(before, unheld, tmp_path / "elsewhere") == ([f"created {path}"], [])
+    assert pid == os.getpid() and cwd == os.getcwd()
+    none = hermetic.Snapshot({}, {})
+    ours = hermetic.Snapshot({path: (1, 0o140000)}, {path: [(pid, sys.executable, cwd)]})
+    assert hermetic.blame(none, ours, ROOT) == ([f"created {path}"], [])
+    other = [(4242, "/elsewhere/.venv/bin/python -m logwatch daemon", "/elsewhere")]
+    theirs = hermetic.Snapshot(ours.state, {path: other})
+    blamed, told = hermetic.blame(none, theirs, ROOT)
+    assert blamed == [] and told[0].startswith(f"created {path}\n    by pid 4242: ")
+    assert hermetic.blame(theirs, none, ROOT)[0] == []  # theirs went
+    assert hermetic.blame(hermetic.Snapshot(ours.state, {path: []}), none, ROOT)[0] == []
+    unheld = hermetic.Snapshot(ours.state, {path: []})
+    assert hermetic.blame(none, unheld, ROOT) == ([f"created {path}"], [])  # nobody: ours

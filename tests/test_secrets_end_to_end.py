@@ -115,7 +115,8 @@ def test_scan_keeps_secrets_out_of_its_output_and_the_database(tmp_path: Path,
 
     for name, blob in (("scan stdout", text.stdout), ("scan stderr", text.stderr),
                        ("scan --json stdout", as_json.stdout), ("the database", raw_database(db))):
-        assert_no_secret(blob, name)
+        # the log's own path is no leak (under xdist it holds "popen-gw0", a short secret's text)
+        assert_no_secret(blob.replace(str(tmp_path).encode(), b"<tmp>"), name)
     assert_markers(as_json.stdout, "scan --json stdout")
     assert_markers(raw_database(db), "the database")
     assert b"***" in text.stdout
