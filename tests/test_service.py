@@ -17,7 +17,7 @@ from pathlib import Path
 import duckdb
 import pytest
 
-from logwatch.daemon.control import subscribe
+from logwatch.daemon.client import raw_subscription
 from logwatch.daemon.notify import Notifier
 from tests.conftest import ROOT, SAMPLES
 
@@ -68,7 +68,7 @@ def _wait(predicate, timeout: float = 30) -> None:  # type: ignore[no-untyped-de
 def reloaded(sock: Path, reload: Callable[[], object]) -> dict[str, object]:
     """The `library` event the daemon publishes once a reload asked by `reload()` is done."""
     async def watch() -> dict[str, object]:
-        reader, writer = await subscribe(sock, ["library"], wait=30)
+        reader, writer = await raw_subscription(sock, ["library"], wait=30)
         try:
             await asyncio.to_thread(reload)
             event: dict[str, object] = json.loads(await asyncio.wait_for(reader.readline(), 60))

@@ -22,6 +22,16 @@ UNIT_DIR = Path("/run/user/0/systemd/user")
 H100 = GpuFacts("NVIDIA H100", 8, "570", 90, "test")
 
 
+def remove_unit(name: str, unit: Path, dropin: Path, env: dict[str, str]) -> None:
+    """Stop a test unit and remove it with its drop-in, leaving the manager as it was."""
+    subprocess.run(["systemctl", "--user", "stop", name], env=env, timeout=30, check=False)
+    unit.unlink(missing_ok=True)
+    dropin.unlink(missing_ok=True)
+    if dropin.parent.exists():
+        dropin.parent.rmdir()
+    subprocess.run(["systemctl", "--user", "daemon-reload"], env=env, timeout=30, check=False)
+
+
 async def committed(daemon: Daemon, findings: int, timeout: float = 30) -> None:
     """Until the daemon has committed `findings` new findings in all."""
     deadline = time.monotonic() + timeout
@@ -83,12 +93,7 @@ def test_unit_snapshot_stopped_then_running(systemd_user: dict[str, str], tmp_pa
         assert "sk-unit-secret" not in str(running.to_dict())
         assert running.launch == stopped.launch  # the same launch, read two ways
     finally:
-        subprocess.run(["systemctl", "--user", "stop", name], env=env, timeout=30, check=False)
-        unit.unlink(missing_ok=True)
-        dropin.unlink(missing_ok=True)
-        dropin.parent.rmdir()
-        subprocess.run(["systemctl", "--user", "daemon-reload"], env=env, timeout=30,
-                       check=False)
+        remove_unit(name, unit, dropin, env)
 
 
 @pytest.mark.slow
@@ -154,13 +159,7 @@ def test_a_restarted_unit_gets_a_new_snapshot_and_later_findings_link_to_it(
             tp = dict(store.query("SELECT hash, json_extract(body, '$.launch.tensor_parallel_size')"
                                   " FROM snapshots"))
     finally:
-        subprocess.run(["systemctl", "--user", "stop", name], env=env, timeout=30, check=False)
-        unit.unlink(missing_ok=True)
-        dropin.unlink(missing_ok=True)
-        if dropin.parent.exists():
-            dropin.parent.rmdir()
-        subprocess.run(["systemctl", "--user", "daemon-reload"], env=env, timeout=30,
-                       check=False)
+        remove_unit(name, unit, dropin, env)
     assert links == [(1, first), (2, second)]
     assert first != second
     assert (str(tp[first]), str(tp[second])) == ("2", "4")
@@ -212,13 +211,7 @@ def test_a_unit_restarted_unchanged_keeps_its_snapshot_hash(
         started("restart")
         [other] = targets.changed()
     finally:
-        subprocess.run(["systemctl", "--user", "stop", name], env=env, timeout=30, check=False)
-        unit.unlink(missing_ok=True)
-        dropin.unlink(missing_ok=True)
-        if dropin.parent.exists():
-            dropin.parent.rmdir()
-        subprocess.run(["systemctl", "--user", "daemon-reload"], env=env, timeout=30,
-                       check=False)
+        remove_unit(name, unit, dropin, env)
     assert first.invocation != again.invocation != other.invocation  # three starts
     assert again.body["sources"]["argv"] != pid  # read from the new process
     assert "ExecStart" in stopped.body["sources"]["argv"] and "/proc/" in pid

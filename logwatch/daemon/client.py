@@ -11,7 +11,6 @@ vocabulary (requests, answers, events) is `logwatch.daemon.protocol`'s; connecti
 from __future__ import annotations
 
 import asyncio
-import contextlib
 from collections.abc import Callable, Iterable
 from pathlib import Path
 from types import TracebackType
@@ -23,6 +22,7 @@ from logwatch.daemon.connection import (
     DaemonUnavailable,
     ProtocolMismatch,
     RequestFailed,
+    close_quietly,
     connect,
     exchange,
     hello_checked,
@@ -60,10 +60,7 @@ class Client:
 
     async def close(self) -> None:
         writer, self._reader, self._writer = self._writer, None, None
-        if writer is not None:
-            writer.close()
-            with contextlib.suppress(OSError):
-                await writer.wait_closed()
+        await close_quietly(writer)
 
     async def __aenter__(self) -> Client:
         if self._writer is None:

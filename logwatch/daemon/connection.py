@@ -6,6 +6,7 @@ client sees."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import socket
 import struct
@@ -66,6 +67,14 @@ async def open_trusted(path: Path, timeout: float, limit: int
         writer.close()
         raise
     return reader, writer
+
+
+async def close_quietly(writer: asyncio.StreamWriter | None) -> None:
+    """Close a connection; one the daemon already dropped closes without a word."""
+    if writer is not None:
+        writer.close()
+        with contextlib.suppress(OSError):
+            await writer.wait_closed()
 
 
 async def exchange(reader: asyncio.StreamReader, writer: asyncio.StreamWriter,

@@ -384,21 +384,3 @@ def _bad_request(exc: BaseException) -> str:
     if isinstance(exc, ProtocolError):
         return f"bad request: {exc}"
     return f"bad request: {type(exc).__name__}: {str(exc)[:200]}"
-
-
-# Kept for branches written against them; new code uses logwatch.daemon.client.
-async def request(path: Path, message: dict[str, Any], timeout: float = 30.0
-                  ) -> dict[str, Any]:
-    """Deprecated: `client.request(path, op, **params)`."""
-    from logwatch.daemon import client
-
-    params = {k: v for k, v in message.items() if k != "op"}
-    return await client.request(path, str(message.get("op")), timeout=timeout, **params)
-
-
-async def subscribe(path: Path, events: list[str] | None = None, wait: float = 0.0
-                    ) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
-    """Deprecated: `client.subscribe(path, kinds)`. The raw stream, acknowledged."""
-    from logwatch.daemon import client
-
-    return await client.raw_subscription(path, events, wait)

@@ -4,7 +4,6 @@ the consumer takes them, resumed after a daemon restart when asked to."""
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
 import time
 from collections.abc import Iterable
@@ -18,6 +17,7 @@ from logwatch.daemon.connection import (
     EVENT_LIMIT,
     DaemonUnavailable,
     RequestFailed,
+    close_quietly,
     connect,
     exchange,
 )
@@ -79,10 +79,7 @@ class Subscription:
     async def close(self) -> None:
         self._closed = True
         writer, self._reader, self._writer = self._writer, None, None
-        if writer is not None:
-            writer.close()
-            with contextlib.suppress(OSError):
-                await writer.wait_closed()
+        await close_quietly(writer)
 
     async def __aenter__(self) -> Subscription:
         if self._writer is None:

@@ -57,14 +57,19 @@ def _summary(cls: Any) -> str:
     return " ".join((cls.__doc__ or "").split())
 
 
+def _fields(cls: Any, fields: Any, objects: dict[str, Any]) -> str:
+    """`name`: type = default, ... for the given dataclass fields of `cls`."""
+    hints = typing.get_type_hints(cls)
+    return ", ".join(
+        f"`{f.name}`: {type_text(hints[f.name], objects)}"
+        + ("" if f.default is dataclasses.MISSING else f" = {_default(f.default)}")
+        for f in fields)
+
+
 def requests_table(objects: dict[str, Any]) -> list[str]:
     rows = ["| op | parameters | answer | what it does |", "| --- | --- | --- | --- |"]
     for op, cls in REQUESTS.items():
-        hints = typing.get_type_hints(cls)
-        params = ", ".join(
-            f"`{f.name}`: {type_text(hints[f.name], objects)}"
-            + ("" if f.default is dataclasses.MISSING else f" = {_default(f.default)}")
-            for f in parameters(cls) if f.name != "db")
+        params = _fields(cls, [f for f in parameters(cls) if f.name != "db"], objects)
         rows.append(f"| `{op}` | {params or '—'} | {_keys(cls.answer, objects)} "
                     f"| {_summary(cls)} |")
     return rows
@@ -73,11 +78,8 @@ def requests_table(objects: dict[str, Any]) -> list[str]:
 def events_table(objects: dict[str, Any]) -> list[str]:
     rows = ["| event | fields | when |", "| --- | --- | --- |"]
     for kind, cls in EVENTS.items():
-        hints = typing.get_type_hints(cls)
-        fields = ", ".join(
-            f"`{f.name}`: {type_text(hints[f.name], objects)}"
-            + ("" if f.default is dataclasses.MISSING else f" = {_default(f.default)}")
-            for f in dataclasses.fields(cls) if f.name not in ENVELOPE)
+        fields = _fields(cls, [f for f in dataclasses.fields(cls) if f.name not in ENVELOPE],
+                         objects)
         rows.append(f"| `{kind}` | {fields} | {_summary(cls)} |")
     return rows
 
