@@ -7,7 +7,7 @@ from typing import Any
 
 from logwatch.core.analysis import LaunchAnalysis
 from logwatch.core.findings import Finding
-from logwatch.core.incidents import Incident
+from logwatch.core.incidents import Incident, problem_key
 from logwatch.core.snapshot import Snapshot
 from logwatch.core.visible import visible_data
 
@@ -78,11 +78,11 @@ def report_dict(library_version: str, analyses: Sequence[LaunchAnalysis],
             "fatal_incidents": sum(1 for i in analysis.incidents if i.signature.fatal)})
     for number, entry in enumerate(launches):  # newest first: the earlier ones follow it
         root = entry["root_cause"]
-        fingerprint = _fingerprint(incidents[root]) if root is not None else None
+        fingerprint = _problem(incidents[root]) if root is not None else None
         entry["failed_before"] = sum(
             1 for older in launches[number + 1:] if fingerprint is not None
             and older["root_cause"] is not None
-            and _fingerprint(incidents[older["root_cause"]]) == fingerprint)
+            and _problem(incidents[older["root_cause"]]) == fingerprint)
     return {
         "library_version": library_version,
         "launches": launches,
@@ -93,8 +93,9 @@ def report_dict(library_version: str, analyses: Sequence[LaunchAnalysis],
     }
 
 
-def _fingerprint(incident: Mapping[str, Any]) -> tuple[str, tuple[str, ...]]:
-    return incident["signature"], tuple(incident["key"])
+def _problem(incident: Mapping[str, Any]) -> str:
+    """The problem an incident of the report is (the same over launches)."""
+    return problem_key(incident["signature"], incident["key"])
 
 
 def incomplete_warning(gap: Mapping[str, Any]) -> str:
@@ -227,11 +228,11 @@ def _unique(items: list[Any], key: Callable[[Any], Any]) -> list[Any]:
 def _merged(incidents: Sequence[Mapping[str, Any]], skip: int | None) -> list[dict[str, Any]]:
     """Incidents of every launch, one per problem (signature and key captures): counts add
     up, the newest sighting is kept as the last. `skip`: the root cause, shown already."""
-    merged: dict[tuple[str, tuple[str, ...]], dict[str, Any]] = {}
+    merged: dict[str, dict[str, Any]] = {}
     for index, inc in enumerate(incidents):
         if index == skip:
             continue
-        key = _fingerprint(inc)
+        key = _problem(inc)
         seen = merged.get(key)
         if seen is None:
             merged[key] = dict(inc)

@@ -38,7 +38,6 @@ class _Source:
     label: str
     size: int | None
     scanned: int = 0
-    first_line: int | None = None  # of its first finding
 
 
 # Findings travel in batches of this many rows: held in memory, spooled to a temporary file,
@@ -86,8 +85,6 @@ class ScanRecorder:
     def finding(self, f: Finding, launch_line: int) -> None:
         """`launch_line`: the line its launch started at (launches.Launch.start_line)."""
         source = self.sources[f.source]
-        if source.first_line is None or f.lineno < source.first_line:
-            source.first_line = f.lineno
         self._held.append(_FindingRow(
             f.source, source.id, f.lineno, f.signature.id, f.signature.version, f.time,
             f.process, f.pid, f.rank, json.dumps(f.captures, sort_keys=True),
@@ -99,11 +96,6 @@ class ScanRecorder:
     def held(self) -> int:
         """Findings held in memory now (never more than a batch)."""
         return len(self._held)
-
-    def first_lines(self) -> dict[str, int]:
-        """The line of each source's first finding, for sources that have one."""
-        return {label: s.first_line for label, s in self.sources.items()
-                if s.first_line is not None}
 
     def _spill(self) -> None:
         # the spool is this process's own unlinked file: pickle reads back only what it wrote
