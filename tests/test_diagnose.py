@@ -40,7 +40,10 @@ def test_both_root_causes_in_order_on_hopper(library: Library) -> None:
     assert any("Do not edit the model definition" in d for d in marlin["details"])
     assert remedy(marlin, "switch_to_w4a4")["applicable"] is False  # Hopper: no native FP4
     assert "--tensor-parallel-size 1 or 2" in remedy(marlin, "align_tensor_parallel")["summary"]
-    assert remedy(marlin, "upgrade_vllm")["applicable"] is True  # 0.11.2 < 0.33
+    # the failing layer is an MoE expert projection: no release pads those (dense FP4 layers
+    # are padded from 0.24.0), so upgrading does not help
+    upgrade = remedy(marlin, "upgrade_vllm")
+    assert upgrade["applicable"] is False and "MoE expert" in upgrade["why"]
     missing = mtp["details"][0]
     for module in ("mtp.fc", "mtp.layers.0.mlp.experts.*.down_proj",
                    "mtp.layers.0.self_attn.q_proj"):

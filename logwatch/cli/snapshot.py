@@ -7,6 +7,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from logwatch.core.latent import latent_problems
 from logwatch.core.snapshot import Snapshot, diff_dicts
 from logwatch.core.visible import visible
 from logwatch.host.capture import take_snapshot
@@ -25,7 +26,9 @@ def show(options: SnapshotOptions, as_json: bool = False) -> int:
         return 2
     snapshot = capture(options)
     if as_json:
-        json.dump({"hash": snapshot.content_hash(), **snapshot.to_dict()}, sys.stdout, indent=2)
+        json.dump({"hash": snapshot.content_hash(), **snapshot.to_dict(),
+                   "latent_problems": [d.to_dict() for d in latent_problems(snapshot)]},
+                  sys.stdout, indent=2)
         sys.stdout.write("\n")
     else:
         sys.stdout.write(render_snapshot(snapshot))
@@ -68,8 +71,19 @@ def render_snapshot(snapshot: Snapshot) -> str:
         out.append("  env:     " + ", ".join(f"{k}={v}" for k, v in sorted(d["env"].items())))
     for problem in d["problems"]:
         out.append(f"  problem: {problem}")
+    out += latent_lines(snapshot)
     # argv, environment and model files are the host's: their control characters are shown
     return "\n".join(visible(line) for line in out) + "\n"
+
+
+def latent_lines(snapshot: Snapshot) -> list[str]:
+    """What this configuration will run into (core/latent.py), a line or two each."""
+    out = []
+    for diag in latent_problems(snapshot):
+        out.append(f"  LATENT:  {diag.title}: {diag.summary}")
+        out += [f"           {line}" for line in diag.details[:-1] or diag.details]
+        out += [f"           fix: {r.summary}" for r in diag.remedies if r.applicable is not False]
+    return out
 
 
 def _fail(message: str) -> SystemExit:

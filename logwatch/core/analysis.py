@@ -7,6 +7,7 @@ from dataclasses import dataclass
 
 from logwatch.core.diagnose import Diagnosis, diagnose
 from logwatch.core.incidents import Incident
+from logwatch.core.latent import latent_problems, with_failures_ahead
 from logwatch.core.launches import Launch
 from logwatch.core.snapshot import Snapshot
 
@@ -16,20 +17,28 @@ class LaunchAnalysis:
     launch: Launch
     incidents: list[Incident]  # the root cause first, then by severity
     root: int | None  # index of the root cause in `incidents`
-    diagnoses: list[Diagnosis]  # `incident`: an index into `incidents`
+    diagnoses: list[Diagnosis]  # `incident`: an index into `incidents`; latent ones last
     snapshot: Snapshot
 
     @property
     def root_incident(self) -> Incident | None:
         return self.incidents[self.root] if self.root is not None else None
 
+    @property
+    def latent(self) -> list[Diagnosis]:
+        """Problems the snapshot shows that the log has not reached yet."""
+        return [d for d in self.diagnoses if d.latent]
+
 
 def analyse(launch: Launch, snapshot: Snapshot) -> LaunchAnalysis:
     """The launch's incidents ordered with the root cause first, each diagnosed against the
-    snapshot in force when the launch started."""
+    snapshot in force when the launch started; then the snapshot's latent problems, which
+    the root cause's diagnosis also names (the failures that would follow its fix)."""
     incidents, root = launch.book.ordered()
-    return LaunchAnalysis(launch, incidents, root, diagnose(incidents, lambda _: snapshot),
-                          snapshot)
+    diagnoses = diagnose(incidents, lambda _: snapshot)
+    latent = latent_problems(snapshot, incidents, diagnoses)
+    return LaunchAnalysis(launch, incidents, root,
+                          with_failures_ahead(diagnoses, latent, root) + latent, snapshot)
 
 
 def latest_first(analyses: list[LaunchAnalysis], order: dict[str, int]) -> list[LaunchAnalysis]:

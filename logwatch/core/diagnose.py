@@ -19,7 +19,9 @@ from logwatch.core.signature import parse_number
 from logwatch.core.snapshot import Snapshot
 
 TP_CHOICES = (1, 2, 4, 8, 16)
-PADDING_RELEASE = (0, 33)  # vLLM pads dense FP4 Marlin layers from 0.33 on
+# vLLM pads dense FP4 layers up to a Marlin tile from 0.24.0 (`marlin_padded_nk` in
+# marlin_utils_fp4.py); MoE experts are repacked unpadded in every release up to 0.33.0.
+PADDING_RELEASE = (0, 24)
 HIGH_ACCEPTANCE_PERCENT = 95.0
 
 
@@ -47,10 +49,11 @@ class Diagnosis:
     confidence: float = 0.5
     remedies: tuple[Remedy, ...] = ()
     incident: int | None = None  # index of the explained incident in the report
+    latent: bool = False  # shown by the snapshot, not (yet) by the log: core/latent.py
 
     def to_dict(self) -> dict[str, Any]:
         return {"cause": self.cause, "title": self.title, "signature": self.signature,
-                "incident": self.incident,
+                "incident": self.incident, "latent": self.latent,
                 "summary": self.summary, "details": list(self.details),
                 "evidence": [{"source": e.source, "line": e.lineno, "text": e.text}
                              for e in self.evidence],
@@ -148,8 +151,9 @@ def rule_marlin_tile(incident: Incident, ctx: Context) -> Diagnosis | None:
                        + ("runs through weight-only Marlin on this GPU." if path else
                           "Marlin on this GPU: unknown (GPU not identified)." if path is None
                           else "should not use Marlin on this GPU: a forced backend?"))
-    remedies = [_w4a4_remedy(ctx, scheme), _tp_remedy(width, tile_i, tp, snap.gpu.count),
-                _padding_remedy(snap, scheme)]
+    remedies = [w4a4_remedy(ctx, scheme), _tp_remedy(width, tile_i, tp, snap.gpu.count),
+                _padding_remedy(snap, scheme, experts_only=bool(layers) and all(
+                    name.startswith("experts") for name in layers))]
     confidence = 0.95 if (path or fallback_seen) else 0.7 if path is None else 0.5
     config = {"tensor_parallel_size": tp, "failing_width": width, "per_rank": int(value),
               "tile": tile_i, "scheme": scheme, "gpu_capability": ctx.capability,
@@ -162,7 +166,7 @@ def rule_marlin_tile(incident: Incident, ctx: Context) -> Diagnosis | None:
         confidence, tuple(r for r in remedies if r is not None))
 
 
-def _w4a4_remedy(ctx: Context, scheme: str) -> Remedy:
+def w4a4_remedy(ctx: Context, scheme: str) -> Remedy:
     cap = ctx.capability
     summary = ("Serve the W4A4 NVFP4 variant of the checkpoint through CUTLASS/FlashInfer "
                "(never repacked through Marlin).")
@@ -195,19 +199,22 @@ def _tp_remedy(width: int, tile: int, tp: int, gpus: int) -> Remedy:
                   f"needs more GPUs than the {gpus} seen")
 
 
-def _padding_remedy(snap: Snapshot, scheme: str) -> Remedy | None:
+def _padding_remedy(snap: Snapshot, scheme: str, experts_only: bool) -> Remedy | None:
     if scheme not in ("W4A4_NVFP4", "NVFP4A16", "W4A16_NVFP4", "MXFP4", "MXFP4A16"):
         return None
     version = _version_tuple(snap.vllm_version)
-    summary = "Upgrade to vLLM 0.33 or newer, which pads dense FP4 layers for Marlin."
+    summary = "Upgrade to vLLM 0.24 or newer, which pads dense FP4 layers for Marlin."
+    if experts_only:
+        return Remedy("upgrade_vllm", summary, False, "the failing layer is an MoE expert "
+                      "projection, which no release up to 0.33 pads")
     if version is None:
         return Remedy("upgrade_vllm", summary, None, "vLLM version unknown; MoE experts are "
                       "still not padded on K.")
     if version >= PADDING_RELEASE:
         return Remedy("upgrade_vllm", summary, False, f"already {snap.vllm_version}: the failing "
-                      "layer is one 0.33 does not pad (MoE experts on K).")
+                      "layer is one it does not pad (MoE experts).")
     return Remedy("upgrade_vllm", summary, True, f"running {snap.vllm_version}; dense layers "
-                  "are padded from 0.33 on (slower forwards; MoE experts still not on K).")
+                  "are padded from 0.24 on (slower forwards; MoE experts still not).")
 
 
 MTP_CATEGORIES = ("tensor_size_mismatch", "weight_shape_mismatch", "mtp_draft_load")

@@ -83,6 +83,7 @@ def report_dict(library_version: str, analyses: Sequence[LaunchAnalysis],
             1 for older in launches[number + 1:] if fingerprint is not None
             and older["root_cause"] is not None
             and _problem(incidents[older["root_cause"]]) == fingerprint)
+    _index_latent(launches, diagnoses)
     return {
         "library_version": library_version,
         "launches": launches,
@@ -136,6 +137,7 @@ def render_text(report: Mapping[str, Any], colour: bool = False, width: int = 10
         out.append("No fatal incident, but errors below need attention.")
     else:
         out.append("No fatal incident and no error: vLLM looks healthy in this log.")
+    out.extend(_latent_headline(report, focus))
     for gap in report.get("incomplete") or []:
         out.append(_paint(f"warning: {incomplete_warning(gap)}", "1;33", colour))
     if len(launches) > 1:
@@ -147,15 +149,16 @@ def render_text(report: Mapping[str, Any], colour: bool = False, width: int = 10
         out += ["", _paint("ROOT CAUSE", "1;4", colour) + where]
         out += _incident_block(incidents[root], colour, width, max_evidence=8)
     diagnoses = report.get("diagnoses") or []
-    current = [d for d in diagnoses if d.get("launch", focus) in (focus, None)
-               or focus is None]
+    current = [d for d in diagnoses if not d.get("latent") and (
+        d.get("launch", focus) in (focus, None) or focus is None)]
     if current:
         out += ["", _paint("DIAGNOSIS", "1;4", colour)]
         for diag in current:
             out += _diagnosis_block(diag, colour, width)
             out.append("")
         out.pop()
-    earlier = _unique([d for d in diagnoses if d not in current],
+    out += _latent_section(report, focus, colour, width)
+    earlier = _unique([d for d in diagnoses if d not in current and not d.get("latent")],
                       lambda d: (d["cause"], d["title"]))
     if earlier:
         out += ["", _paint("EARLIER LAUNCHES WERE DIAGNOSED", "1;4", colour)]
@@ -189,6 +192,46 @@ def render_text(report: Mapping[str, Any], colour: bool = False, width: int = 10
     for signature_id, why in (stats.get("disabled_signatures") or {}).items():
         out.append(f"warning: signature {signature_id} was disabled: {why}")
     return "\n".join(out) + "\n"
+
+
+def _index_latent(launches: list[dict[str, Any]], diagnoses: Sequence[Mapping[str, Any]]
+                  ) -> None:
+    """Each launch's `latent_problems`: indices into the report's diagnoses."""
+    for number, entry in enumerate(launches):
+        entry["latent_problems"] = [i for i, d in enumerate(diagnoses)
+                                    if d.get("latent") and d.get("launch") == number]
+
+
+def _latent_of(report: Mapping[str, Any], focus: int | None) -> list[Mapping[str, Any]]:
+    """The latent problems of the launch the report is about (the newest, without a root
+    cause)."""
+    launch = focus if focus is not None else 0
+    return [d for d in report.get("diagnoses") or []
+            if d.get("latent") and d.get("launch", launch) == launch]
+
+
+def _latent_headline(report: Mapping[str, Any], focus: int | None) -> list[str]:
+    latent = _latent_of(report, focus)
+    if not latent:
+        return []
+    ahead = "after this failure is fixed" if report["root_cause"] is not None else \
+        "which this log has not reached yet"
+    return [f"{len(latent)} latent problem(s) in the configuration, {ahead}: "
+            + "; ".join(d["title"] for d in latent) + " (see LATENT PROBLEMS)."]
+
+
+def _latent_section(report: Mapping[str, Any], focus: int | None, colour: bool,
+                    width: int) -> list[str]:
+    latent = _latent_of(report, focus)
+    if not latent:
+        return []
+    out = ["", _paint("LATENT PROBLEMS", "1;4", colour)
+           + " (the configuration shows them; the log has not reached them yet)"]
+    for diag in latent:
+        out += _diagnosis_block(diag, colour, width)
+        out.append("")
+    out.pop()
+    return out
 
 
 def _launch_where(entry: Mapping[str, Any]) -> str:

@@ -205,7 +205,8 @@ def _redact_values(value: Any, key: str = "") -> Any:
 
 def diff_dicts(left: dict[str, Any], right: dict[str, Any]) -> list[tuple[str, Any, Any]]:
     """(dotted key, left value, right value) for every differing leaf of two snapshot dicts
-    (their `sources`, `problems` and `hash` are about reading, not content, and are skipped)."""
+    (their `sources`, `problems` and `hash` are about reading, not content, and are skipped,
+    as are the `latent_problems` `snapshot show --json` derives from the content)."""
     out: list[tuple[str, Any, Any]] = []
 
     def walk(prefix: str, x: Any, y: Any) -> None:
@@ -215,7 +216,7 @@ def diff_dicts(left: dict[str, Any], right: dict[str, Any]) -> list[tuple[str, A
         elif x != y:
             out.append((prefix, x, y))
 
-    skip = ("sources", "problems", "hash")
+    skip = ("sources", "problems", "hash", "latent_problems")  # latent: derived from the rest
     walk("", {k: v for k, v in left.items() if k not in skip},
          {k: v for k, v in right.items() if k not in skip})
     return out

@@ -42,12 +42,15 @@ class LaunchSnapshots:
             cached = self._cache.get(key)
         if cached is not None:
             return cached
+        model_dir = None
         if configured is not None:
             gpu = configured.gpu
+            # a target given only its model directory: the model read with what vLLM said
+            model_dir = configured.model.path if configured.model is not None else None
         else:
             gpu = self._gpu = self._gpu or capture_gpu()
         facts = launch_from_log({k: dict(v) for k, v in captures.items()})
-        snapshot = take_snapshot(log_facts=facts, gpu=gpu)
+        snapshot = take_snapshot(log_facts=facts, gpu=gpu, model_dir=model_dir)
         with self._lock:
             if len(self._cache) >= CACHED:
                 self._cache.pop(next(iter(self._cache)))
