@@ -19,6 +19,7 @@ from logwatch.daemon.control import ControlServer
 from logwatch.daemon.notify import Notifier
 from logwatch.daemon.protocol import DiagnosisEvent, Event, IncidentEvent, LaunchEvent
 from logwatch.daemon.service import Daemon
+from logwatch.host.launch_snapshot import LaunchSnapshots
 from logwatch.scan.offline import resolve_inputs, scan_inputs
 from logwatch.scan.triage import SnapshotOptions
 from logwatch.sources.files import FileSource
@@ -46,7 +47,8 @@ class InProcessDaemon:
     """`logwatch daemon --file LOG` in a thread: its socket answers, its STATUS= lines land
     on a datagram socket of our own."""
 
-    def __init__(self, tmp: Path, log: Path, library: Library) -> None:
+    def __init__(self, tmp: Path, log: Path, library: Library,
+                 launch_snapshots: LaunchSnapshots | None = None) -> None:
         self.sock = tmp / "lw.sock"
         self.notify_path = tmp / "notify.sock"
         self.notify = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
@@ -60,7 +62,8 @@ class InProcessDaemon:
         self.store: Store = self._store_cm.__enter__()
         source = FileSource(log, name=f"file:{log.resolve()}", poll_interval=0.2)
         self.daemon = Daemon([source], library, self.store, quiet_flush=0.2,
-                             notifier=Notifier({"NOTIFY_SOCKET": str(self.notify_path)}))
+                             notifier=Notifier({"NOTIFY_SOCKET": str(self.notify_path)}),
+                             launch_snapshots=launch_snapshots)
         self.daemon.control = ControlServer(self.daemon, self.sock)
         self.loop = asyncio.new_event_loop()
         self.code: int | None = None

@@ -230,7 +230,8 @@ class LiveWriter:
                "fatal_incidents": len(launch.fatal_incidents),
                "failed_before": failed_before, "updated": now}
         self.store.insert("launches", [row], conflict="REPLACE")
-        self.store.con.execute("UPDATE incidents SET root_cause = (id = ?), snapshot_hash = ? "
+        self.store.con.execute("UPDATE incidents SET root_cause = coalesce(id = ?, false), "
+                               "snapshot_hash = ? "
                                "WHERE launch_id = ?", [root_id, digest, lid])
         diagnoses = []
         for diag in analysis.diagnoses:
