@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 
+from logwatch.cli import history as history_cmds
 from logwatch.core.latent import LATENT_FP4, LATENT_MTP
 from logwatch.core.library import Library
 from logwatch.core.snapshot import GpuFacts
@@ -21,6 +22,7 @@ from logwatch.store.db import open_store
 from logwatch.store.operator_sql import read_only_query
 from logwatch.store.record import ScanRecorder
 from tests.test_latent import MARLIN_LAUNCH, TP2_START, UNCOVERED, UNCOVERED_MTP
+from tests.following import wait_for
 from tests.test_live_model import InProcessDaemon, _summary, settled
 
 HOPPER = GpuFacts(capability=90, source="--gpu-capability")
@@ -42,7 +44,8 @@ def _latent_rows(db: Path) -> list[tuple[Any, ...]]:
 
 
 def _follow_and_scan(tmp_path: Path, library: Library, lines: list[str], failed: int
-                     ) -> tuple[Path, Path]:
+                     ) -> tuple[Path, Path, dict[str, Any]]:
+    """The log followed by a daemon and scanned: both histories, and the daemon's status."""
     log = tmp_path / "vllm.log"
     log.write_text("".join(lines))
     recorder = ScanRecorder()
@@ -56,15 +59,18 @@ def _follow_and_scan(tmp_path: Path, library: Library, lines: list[str], failed:
     running = InProcessDaemon(tmp_path, log, library, launch_snapshots=snapshots)
     try:
         settled(running, launches=1, failed=failed)
+        status = wait_for(lambda: (st := running.status())["launches"][0]["latent"] and st,
+                          30, "the launch's latent problems in the status")
+        history_cmds.status(None, running.sock, as_json=False)  # `logwatch status`
     finally:
         running.stop()
-    return tmp_path / "h.duckdb", tmp_path / "scan.duckdb"
+    return tmp_path / "h.duckdb", tmp_path / "scan.duckdb", status
 
 
 @pytest.mark.slow
 def test_the_daemon_records_the_marlin_launchs_latent_mtp_problem_as_the_scan_does(
         tmp_path: Path, library: Library) -> None:
-    live, scan = _follow_and_scan(tmp_path, library, MARLIN_LAUNCH, failed=1)
+    live, scan, _ = _follow_and_scan(tmp_path, library, MARLIN_LAUNCH, failed=1)
     assert _summary(live) == _summary(scan)
     assert _latent_rows(live) == _latent_rows(scan)
     rows = {cause: row for _, cause, *row in _latent_rows(live)}
@@ -74,8 +80,14 @@ def test_the_daemon_records_the_marlin_launchs_latent_mtp_problem_as_the_scan_do
 
 @pytest.mark.slow
 def test_the_daemon_records_a_healthy_so_far_launchs_latent_problems_as_the_scan_does(
-        tmp_path: Path, library: Library) -> None:
-    live, scan = _follow_and_scan(tmp_path, library, TP2_START, failed=0)
+        tmp_path: Path, library: Library, capsys: pytest.CaptureFixture[str]) -> None:
+    live, scan, status = _follow_and_scan(tmp_path, library, TP2_START, failed=0)
     assert _summary(live) == _summary(scan)
     assert _latent_rows(live) == _latent_rows(scan)
     assert {cause for _, cause, *_ in _latent_rows(live)} == {LATENT_MTP, LATENT_FP4}
+    launch = status["launches"][0]  # not failed, and the status says what is ahead
+    assert launch["outcome"] == "starting" and launch["root_cause"] is None
+    assert set(launch["latent"]) == {"MTP draft modules the ignore list does not cover",
+                                     "FP4 checkpoint on a GPU without native FP4"}
+    assert "launch #1 (starting) has latent problems: MTP draft modules the ignore list does " \
+        "not cover" in capsys.readouterr().out

@@ -144,6 +144,11 @@ def status(db: Path | None, socket: Path | None, as_json: bool) -> int:
             print(f"  {visible(str(source['name']))}: line {source['next_line']:,}, idle "
                   f"{source['idle_s']:.0f} s{catching_up} "
                   f"({visible(str(source['generation']))})")
+        for launch in state.get("launches", []):
+            if launch.get("latent"):  # not failed (yet) is not healthy: say what is ahead
+                print(f"  {visible(str(launch['source']))} launch #{launch['number']} "
+                      f"({launch['outcome']}) has latent problems: "
+                      + "; ".join(visible(str(t)) for t in launch["latent"]))
         for event in state["events"]:
             print(f"  event: {visible(str(event))}")
         return 0

@@ -213,6 +213,14 @@ class LiveLaunches:
         with self._lock:
             return self.analyses.get(source)
 
+    def _latent(self, source: str, lid: str) -> list[str]:
+        """The titles of a launch's latent problems, as last analysed."""
+        with self._lock:
+            analysis = self.analyses.get(source)
+        if analysis is None or launch_id(analysis.launch) != lid:
+            return []
+        return [d.title for d in analysis.latent]
+
     def status(self) -> list[dict[str, Any]]:
         """Each source's current launch."""
         out = []
@@ -225,5 +233,6 @@ class LiveLaunches:
             out.append({"id": lid, "source": launch.source, "number": launch.number,
                         "start_line": launch.start_line, "outcome": launch.outcome,
                         "root_cause": published[1] if published else None,
-                        "failed_before": published[2] if published else 0})
+                        "failed_before": published[2] if published else 0,
+                        "latent": self._latent(launch.source, lid)})
         return out

@@ -59,6 +59,8 @@ class LaunchState(TypedDict):
     outcome: Outcome
     root_cause: str | None
     failed_before: int
+    # titles of the problems its snapshot shows that its log has not reached yet
+    latent: NotRequired[list[str]]
 
 
 class StatusBody(TypedDict):
