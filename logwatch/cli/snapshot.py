@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import sys
+import textwrap
 from pathlib import Path
 from typing import Any
 
@@ -76,13 +77,17 @@ def render_snapshot(snapshot: Snapshot) -> str:
     return "\n".join(visible(line) for line in out) + "\n"
 
 
-def latent_lines(snapshot: Snapshot) -> list[str]:
-    """What this configuration will run into (core/latent.py), a line or two each."""
+def latent_lines(snapshot: Snapshot, width: int = 100) -> list[str]:
+    """What this configuration will run into (core/latent.py), wrapped under `LATENT:`."""
     out = []
     for diag in latent_problems(snapshot):
-        out.append(f"  LATENT:  {diag.title}: {diag.summary}")
-        out += [f"           {line}" for line in diag.details[:-1] or diag.details]
-        out += [f"           fix: {r.summary}" for r in diag.remedies if r.applicable is not False]
+        texts = [f"{diag.title}: {diag.summary}", *(diag.details[:-1] or diag.details)]
+        texts += [f"fix: {r.summary}" for r in diag.remedies if r.applicable is not False]
+        for number, text in enumerate(texts):
+            lines = textwrap.wrap(text, width - 11, break_on_hyphens=False)
+            out += [("  LATENT:  " if number == 0 and n == 0 else "           "
+                     + ("" if n == 0 or number == 0 else "  ")) + line
+                    for n, line in enumerate(lines)]
     return out
 
 
