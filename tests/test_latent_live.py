@@ -21,8 +21,8 @@ from logwatch.scan.triage import SnapshotOptions
 from logwatch.store.db import open_store
 from logwatch.store.operator_sql import read_only_query
 from logwatch.store.record import ScanRecorder
-from tests.test_latent import MARLIN_LAUNCH, TP2_START, UNCOVERED, UNCOVERED_MTP
 from tests.following import wait_for
+from tests.test_latent import MARLIN_LAUNCH, TP2_START, UNCOVERED, UNCOVERED_MTP
 from tests.test_live_model import InProcessDaemon, _summary, settled
 
 HOPPER = GpuFacts(capability=90, source="--gpu-capability")
