@@ -37,13 +37,19 @@ FAILURES_AHEAD = (LATENT_MTP, LATENT_MARLIN)  # the ones a root cause's remedy m
 ACTIVATION_FP4 = ("W4A4_NVFP4", "MXFP4")
 
 
+def uncovered_bf16(snapshot: Snapshot) -> tuple[str, ...]:
+    """BF16 MTP modules vLLM will build quantized: the one call into the MTP coverage rules
+    (release-blind today; core.mtp_coverage.uncovered_mtp_modules(snapshot) once it lands)."""
+    mtp = snapshot.model.mtp if snapshot.model else None
+    return mtp.uncovered_bf16 if mtp is not None else ()
+
+
 def mtp_gap(snapshot: Snapshot) -> tuple[tuple[str, ...], tuple[str, ...], tuple[str, ...]]:
-    """(BF16 MTP modules not ignored, quantized ones ignored, ignore entries that fix it):
-    the one call into the MTP coverage rules."""
+    """(BF16 MTP modules not ignored, quantized ones ignored, ignore entries that fix it)."""
     mtp = snapshot.model.mtp if snapshot.model else None
     if mtp is None:
         return (), (), ()
-    return mtp.uncovered_bf16, mtp.ignored_quantized, mtp.suggested_entries()
+    return uncovered_bf16(snapshot), mtp.ignored_quantized, mtp.suggested_entries()
 
 
 def latent_problems(snapshot: Snapshot, incidents: Sequence[Incident] = (),
@@ -184,7 +190,10 @@ def with_failures_ahead(diagnoses: list[Diagnosis], latent: Sequence[Diagnosis],
 
 def _ahead(problem: Diagnosis) -> str:
     """A failure still ahead, in a few words."""
-    if problem.cause == LATENT_MTP:
+    if problem.cause == LATENT_MTP and problem.config["uncovered_bf16"]:
         return (f"{len(problem.config['uncovered_bf16'])} BF16 MTP module group(s) missing "
                 "from the ignore list")
+    if problem.cause == LATENT_MTP:
+        return (f"{len(problem.config['ignored_quantized'])} quantized MTP module group(s) "
+                "on the ignore list")
     return f"{len(problem.config['layers'])} layer kind(s) Marlin cannot tile"
