@@ -10,10 +10,12 @@ from typing import Any
 import pytest
 
 from logwatch.cli.main import main
-from logwatch.core.latent import LATENT_FP4, LATENT_MARLIN, LATENT_MTP
+from logwatch.core.latent import LATENT_FP4, LATENT_MARLIN, LATENT_MTP, latent_problems
 from logwatch.core.library import Library
 from logwatch.core.marlin_split import aligned_sizes, split_layers, untileable
 from logwatch.core.report import render_text
+from logwatch.core.snapshot import GpuFacts
+from logwatch.host.capture import take_snapshot
 from logwatch.scan.offline import resolve_inputs, scan_inputs
 from logwatch.scan.triage import SnapshotOptions
 from tests.conftest import ROOT, SAMPLES
@@ -177,3 +179,12 @@ def test_latent_problems_do_not_change_the_exit_status(
     log.write_text("".join(TP2_START))
     assert main(["scan", str(log), "--model-dir", UNCOVERED, "--gpu-capability", "9.0"]) == 0
     assert "\nLATENT PROBLEMS" in capsys.readouterr().out
+
+
+def test_quark_mxfp4_is_emulated_not_sent_through_marlin() -> None:
+    """On NVIDIA GPUs vLLM emulates Quark's OCP MX layers whatever the compute capability
+    (`supports_mx` is ROCm-only): no Marlin split or missing-native-FP4 problem is claimed."""
+    snapshot = take_snapshot(argv=f"vllm serve {MODELS / 'glm-5.2-quark-mxfp4'} -tp 8",
+                             gpu=GpuFacts(capability=90))
+    assert snapshot.model is not None and snapshot.model.quant.method == "quark"
+    assert {d.cause for d in latent_problems(snapshot)} & {LATENT_FP4, LATENT_MARLIN} == set()

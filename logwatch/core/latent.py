@@ -111,8 +111,8 @@ def _marlin(snapshot: Snapshot) -> Diagnosis | None:
         return None
     quant, cap, tp = model.quant, snapshot.gpu.capability, snapshot.tensor_parallel_size
     path = quant.marlin_path(cap)
-    if path is False or quant.scheme == "unknown":
-        return None
+    if path is False or quant.scheme == "unknown" or (quant.method == "quark" and quant.fp4):
+        return None  # Quark's OCP MX layers are emulated without native MX, not Marlin
     bad = untileable(model.dims, tp, quant.scheme, quant.group_size, snapshot.vllm_version)
     if not bad:
         return None
@@ -148,8 +148,8 @@ def _marlin(snapshot: Snapshot) -> Diagnosis | None:
 def _fp4(snapshot: Snapshot) -> Diagnosis | None:
     model, cap = snapshot.model, snapshot.gpu.capability
     if model is None or model.quant.scheme not in ACTIVATION_FP4 or cap is None \
-            or cap >= NATIVE_FP4_CAPABILITY:
-        return None
+            or cap >= NATIVE_FP4_CAPABILITY or model.quant.method == "quark":
+        return None  # Quark's OCP MX layers: emulated on every NVIDIA GPU (supports_mx)
     scheme = model.quant.scheme
     return Diagnosis(
         LATENT_FP4, "FP4 checkpoint on a GPU without native FP4", None,
