@@ -66,6 +66,8 @@ def test_the_marlin_failure_names_the_mtp_modules_that_fail_next(
     assert kinds[0] == "switch_to_w4a4" and "fix_mtp_ignore_list" in kinds  # both, together
     fix = next(r for r in root["remedies"] if r["kind"] == "fix_mtp_ignore_list")
     assert "re:^mtp\\." in fix["summary"] and fix["applicable"] is True
+    align = next(r for r in root["remedies"] if r["kind"] == "align_tensor_parallel")
+    assert "1 or 2" in align["summary"] and "every layer" in align["why"]  # all layers checked
 
     problems = latent(report)
     assert set(problems) == {LATENT_MTP}  # Marlin and FP4: the log has reached them

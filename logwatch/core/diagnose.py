@@ -14,6 +14,7 @@ from typing import Any
 
 from logwatch.core.findings import Evidence
 from logwatch.core.incidents import Incident
+from logwatch.core.marlin_split import aligned_sizes
 from logwatch.core.quant import NATIVE_FP4_CAPABILITY
 from logwatch.core.signature import parse_number
 from logwatch.core.snapshot import Snapshot
@@ -151,7 +152,9 @@ def rule_marlin_tile(incident: Incident, ctx: Context) -> Diagnosis | None:
                        + ("runs through weight-only Marlin on this GPU." if path else
                           "Marlin on this GPU: unknown (GPU not identified)." if path is None
                           else "should not use Marlin on this GPU: a forced backend?"))
-    remedies = [w4a4_remedy(ctx, scheme), _tp_remedy(width, tile_i, tp, snap.gpu.count),
+    every = aligned_sizes(model.dims, scheme, quant.group_size, snap.vllm_version) \
+        if model and quant and model.dims else None
+    remedies = [w4a4_remedy(ctx, scheme), _tp_remedy(width, tile_i, tp, snap.gpu.count, every),
                 _padding_remedy(snap, scheme, experts_only=bool(layers) and all(
                     name.startswith("experts") for name in layers))]
     confidence = 0.95 if (path or fallback_seen) else 0.7 if path is None else 0.5
@@ -183,8 +186,10 @@ def w4a4_remedy(ctx: Context, scheme: str) -> Remedy:
     return Remedy("switch_to_w4a4", summary, True, why + ".")
 
 
-def _tp_remedy(width: int, tile: int, tp: int, gpus: int) -> Remedy:
-    aligned = [n for n in TP_CHOICES if width % n == 0 and (width // n) % tile == 0]
+def _tp_remedy(width: int, tile: int, tp: int, gpus: int, every: list[int] | None) -> Remedy:
+    """`every`: the sizes at which every layer config.json describes tiles (None: unknown)."""
+    aligned = [n for n in TP_CHOICES if width % n == 0 and (width // n) % tile == 0
+               and (not every or n in every)]
     limit = max(gpus, tp)
     usable = [n for n in aligned if n <= limit]
     if not aligned:
@@ -195,7 +200,8 @@ def _tp_remedy(width: int, tile: int, tp: int, gpus: int) -> Remedy:
                   f"Use --tensor-parallel-size {' or '.join(map(str, usable or aligned))} "
                   f"(this layer then splits into multiples of {tile}).",
                   bool(usable) if gpus else None,
-                  "other layers may still need checking at that size" if usable else
+                  ("every layer config.json describes tiles at that size" if every else
+                   "other layers may still need checking at that size") if usable else
                   f"needs more GPUs than the {gpus} seen")
 
 
