@@ -130,7 +130,8 @@ class LaunchEvent(Event):
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class DiagnosisEvent(Event):
-    """The cause of a launch's failure (of one of its incidents), worked out."""
+    """The cause of a launch's failure (of one of its incidents), worked out; or a latent
+    problem its snapshot shows (no incident, cause `latent_...`)."""
 
     kind: ClassVar[str] = "diagnosis"
     launch: str
