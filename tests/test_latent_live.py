@@ -32,10 +32,11 @@ def _latent_rows(db: Path) -> list[tuple[Any, ...]]:
     """Each launch's latent diagnoses and the MTP modules they name, and what the root
     cause's diagnosis says is ahead."""
     rows = read_only_query(db, """
-        SELECT l.number, d.cause, d.body FROM diagnoses d JOIN launches l ON l.id = d.launch_id
-        ORDER BY ALL""").rows
+        SELECT l.number, d.cause, d.body, d.snapshot_hash = l.snapshot_hash
+        FROM diagnoses d JOIN launches l ON l.id = d.launch_id ORDER BY ALL""").rows
     out = []
-    for number, cause, body in rows:
+    for number, cause, body, same_snapshot in rows:
+        assert same_snapshot, f"{cause}: not recorded with its launch's snapshot"
         data = json.loads(body)
         out.append((number, cause, data["latent"],
                     tuple(data["config"].get("uncovered_bf16", ())),

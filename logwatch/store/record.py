@@ -191,7 +191,9 @@ class ScanRecorder:
                 "id": _id(anchor or launch_id or json.dumps(diag["config"], sort_keys=True),
                           diag["cause"]),
                 "incident_id": anchor, "launch_id": launch_id,
-                "snapshot_hash": incident["snapshot_hash"] if incident else None,
+                "snapshot_hash": incident["snapshot_hash"] if incident else (
+                    report["launches"][diag["launch"]]["snapshot"]
+                    if diag.get("launch") is not None else None),
                 "cause": diag["cause"], "title": diag["title"], "summary": diag["summary"],
                 "confidence": diag["confidence"], "body": json.dumps(diag, sort_keys=True),
                 "recorded": now})
