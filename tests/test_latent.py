@@ -90,6 +90,10 @@ def test_the_whole_demo_keeps_the_mtp_modules_on_the_marlin_launch(library: Libr
     assert marlin["launch"] == 1 and marlin["config"]["latent"] == [LATENT_MTP]
     assert tuple(latent(report, 1)[LATENT_MTP]["config"]["uncovered_bf16"]) == UNCOVERED_MTP
     assert LATENT_MTP not in latent(report, 0)  # the TP=2 restart met it: no longer latent
+    earlier = render_text(report).split("EARLIER LAUNCHES WERE DIAGNOSED")[1]
+    assert "(launch 1): A 640-wide layer split 4 ways gives 160 per rank, not a multiple of " \
+        "Marlin's 64. Also ahead: 11 BF16 MTP module group(s) missing from the ignore list" \
+        in " ".join(earlier.split())
 
 
 def test_a_healthy_so_far_launch_with_an_uncovered_model_is_not_an_all_clear(

@@ -163,8 +163,7 @@ def render_text(report: Mapping[str, Any], colour: bool = False, width: int = 10
     if earlier:
         out += ["", _paint("EARLIER LAUNCHES WERE DIAGNOSED", "1;4", colour)]
         for diag in earlier:
-            out.append(_clip(f"  {diag['title']} (launch {_number(launches, diag)}): "
-                             f"{diag['summary']}", width + 20).replace("\n", " "))
+            out += _earlier_lines(diag, launches, width)
     merged = _merged(incidents, skip=root)
     problems = [i for i in merged if i["severity"] != "info"]
     context = [i for i in merged if i["severity"] == "info"]
@@ -192,6 +191,15 @@ def render_text(report: Mapping[str, Any], colour: bool = False, width: int = 10
     for signature_id, why in (stats.get("disabled_signatures") or {}).items():
         out.append(f"warning: signature {signature_id} was disabled: {why}")
     return "\n".join(out) + "\n"
+
+
+def _earlier_lines(diag: Mapping[str, Any], launches: Sequence[Mapping[str, Any]],
+                   width: int) -> list[str]:
+    """An earlier launch's diagnosis: its title and whole summary (which names the failures
+    that were still ahead of it), wrapped."""
+    text = f"{diag['title']} (launch {_number(launches, diag)}): {diag['summary']}"
+    lines = _wrap(text.replace("\n", " "), width - 4)
+    return ["  " + lines[0]] + ["    " + line for line in lines[1:]]
 
 
 def _index_latent(launches: list[dict[str, Any]], diagnoses: Sequence[Mapping[str, Any]]
