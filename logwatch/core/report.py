@@ -222,10 +222,12 @@ def _latent_headline(report: Mapping[str, Any], focus: int | None) -> list[str]:
     latent = _latent_of(report, focus)
     if not latent:
         return []
-    ahead = "after this failure is fixed" if report["root_cause"] is not None else \
-        "which this log has not reached yet"
-    return [f"{len(latent)} latent problem(s) in the configuration, {ahead}: "
-            + "; ".join(d["title"] for d in latent) + " (see LATENT PROBLEMS)."]
+    if report["root_cause"] is not None:
+        head = f"{len(latent)} latent problem(s) in the configuration, after this failure is fixed"
+    else:  # no failure yet is not an all-clear
+        head = (f"Not an all-clear: {len(latent)} latent problem(s) in the configuration, "
+                "which this log has not reached yet")
+    return [head + ": " + "; ".join(d["title"] for d in latent) + " (see LATENT PROBLEMS)."]
 
 
 def _latent_section(report: Mapping[str, Any], focus: int | None, colour: bool,
