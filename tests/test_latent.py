@@ -194,3 +194,20 @@ def test_quark_mxfp4_is_emulated_not_sent_through_marlin() -> None:
                              gpu=GpuFacts(capability=90))
     assert snapshot.model is not None and snapshot.model.quant.method == "quark"
     assert {d.cause for d in latent_problems(snapshot)} & {LATENT_FP4, LATENT_MARLIN} == set()
+
+
+def test_an_unknown_gpu_makes_the_marlin_split_conditional(tmp_path: Path,
+                                                           library: Library) -> None:
+    marlin = latent(scan(tmp_path, TP4_START, library, model_dir=UNCOVERED))[LATENT_MARLIN]
+    assert marlin["config"]["marlin_path"] is None
+    assert marlin["summary"].startswith("If this GPU has no native kernel for the scheme")
+    assert marlin["confidence"] < 0.9
+
+
+def test_an_integer_checkpoint_marlin_refuses_falls_back_rather_than_fails() -> None:
+    snapshot = take_snapshot(argv=f"vllm serve {MODELS / 'qwen2.5-72b-gptq-int4'} -tp 8",
+                             gpu=GpuFacts(capability=90))
+    marlin = next(d for d in latent_problems(snapshot) if d.cause == LATENT_MARLIN)
+    assert "falls back to a slower kernel" in marlin.summary
+    assert marlin.config["layers"] == ["mlp gate_up_proj", "mlp down_proj"]
+    assert marlin.config["aligned_tensor_parallel"] == [1]
