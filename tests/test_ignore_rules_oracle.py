@@ -10,7 +10,6 @@ table of cases, and their answer is compared with logwatch's model."""
 from __future__ import annotations
 
 import fnmatch
-import re
 from collections.abc import Callable
 from types import MappingProxyType, SimpleNamespace
 from typing import Any
@@ -18,8 +17,15 @@ from typing import Any
 import pytest
 import regex
 
-from logwatch.core.ignore_rules import (ERROR, FUSED, MATRIX, QUANTIZED, UNQUANTIZED,
-                                        Release, release_text)
+from logwatch.core.ignore_rules import (
+    ERROR,
+    FUSED,
+    MATRIX,
+    QUANTIZED,
+    UNQUANTIZED,
+    Release,
+    release_text,
+)
 from logwatch.core.layer_outcome import IgnoreRules, outcome, vllm_layer
 from tests import vllm_sources as vs
 
@@ -47,7 +53,7 @@ CASES: list[tuple[str, tuple[str, ...]]] = [
         (f"{DS_MTP}.self_attn.q_a_proj", [f"{DS_MTP}.self_attn.q_a_proj",
                                           f"{DS_MTP}.self_attn.kv_a_proj_with_mqa"]),
         (f"{DS_MTP}.self_attn.q_a_proj", [f"{DS_MTP}.self_attn.fused_qkv_a_proj"]),
-        (f"{DS_MTP}.self_attn.q_a_proj", [rf"re:^model\.layers\.61\."]),
+        (f"{DS_MTP}.self_attn.q_a_proj", [r"re:^model\.layers\.61\."]),
         (f"{DS_MTP}.self_attn.q_a_proj", [f"{DS_MTP}.*"]),
         (f"{DS_MTP}.mlp.shared_experts.down_proj", [f"{DS_MTP}.mlp.shared_experts"]),
         ("language_model.model.layers.0.mlp.down_proj", ["model.layers.0.mlp.down_proj"]),
@@ -196,9 +202,9 @@ def ct_oracle(release: str) -> Callable[[str, tuple[str, ...]], str]:
                                 "compressed_tensors_moe.py",
                                 QDIR + "compressed_tensors/compressed_tensors_moe.py")
                     if vs.read_source(release, p))
-    get_moe_method = _load(release, moe_file, ["CompressedTensorsMoEMethod.get_moe_method"],
-                           moe_ns, stand_ins=True,
-                           cut=("UnquantizedFusedMoEMethod", "QuantizedMoEMethod"))["CompressedTensorsMoEMethod.get_moe_method"]
+    moe_name = "CompressedTensorsMoEMethod.get_moe_method"
+    get_moe_method = _load(release, moe_file, [moe_name], moe_ns, stand_ins=True,
+                           cut=("UnquantizedFusedMoEMethod", "QuantizedMoEMethod"))[moe_name]
     ns["CompressedTensorsMoEMethod"] = SimpleNamespace(get_moe_method=get_moe_method)
     get_quant_method = _load(release, QDIR + "compressed_tensors/compressed_tensors.py",
                              ["CompressedTensorsConfig.get_quant_method"], ns,
@@ -248,5 +254,48 @@ def test_quark_matches_vllm(release: str) -> None:
     oracle = quark_oracle(release)
     wrong = [(m, e, got, want) for m, e in CASES
              if (got := outcome(IgnoreRules("quark", e), _release(release), m))
+             != (want := oracle(m, e))]
+    assert wrong == []
+
+
+MODELOPT_CLASSES = {"modelopt": "ModelOptFp8Config", "modelopt_fp4": "ModelOptNvFp4Config"}
+
+
+def modelopt_oracle(release: str, method: str) -> Callable[[str, tuple[str, ...]], str]:
+    ns = _dispatch_ns(release)
+    _load(release, QDIR + "utils/quant_utils.py", ["is_layer_skipped"], ns, stand_ins=True)
+    path = QDIR + "modelopt.py"
+    functions = {}
+    for name in ("get_quant_method", "is_layer_excluded"):
+        for owner in (MODELOPT_CLASSES[method], "ModelOptQuantConfigBase"):
+            found = _load(release, path, [f"{owner}.{name}"], ns, stand_ins=True)
+            if found.get(f"{owner}.{name}") is not None:
+                functions[name] = found[f"{owner}.{name}"]
+                break
+    get_quant_method, excluded = functions["get_quant_method"], functions.get(
+        "is_layer_excluded")
+    rel = _release(release)
+
+    def run(module: str, entries: tuple[str, ...]) -> str:
+        layer_name, moe = vllm_layer(module)
+        config = vs.stub(MODELOPT_CLASSES[method])()
+        config.exclude_modules = list(entries)
+        config.packed_modules_mapping = FUSED_MAPPING
+        config.quant_method = method
+        if excluded is not None:
+            config.is_layer_excluded = lambda prefix, *rest: excluded(config, prefix, *rest)
+        layer = MoeLayer() if moe else LinearLayer()
+        return _run(lambda: get_quant_method(config, layer, layer_name), moe, rel)
+    return run
+
+
+@pytest.mark.parametrize("method", sorted(MODELOPT_CLASSES))
+@pytest.mark.parametrize("release", RELEASES)
+def test_modelopt_matches_vllm(release: str, method: str) -> None:
+    if release not in AVAILABLE:
+        pytest.skip(NO_SOURCES)
+    oracle = modelopt_oracle(release, method)
+    wrong = [(m, e, got, want) for m, e in CASES
+             if (got := outcome(IgnoreRules(method, e), _release(release), m))
              != (want := oracle(m, e))]
     assert wrong == []

@@ -143,7 +143,7 @@ def cut_after(node: ast.FunctionDef, marker: str, returns: str) -> None:
     call = ast.Call(func=ast.Call(func=ast.Name("__stub__", ast.Load()),
                                   args=[ast.Constant(returns)], keywords=[]),
                     args=[], keywords=[])
-    node.body = body + [ast.Return(value=call)]
+    node.body = [*body, ast.Return(value=call)]
 
 
 def load_function(source: str, qualname: str, namespace: dict[str, Any],

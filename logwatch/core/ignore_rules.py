@@ -30,11 +30,10 @@ import regex
 Release = tuple[int, int, int]
 QUANTIZED, UNQUANTIZED, ERROR = "quantized", "unquantized", "error"
 # The releases whose sources the rules were checked against (tests/test_ignore_rules_oracle.py).
-MATRIX: tuple[Release, ...] = tuple(
-    tuple(int(p) for p in v.split(".")) for v in (  # type: ignore[misc]
-        "0.8.5 0.9.2 0.10.0 0.10.2 0.11.0 0.11.1 0.11.2 0.12.0 0.13.0 0.14.1 0.16.0 0.17.1 "
-        "0.18.1 0.19.1 0.20.2 0.21.0 0.22.1 0.23.0 0.24.0 0.25.1 0.26.0 0.27.1 0.28.0 0.29.0 "
-        "0.30.0 0.31.0 0.32.0 0.33.0").split())
+MATRIX_TEXT = ("0.8.5", "0.9.2", "0.10.0", "0.10.2", "0.11.0", "0.11.1", "0.11.2", "0.12.0",
+               "0.13.0", "0.14.1", "0.16.0", "0.17.1", "0.18.1", "0.19.1", "0.20.2", "0.21.0",
+               "0.22.1", "0.23.0", "0.24.0", "0.25.1", "0.26.0", "0.27.1", "0.28.0", "0.29.0",
+               "0.30.0", "0.31.0", "0.32.0", "0.33.0")
 # Checkpoint shards of the layers vLLM fuses (packed_modules_mapping of the models in scope).
 FUSED: Mapping[str, tuple[str, ...]] = {
     "qkv_proj": ("q_proj", "k_proj", "v_proj"), "gate_up_proj": ("gate_proj", "up_proj"),
@@ -57,8 +56,16 @@ def parse_release(text: str | None) -> Release | None:
     return int(found.group(1)), int(found.group(2)), int(found.group(3) or 0)
 
 
+def _matrix() -> tuple[Release, ...]:
+    releases = [parse_release(text) for text in MATRIX_TEXT]
+    return tuple(r for r in releases if r is not None)
+
+
 def release_text(release: Release) -> str:
     return ".".join(map(str, release))
+
+
+MATRIX = _matrix()
 
 
 def _rx(pattern: str, name: str) -> bool:
@@ -102,9 +109,11 @@ def ct_quark_layer_ignored(method: str, release: Release, layer: str,
     return _all_or_none(layer, [any(_eq_or_re(s, e) for e in entries) for s in shards])
 
 
-def modelopt_layer_skipped(release: Release, layer: str, entries: Sequence[str]) -> bool:
-    """`is_layer_skipped` (quant_utils) in its default exact mode."""
-    shards = _shards(layer)
+def modelopt_layer_skipped(release: Release, layer: str, entries: Sequence[str],
+                           fused: bool = True) -> bool:
+    """`is_layer_skipped` (quant_utils) in its default exact mode; `fused`: whether the
+    caller passes the fused-layer table (without it a shard entry never matches)."""
+    shards = _shards(layer) if fused else None
     if shards is not None and release >= (0, 24, 0) and layer in entries:
         return True
     if shards is not None:
@@ -141,15 +150,16 @@ def modelopt_layer_excluded(method: str, release: Release, layer: str,
     if method == "modelopt":  # FP8
         if release < (0, 10, 0):
             return False
-        if release < (0, 11, 0):
-            return any(e in layer or (layer.startswith("language_model.")
-                                      and e in layer.removeprefix("language_model."))
-                       for e in entries)
-        return modelopt_layer_skipped(release, layer, entries) or _substring(layer, entries)
+        substring = _substring(layer, entries)
+        if release < (0, 11, 0):  # a plain substring test, the layer's own name included
+            substring = substring or layer in entries
+        if release < (0, 10, 2):
+            return substring
+        return modelopt_layer_skipped(release, layer, entries) or substring
+    skipped = modelopt_layer_skipped(release, layer, entries, fused=release >= (0, 10, 2))
     if release < (0, 9, 0):
-        return modelopt_layer_skipped(release, layer, entries)
-    return modelopt_layer_skipped(release, layer, entries) or _dot_star_glob(
-        layer, entries, need_wildcard=release >= (0, 11, 0))
+        return skipped
+    return skipped or _dot_star_glob(layer, entries, need_wildcard=release >= (0, 11, 0))
 
 
 def gptq_layer_quantized(release: Release, layer: str, dynamic: Mapping[str, object],

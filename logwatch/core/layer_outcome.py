@@ -16,10 +16,21 @@ import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
-from logwatch.core.ignore_rules import (ERROR, MATRIX, MODELOPT, QUANTIZED, SHARD_TO_FUSED,
-                                        UNQUANTIZED, MixedShards, Release, awq_layer_skipped,
-                                        ct_quark_layer_ignored, gptq_layer_quantized,
-                                        modelopt_layer_excluded, release_text)
+from logwatch.core.ignore_rules import (
+    ERROR,
+    MATRIX,
+    MODELOPT,
+    QUANTIZED,
+    SHARD_TO_FUSED,
+    UNQUANTIZED,
+    MixedShards,
+    Release,
+    awq_layer_skipped,
+    ct_quark_layer_ignored,
+    gptq_layer_quantized,
+    modelopt_layer_excluded,
+    release_text,
+)
 
 _EXPERT_CHILD = re.compile(r"^(.*\.experts)\.\d+\.[^.]+$")
 MOE_PROJECTIONS = ("gate_proj", "up_proj", "down_proj")
@@ -83,7 +94,7 @@ def _moe(rules: IgnoreRules, release: Release, layer: str) -> str:
         if release < (0, 12, 0):
             # the MoE method never reads the list; until 0.10.0 an entry naming the layer
             # itself got it an unquantized *linear* method, which the MoE layer refuses
-            ignored = release < (0, 10, 1) and ct_quark_layer_ignored(method, release, layer,
+            ignored = release < (0, 10, 2) and ct_quark_layer_ignored(method, release, layer,
                                                                      entries)
             return ERROR if ignored else QUANTIZED
         flags = [ct_quark_layer_ignored(method, release, f"{layer}.0.{p}", entries)
