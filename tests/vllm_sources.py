@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import ast
 import builtins
+import copy
 import functools
 import io
 import os
@@ -110,9 +111,15 @@ def _strip(node: ast.AST) -> ast.AST:
     return node
 
 
+@functools.lru_cache(maxsize=256)
+def _parsed(source: str) -> ast.Module:
+    return ast.parse(source)
+
+
 def find_def(source: str, qualname: str) -> ast.FunctionDef | None:
-    """`name` at module level or `Class.name` (the first class defining it when Class is *)."""
-    tree = ast.parse(source)
+    """`name` at module level or `Class.name` (the first class defining it when Class is *);
+    a copy, free to change."""
+    tree = _parsed(source)
     owner, _, name = qualname.rpartition(".")
     bodies: list[list[ast.stmt]] = [tree.body] if not owner else [
         c.body for c in tree.body if isinstance(c, ast.ClassDef)
@@ -120,7 +127,7 @@ def find_def(source: str, qualname: str) -> ast.FunctionDef | None:
     for body in bodies:
         for node in body:
             if isinstance(node, ast.FunctionDef) and node.name == name:
-                return node
+                return copy.deepcopy(node)
     return None
 
 

@@ -68,6 +68,21 @@ def release_text(release: Release) -> str:
 MATRIX = _matrix()
 
 
+def release_ranges(chosen: Sequence[Release], among: Sequence[Release]) -> list[str]:
+    """`chosen` as runs of consecutive releases of `among`: ["0.16.0-0.25.1", "0.33.0"]."""
+    runs: list[list[Release]] = []
+    previous = -2
+    for index, release in enumerate(among):
+        if release in chosen:
+            if index == previous + 1 and runs:
+                runs[-1].append(release)
+            else:
+                runs.append([release])
+            previous = index
+    return [release_text(r[0]) if len(r) == 1 else f"{release_text(r[0])}-{release_text(r[-1])}"
+            for r in runs]
+
+
 def _rx(pattern: str, name: str) -> bool:
     try:
         return regex.match(pattern, name, timeout=PATTERN_TIMEOUT_S) is not None

@@ -6,7 +6,8 @@ A checkpoint module maps to the layer vLLM builds: a shard (`q_proj`) to its fus
 (`...experts`), whose method every expert shares. Then the method's rules of that release
 (core.ignore_rules), and the layers some models build unquantized whatever the list says:
 the MTP `eh_proj` of DeepSeek/GLM (a plain torch Linear), `shared_head.head` under
-compressed-tensors and Quark (their configs quantize linear layers only), and `mtp.fc` of
+compressed-tensors and Quark (their configs quantize linear layers only) and under ModelOpt
+before 0.23 (no method for an LM head), and `mtp.fc` of
 Qwen3.5 (from 0.20) and Qwen3-Next (from 0.25) under ModelOpt NVFP4.
 """
 
@@ -34,6 +35,7 @@ from logwatch.core.ignore_rules import (
 
 _EXPERT_CHILD = re.compile(r"^(.*\.experts)\.\d+\.[^.]+$")
 MOE_PROJECTIONS = ("gate_proj", "up_proj", "down_proj")
+HEADS = ("shared_head.head", "lm_head")
 # (model_type prefix, first release) where `mtp.fc` is built unquantized under modelopt_fp4
 FC_FORCED_UNQUANTIZED = (("qwen3_5", (0, 20, 0)), ("qwen3_next", (0, 25, 0)))
 
@@ -64,7 +66,10 @@ def _fixed(rules: IgnoreRules, release: Release, module: str) -> str | None:
     leaf = module.rsplit(".", 1)[-1]
     if leaf == "eh_proj":
         return UNQUANTIZED
-    if module.endswith("shared_head.head") and rules.method in ("compressed-tensors", "quark"):
+    # a ParallelLMHead: compressed-tensors and Quark configs targeting Linear never match
+    # it; ModelOpt quantizes it from 0.23, before it got no method at all
+    if module.endswith(HEADS) and (rules.method in ("compressed-tensors", "quark") or (
+            rules.method in MODELOPT and release < (0, 23, 0))):
         return UNQUANTIZED
     if rules.method == "modelopt_fp4" and re.fullmatch(r"(model\.)?mtp\.fc", module):
         for prefix, first in FC_FORCED_UNQUANTIZED:

@@ -12,10 +12,12 @@ from __future__ import annotations
 import re
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
-from logwatch.core.ignore import ignored_by
+from logwatch.core.ignore_rules import ERROR, QUANTIZED, UNQUANTIZED, Release, release_ranges
+from logwatch.core.layer_outcome import IgnoreRules, outcome
+from logwatch.core.releases import candidate_releases
 
 QUANT_PARAMS = ("weight_packed", "weight_scale", "weight_scale_2", "weight_global_scale",
                 "input_global_scale", "input_scale", "weight_scale_inv", "weight_zero_point",
@@ -29,12 +31,27 @@ _EXPERT = re.compile(r"\.experts\.\d+\.")
 class MtpModule:
     name: str  # checkpoint module name, e.g. "mtp.fc" or "model.layers.61.eh_proj"
     stored: str  # "quantized" or "bf16"
-    ignored_by: str | None  # the ignore entry that covers it
+    ignored_by: str | None  # the entry that keeps it unquantized on the newest release
+    # outcome -> the releases (of those that run the model) where vLLM builds it so
+    built: tuple[tuple[str, tuple[Release, ...]], ...] = ()
+
+    def outcomes(self, release: Release | None, rules: IgnoreRules) -> set[str]:
+        """How vLLM builds it: at `release`, or every way across the candidate releases."""
+        if release is not None:
+            return {outcome(rules, release, self.name)}
+        return {built for built, _ in self.built}
+
+    def mismatched_at(self, release: Release | None, rules: IgnoreRules) -> bool:
+        """vLLM builds it (or may, when the release is unknown) in a precision other than
+        the one it is stored in, or refuses the model over it."""
+        built = self.outcomes(release, rules)
+        wrong = {QUANTIZED, ERROR} if self.stored == "bf16" else {UNQUANTIZED, ERROR}
+        return bool(built & wrong)
 
     @property
     def mismatched(self) -> bool:
-        """vLLM will build it in a precision other than the one it is stored in."""
-        return (self.stored == "bf16") == (self.ignored_by is None)
+        return (self.stored == "bf16" and any(b != UNQUANTIZED for b, _ in self.built)) or (
+            self.stored == "quantized" and any(b != QUANTIZED for b, _ in self.built))
 
 
 @dataclass(frozen=True, slots=True)
@@ -43,32 +60,45 @@ class MtpLayout:
     layers: int  # num_nextn_predict_layers / mtp_num_hidden_layers
     first_layer: int | None  # N for the extra_layers layout
     modules: tuple[MtpModule, ...]
+    rules: IgnoreRules = field(default_factory=lambda: IgnoreRules(None))
+    releases: tuple[Release, ...] = ()  # the releases that run this architecture
+
+    def uncovered_at(self, release: Release | None) -> tuple[str, ...]:
+        """BF16 modules vLLM builds quantized (or fails on) at `release`; with the release
+        unknown, those it does on at least one candidate release."""
+        return collapse_experts(m.name for m in self.modules if m.stored == "bf16"
+                                and m.mismatched_at(release, self.rules))
+
+    def ignored_quantized_at(self, release: Release | None) -> tuple[str, ...]:
+        return collapse_experts(m.name for m in self.modules if m.stored == "quantized"
+                                and m.mismatched_at(release, self.rules))
+
+    def covered_at(self, release: Release | None) -> bool:
+        return not any(m.mismatched_at(release, self.rules) for m in self.modules)
 
     @property
     def uncovered_bf16(self) -> tuple[str, ...]:
-        """BF16 modules the ignore list misses: vLLM builds them quantized (garbage draft)."""
-        return collapse_experts(m.name for m in self.modules
-                                if m.stored == "bf16" and m.ignored_by is None)
+        """BF16 modules the ignore list may miss: vLLM builds them quantized (garbage draft)
+        on at least one release that runs the model."""
+        return self.uncovered_at(None)
 
     @property
     def ignored_quantized(self) -> tuple[str, ...]:
         """Quantized modules the ignore list names: vLLM builds them unquantized."""
-        return collapse_experts(m.name for m in self.modules
-                                if m.stored == "quantized" and m.ignored_by is not None)
+        return self.ignored_quantized_at(None)
 
     @property
     def covered(self) -> bool:
-        return not any(m.mismatched for m in self.modules)
+        return self.covered_at(None)
 
-    def suggested_entries(self) -> tuple[str, ...]:
-        """Ignore entries that cover the uncovered BF16 modules, in vLLM's `re:` form."""
-        if not self.uncovered_bf16:
-            return ()
-        if self.layout == "mtp_prefix":
-            return (r"re:^mtp\.",)
-        assert self.first_layer is not None
-        return tuple(rf"re:^model\.layers\.{n}\." for n in
-                     range(self.first_layer, self.first_layer + max(self.layers, 1)))
+    def differing_releases(self) -> dict[str, list[str]]:
+        """When the coverage depends on the release: 'covered' / 'NOT covered' -> ranges."""
+        split: dict[str, list[Release]] = {}
+        for release in self.releases:
+            key = "covered" if self.covered_at(release) else "NOT covered"
+            split.setdefault(key, []).append(release)
+        return {k: release_ranges(v, self.releases) for k, v in split.items()} \
+            if len(split) > 1 else {}
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -78,16 +108,21 @@ class MtpLayout:
             "ignored_quantized": list(self.ignored_quantized),
             "stored": {s: sum(1 for m in self.modules if m.stored == s)
                        for s in ("quantized", "bf16")},
+            "coverage_by_release": self.differing_releases(),
             "module_list": self.module_table(),
         }
 
     def module_table(self) -> list[dict[str, Any]]:
-        """Every MTP module (experts collapsed), how it is stored, what ignores it."""
+        """Every MTP module (experts collapsed), how it is stored, what ignores it, and how
+        vLLM builds it (outcome -> release ranges) when that depends on the release."""
         rows: dict[str, dict[str, Any]] = {}
         for module in self.modules:
             name = collapse_experts([module.name])[0]
-            rows.setdefault(name, {"module": name, "stored": module.stored,
-                                   "ignored_by": module.ignored_by})
+            row: dict[str, Any] = {"module": name, "stored": module.stored,
+                                   "ignored_by": module.ignored_by}
+            if len(module.built) > 1:
+                row["built"] = {b: release_ranges(r, self.releases) for b, r in module.built}
+            rows.setdefault(name, row)
         return list(rows.values())
 
 
@@ -131,9 +166,20 @@ def _is_linear(module: str, params: set[str]) -> bool:
     return bool(params & set(QUANT_PARAMS)) or "weight" in params
 
 
-def mtp_layout(config: dict[str, Any], tensor_names: Sequence[str], ignore: Sequence[str],
-               method: str | None) -> MtpLayout | None:
-    """The draft's modules and their coverage; None when the checkpoint has no MTP layers."""
+def covering_entry(rules: IgnoreRules, release: Release, module: str) -> str | None:
+    """The first entry that on its own keeps `module` unquantized at `release`."""
+    for entry in rules.entries:
+        alone = IgnoreRules(rules.method, (entry,), model_type=rules.model_type)
+        if outcome(alone, release, module) == UNQUANTIZED and outcome(
+                IgnoreRules(rules.method, (), model_type=rules.model_type), release,
+                module) != UNQUANTIZED:
+            return entry
+    return None
+
+
+def mtp_layout(config: dict[str, Any], tensor_names: Sequence[str],
+               rules: IgnoreRules) -> MtpLayout | None:
+    """The draft's modules and how each release builds them; None without MTP layers."""
     layers = mtp_layer_count(config)
     hidden = text_config(config).get("num_hidden_layers")
     modules = _modules(tensor_names)
@@ -149,11 +195,18 @@ def mtp_layout(config: dict[str, Any], tensor_names: Sequence[str], ignore: Sequ
                 draft[m] = p
     else:
         return None
+    releases = candidate_releases(config.get("architectures") or ())
+    newest = releases[-1]
     found_modules = []
     for name in sorted(draft):
         params = draft[name]
         if not _is_linear(name, params):
             continue
         stored = "quantized" if params & set(QUANT_PARAMS) else "bf16"
-        found_modules.append(MtpModule(name, stored, ignored_by(name, ignore, method)))
-    return MtpLayout(layout, layers, first, tuple(found_modules))
+        by_outcome: dict[str, list[Release]] = {}
+        for release in releases:
+            by_outcome.setdefault(outcome(rules, release, name), []).append(release)
+        found_modules.append(MtpModule(name, stored, covering_entry(rules, newest, name),
+                                       tuple((k, tuple(v)) for k, v in by_outcome.items())))
+    return MtpLayout(layout, layers, first, tuple(found_modules), rules, releases)
+

@@ -118,7 +118,8 @@ def model_facts(path: str, config: dict[str, Any], tensor_names: Sequence[str],
         model_type=str(effective_config.get("model_type") or "") or None,
         num_hidden_layers=layers if isinstance(layers, int) else None, dims=dims,
         quant=quant, effective_ignore=quant.ignore, ignore_replaced=replaced,
-        mtp=mtp_layout(effective_config, tensor_names, quant.ignore, quant.method),
+        mtp=mtp_layout(effective_config, tensor_names, quant.ignore_rules(
+            str(text.get("model_type") or effective_config.get("model_type") or "") or None)),
         tensor_count=len(tensor_names), problems=tuple(problems), files=dict(files or {}))
 
 
