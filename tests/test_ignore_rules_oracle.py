@@ -26,9 +26,16 @@ from logwatch.core.ignore_rules import (
     Release,
     release_text,
 )
-from logwatch.core.layer_outcome import IgnoreRules, outcome, vllm_layer
+from logwatch.core.layer_outcome import FC_FORCED_UNQUANTIZED, IgnoreRules, outcome, vllm_layer
+from logwatch.core.mtp import collapse_experts
+from logwatch.core.mtp_coverage import suggest_mtp_entries, uncovered_mtp_modules
+from logwatch.core.snapshot import build_snapshot
+from logwatch.host.model_dir import read_model_dir
 from tests import vllm_sources as vs
+from tests.conftest import ROOT
 
+# Each test loads and runs a release's sources: seconds on a busy machine.
+pytestmark = pytest.mark.slow
 QDIR = "vllm/model_executor/layers/quantization/"
 FUSED_MAPPING = {k: list(v) for k, v in FUSED.items()}
 RELEASES = [release_text(r) for r in MATRIX]
@@ -65,8 +72,7 @@ CASES: list[tuple[str, tuple[str, ...]]] = [
         (f"{MTP_MOE}.3.down_proj", [f"{MTP_MOE}.0.gate_proj", f"{MTP_MOE}.0.up_proj",
                                     f"{MTP_MOE}.0.down_proj"]),
     ]]
-# LM heads: compared for ModelOpt only (compressed-tensors' scheme lookup for a head is off
-# the isolated path: its `Linear` target never matches the ParallelLMHead class)
+# LM heads (a ParallelLMHead, not a LinearBase)
 HEAD_CASES = [(f"{DS_MTP}.shared_head.head", ()), (f"{DS_MTP}.shared_head.head",
                                                     (f"{DS_MTP}.shared_head*",))]
 
@@ -100,6 +106,20 @@ def ct_should_ignore(release: str) -> Callable[..., Any]:
     return function
 
 
+TARGETS = ["Linear", "FusedMoE"]  # a config group targeting Linear; vLLM adds FusedMoE
+
+
+def ct_find_matched_target(release: str) -> Callable[..., Any]:
+    ns = _common(release)
+    _config_utils(release, ns)
+    found = _load(release, QDIR + "compressed_tensors/utils.py",
+                  ["find_matched_target", "_find_first_match", "_match_fused_layer",
+                   "_is_equal_or_regex_match"], ns)
+    function = found["find_matched_target"]
+    assert function is not None
+    return function
+
+
 def quark_should_ignore(release: str) -> Callable[..., Any]:
     ns = _common(release)
     _config_utils(release, ns)
@@ -128,7 +148,7 @@ class Attention:
     pass
 
 
-class MoeLayer(RoutedExperts, vs.Stub):
+class FusedMoELayer(RoutedExperts, vs.Stub):
     ckpt_gate_proj_name, ckpt_up_proj_name, ckpt_down_proj_name = MOE = (
         "gate_proj", "up_proj", "down_proj")
 
@@ -145,7 +165,7 @@ class HeadLayer(PARALLEL_LM_HEAD):  # type: ignore[misc, valid-type]
 
 
 def _layer(name: str, moe: bool) -> Any:
-    return MoeLayer() if moe else HeadLayer() if name.endswith("head") else LinearLayer()
+    return FusedMoELayer() if moe else HeadLayer() if name.endswith("head") else LinearLayer()
 
 
 def _dispatch_ns(release: str) -> dict[str, Any]:
@@ -204,7 +224,7 @@ def quark_oracle(release: str) -> Callable[[str, tuple[str, ...]], str]:
         config.get_scheme_cls = lambda *a, **k: (None, None, vs.stub("QuarkScheme"))
         if target is not None:
             config.get_quant_method_target = lambda p, t: target(config, p, t)
-        layer = MoeLayer() if moe else LinearLayer()
+        layer = _layer(layer_name, moe)
         return _run(lambda: get_quant_method(config, layer, layer_name), moe, rel)
     return run
 
@@ -212,6 +232,7 @@ def quark_oracle(release: str) -> Callable[[str, tuple[str, ...]], str]:
 def ct_oracle(release: str) -> Callable[[str, tuple[str, ...]], str]:
     ns = _dispatch_ns(release)
     should_ignore = ns["should_ignore_layer"] = ct_should_ignore(release)
+    find_target = ct_find_matched_target(release)
     moe_ns = _dispatch_ns(release)
     moe_file = next(p for p in (QDIR + "compressed_tensors/compressed_tensors_moe/"
                                 "compressed_tensors_moe.py",
@@ -235,13 +256,17 @@ def ct_oracle(release: str) -> Callable[[str, tuple[str, ...]], str]:
         config.target_scheme_map = {"Linear": {"weights": vs.stub("QuantizationArgs")(),
                                                "input_activations": None}}
 
-        # stand-in for the scheme lookup: its first step is should_ignore_layer
+        # stand-in for the scheme lookup: should_ignore_layer, then the target, as vLLM's
+        # get_scheme / get_scheme_dict do (the scheme object itself is off the pure path)
         def scheme(layer: Any = None, layer_name: str | None = None, *a: Any) -> Any:
             ignored = should_ignore(layer_name, ignore=config.ignore,
                                     fused_mapping=config.packed_modules_mapping)
-            return None if ignored else config.target_scheme_map["Linear"]
+            if ignored:
+                return None
+            target = find_target(layer_name, layer, TARGETS, config.packed_modules_mapping)
+            return None if target is None else config.target_scheme_map["Linear"]
         config.get_scheme = config.get_scheme_dict = scheme
-        layer = MoeLayer() if moe else LinearLayer()
+        layer = _layer(layer_name, moe)
         return _run(lambda: get_quant_method(config, layer, layer_name), moe, rel)
     return run
 
@@ -257,7 +282,7 @@ def test_compressed_tensors_matches_vllm(release: str) -> None:
         pytest.skip(NO_SOURCES)
     oracle = ct_oracle(release)
     rules = lambda entries: IgnoreRules("compressed-tensors", entries)  # noqa: E731
-    wrong = [(m, e, got, want) for m, e in CASES
+    wrong = [(m, e, got, want) for m, e in CASES + HEAD_CASES
              if (got := outcome(rules(e), _release(release), m)) != (want := oracle(m, e))]
     assert wrong == []
 
@@ -267,7 +292,7 @@ def test_quark_matches_vllm(release: str) -> None:
     if release not in AVAILABLE:
         pytest.skip(NO_SOURCES)
     oracle = quark_oracle(release)
-    wrong = [(m, e, got, want) for m, e in CASES
+    wrong = [(m, e, got, want) for m, e in CASES + HEAD_CASES
              if (got := outcome(IgnoreRules("quark", e), _release(release), m))
              != (want := oracle(m, e))]
     assert wrong == []
@@ -314,3 +339,65 @@ def test_modelopt_matches_vllm(release: str, method: str) -> None:
              if (got := outcome(IgnoreRules(method, e), _release(release), m))
              != (want := oracle(m, e))]
     assert wrong == []
+
+
+class PlainLinear(vs.Stub):
+    """torch's nn.Linear: no LinearBase, so no quantization config is asked about it."""
+
+
+def _oracle_for(method: str, release: str) -> Callable[[str, tuple[str, ...]], str]:
+    if method == "compressed-tensors":
+        return ct_oracle(release)
+    if method == "quark":
+        return quark_oracle(release)
+    return modelopt_oracle(release, method)
+
+
+SAMPLES = ROOT / "samples" / "models"
+MTP_SAMPLES = ["qwen3.6-35b-a3b-nvfp4-mtp-uncovered", "qwen3.6-35b-a3b-nvfp4-mtp-covered",
+               "glm-5.2-quark-mxfp4", "deepseek-v3-modelopt-nvfp4-legacy"]
+
+
+@pytest.mark.parametrize("sample", MTP_SAMPLES)
+def test_sample_snapshots_agree_with_vllm_on_every_release(sample: str) -> None:
+    """`snapshot show` and the diagnosis read uncovered_mtp_modules: for each release that runs
+    the sample's architecture, it names exactly the BF16 MTP modules vLLM's own dispatch
+    builds quantized (or fails on); the ignore-list remedy it offers covers them there."""
+    if not AVAILABLE:
+        pytest.skip(NO_SOURCES)
+    facts, problems = read_model_dir(SAMPLES / sample)
+    assert facts is not None and facts.mtp is not None and problems == []
+    method, entries = facts.quant.method, facts.quant.ignore
+    assert method is not None
+    checked = 0
+    for release in (r for r in facts.mtp.releases if release_text(r) in AVAILABLE):
+        oracle = _oracle_for(method, release_text(release))
+        bf16 = [m.name for m in facts.mtp.modules if m.stored == "bf16"]
+        want = collapse_experts(m for m in bf16 if _sample_outcome(
+            oracle, method, release, m, entries, facts.model_type) != UNQUANTIZED)
+        snapshot = build_snapshot(model=facts, vllm_version=release_text(release))
+        assert uncovered_mtp_modules(snapshot) == want, release
+        suggestion = suggest_mtp_entries(snapshot, facts.quant.ignore_key or "ignore")
+        if suggestion is not None and suggestion.covers:
+            more = entries + suggestion.entries
+            assert all(_sample_outcome(oracle, method, release, m, more, facts.model_type)
+                       == UNQUANTIZED for m in bf16), (release, suggestion.entries)
+            assert not any(e.startswith("re:") for e in suggestion.entries) or \
+                not method.startswith("modelopt")
+        checked += 1
+    assert checked
+
+
+def _sample_outcome(oracle: Callable[[str, tuple[str, ...]], str], method: str,
+                    release: Release, module: str, entries: tuple[str, ...],
+                    model_type: str | None) -> str:
+    """vLLM's answer for one sample module: the model file decides first (an nn.Linear
+    `eh_proj`; `mtp.fc` built without a quant config, tests/test_ignore_rules_sources.py),
+    then the quantization config's dispatch."""
+    if module.endswith(".eh_proj"):
+        return classify(None, False, release)  # PlainLinear: never asked
+    forced = [first for prefix, first in FC_FORCED_UNQUANTIZED
+              if (model_type or "").startswith(prefix)]
+    if module == "mtp.fc" and method == "modelopt_fp4" and forced and release >= forced[0]:
+        return UNQUANTIZED
+    return oracle(module, entries)

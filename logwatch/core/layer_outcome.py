@@ -8,7 +8,7 @@ A checkpoint module maps to the layer vLLM builds: a shard (`q_proj`) to its fus
 the MTP `eh_proj` of DeepSeek/GLM (a plain torch Linear), `shared_head.head` under
 compressed-tensors and Quark (their configs quantize linear layers only) and under ModelOpt
 before 0.23 (no method for an LM head), and `mtp.fc` of
-Qwen3.5 (from 0.20) and Qwen3-Next (from 0.25) under ModelOpt NVFP4.
+Qwen3.5 (from 0.20.2) and Qwen3-Next (from 0.25.1) under ModelOpt NVFP4.
 """
 
 from __future__ import annotations
@@ -37,7 +37,7 @@ _EXPERT_CHILD = re.compile(r"^(.*\.experts)\.\d+\.[^.]+$")
 MOE_PROJECTIONS = ("gate_proj", "up_proj", "down_proj")
 HEADS = ("shared_head.head", "lm_head")
 # (model_type prefix, first release) where `mtp.fc` is built unquantized under modelopt_fp4
-FC_FORCED_UNQUANTIZED = (("qwen3_5", (0, 20, 0)), ("qwen3_next", (0, 25, 0)))
+FC_FORCED_UNQUANTIZED = (("qwen3_5", (0, 20, 2)), ("qwen3_next", (0, 25, 1)))
 
 
 @dataclass(frozen=True, slots=True)

@@ -12,7 +12,7 @@ from __future__ import annotations
 import re
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from logwatch.core.ignore_rules import ERROR, QUANTIZED, UNQUANTIZED, Release, release_ranges
@@ -195,6 +195,11 @@ def mtp_layout(config: dict[str, Any], tensor_names: Sequence[str],
                 draft[m] = p
     else:
         return None
+    if rules.method == "gptq" and not rules.in_block:
+        # without modules_in_block_to_quantize, vLLM (0.11 on) takes the modules that have
+        # non-float tensors in the checkpoint; those that can match a draft module suffice
+        stored = [m for m, p in modules.items() if p & set(QUANT_PARAMS)]
+        rules = replace(rules, in_block=tuple(m for m in stored if any(m in d for d in draft)))
     releases = candidate_releases(config.get("architectures") or ())
     newest = releases[-1]
     found_modules = []
