@@ -198,8 +198,8 @@ def mtp_layout(config: dict[str, Any], tensor_names: Sequence[str],
     if rules.method == "gptq" and not rules.in_block:
         # without modules_in_block_to_quantize, vLLM (0.11 on) takes the modules that have
         # non-float tensors in the checkpoint; those that can match a draft module suffice
-        stored = [m for m, p in modules.items() if p & set(QUANT_PARAMS)]
-        rules = replace(rules, in_block=tuple(m for m in stored if any(m in d for d in draft)))
+        packed = [m for m, p in modules.items() if p & set(QUANT_PARAMS)]
+        rules = replace(rules, in_block=tuple(m for m in packed if any(m in d for d in draft)))
     releases = candidate_releases(config.get("architectures") or ())
     newest = releases[-1]
     found_modules = []
