@@ -12,7 +12,13 @@ from typing import Any
 import pytest
 import regex
 
-from logwatch.core.ignore_rules import FUSED, MATRIX, gptq_layer_quantized, release_text
+from logwatch.core.ignore_rules import (
+    FUSED,
+    MATRIX,
+    awq_layer_skipped,
+    gptq_layer_quantized,
+    release_text,
+)
 from logwatch.core.layer_outcome import FC_FORCED_UNQUANTIZED
 from logwatch.core.releases import FIRST_RELEASE
 from tests import vllm_sources as vs
@@ -164,3 +170,46 @@ def _flat(items: list[Any]) -> list[Any]:
     """The nested form is flattened by the config before the function sees it (older
     releases) or by the function itself (newer)."""
     return [x for item in items for x in (_flat(item) if isinstance(item, list) else [item])]
+
+
+AWQ_CASES: list[tuple[str, list[str]]] = [
+    ("mtp.fc", []), ("mtp.fc", ["mtp."]), ("mtp.layers.0.self_attn.qkv_proj", ["self_attn"]),
+    ("mtp.layers.0.self_attn.qkv_proj", ["mtp.layers.0.self_attn.qkv_proj"]),
+    ("mtp.layers.0.self_attn.qkv_proj", ["q_proj"]),  # one shard of three
+    ("model.layers.3.mlp.experts", ["model.layers.3.mlp.experts.0.down_proj"]),
+]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("release", RELEASES)
+def test_awq_matches_vllm(release: str) -> None:
+    """AWQ's `modules_to_not_convert`: is_layer_skipped_awq, later quant_utils'
+    is_layer_skipped in its substring mode, as the AWQ configs call them."""
+    if release not in AVAILABLE:
+        pytest.skip(NO_SOURCES)
+    quant = "vllm/model_executor/layers/quantization/"
+    ns: dict[str, Any] = {"MappingProxyType": MappingProxyType}
+    skipped_awq = None
+    for path in (quant + "awq.py", quant + "auto_awq.py"):
+        source = vs.read_source(release, path)
+        if source and "is_layer_skipped_awq" in source:
+            skipped_awq = vs.load_function(source, "is_layer_skipped_awq", ns, False)
+    utils = vs.read_source(release, quant + "utils/quant_utils.py")
+    assert utils is not None
+    skipped = vs.load_function(utils, "is_layer_skipped", ns, stand_ins=True)
+    parsed = tuple(int(p) for p in release.split("."))
+    for layer, entries in AWQ_CASES:
+        try:
+            if skipped_awq is not None:
+                want: bool | None = skipped_awq(layer, entries)
+            elif "match_mode" in (utils or ""):
+                want = skipped(layer, entries, FUSED_MAPPING, match_mode="substring")
+            else:
+                want = skipped(layer, entries, FUSED_MAPPING, skip_with_substr=True)
+        except ValueError:
+            want = None
+        try:
+            got: bool | None = awq_layer_skipped(parsed, layer, entries)  # type: ignore
+        except ValueError:
+            got = None
+        assert got == want, (layer, entries)

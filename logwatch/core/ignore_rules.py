@@ -208,7 +208,7 @@ def _flatten(items: Sequence[object]) -> list[object]:
 def awq_layer_skipped(release: Release, layer: str, entries: Sequence[str]) -> bool:
     """AWQ's `modules_to_not_convert`: an entry contained in the layer name."""
     shards = _shards(layer)
-    if shards is None or release < (0, 11, 0):
+    if shards is None or release < (0, 11, 1):
         return any(e in layer for e in entries)
     if release >= (0, 24, 0) and any(e in layer for e in entries):
         return True
