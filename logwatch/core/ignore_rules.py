@@ -22,6 +22,7 @@ Outcomes: "quantized", "unquantized", "error" (vLLM refuses to load the model).
 from __future__ import annotations
 
 import fnmatch
+import functools
 import re
 from collections.abc import Mapping, Sequence
 
@@ -83,11 +84,21 @@ def release_ranges(chosen: Sequence[Release], among: Sequence[Release]) -> list[
             for r in runs]
 
 
-def _rx(pattern: str, name: str) -> bool:
+@functools.lru_cache(maxsize=4096)
+def _compiled(pattern: str) -> regex.Pattern[str] | None:
     try:
-        return regex.match(pattern, name, timeout=PATTERN_TIMEOUT_S) is not None
-    except (regex.error, TimeoutError):
-        return False  # vLLM raises on a broken pattern; here it simply ignores nothing
+        return regex.compile(pattern)
+    except regex.error:
+        return None  # vLLM raises on a broken pattern; here it simply ignores nothing
+
+
+def _rx(pattern: str, name: str) -> bool:
+    compiled = _compiled(pattern)
+    try:
+        return compiled is not None and compiled.match(name, timeout=PATTERN_TIMEOUT_S) \
+            is not None
+    except TimeoutError:
+        return False  # a pathological entry ignores nothing
 
 
 def _eq_or_re(name: str, entry: str) -> bool:

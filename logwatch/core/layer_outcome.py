@@ -13,6 +13,7 @@ Qwen3.5 (from 0.20.2) and Qwen3-Next (from 0.25.1) under ModelOpt NVFP4.
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
@@ -124,6 +125,17 @@ def outcome(rules: IgnoreRules, release: Release, module: str) -> str:
     """What vLLM `release` builds for checkpoint `module`."""
     if rules.method is None:
         return UNQUANTIZED
+    layer, moe = vllm_layer(module)
+    # every expert of an MoE layer gets the layer's method: decide once per layer
+    return _decide(rules.method, rules.entries, tuple(rules.dynamic), rules.in_block,
+                   rules.model_type, release, f"{layer}.0.down_proj" if moe else module)
+
+
+@functools.lru_cache(maxsize=65536)
+def _decide(method: str, entries: tuple[str, ...], dynamic: tuple[str, ...],
+            in_block: tuple[object, ...], model_type: str | None, release: Release,
+            module: str) -> str:
+    rules = IgnoreRules(method, entries, dict.fromkeys(dynamic), in_block, model_type)
     fixed = _fixed(rules, release, module)
     if fixed is not None:
         return fixed

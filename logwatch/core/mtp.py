@@ -16,7 +16,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from logwatch.core.ignore_rules import ERROR, QUANTIZED, UNQUANTIZED, Release, release_ranges
-from logwatch.core.layer_outcome import IgnoreRules, outcome
+from logwatch.core.layer_outcome import IgnoreRules, outcome, vllm_layer
 from logwatch.core.releases import candidate_releases
 
 QUANT_PARAMS = ("weight_packed", "weight_scale", "weight_scale_2", "weight_global_scale",
@@ -203,15 +203,22 @@ def mtp_layout(config: dict[str, Any], tensor_names: Sequence[str],
     releases = candidate_releases(config.get("architectures") or ())
     newest = releases[-1]
     found_modules = []
+    # the experts of one MoE layer share its method: judge each layer once
+    judged: dict[str, tuple[str | None, tuple[tuple[str, tuple[Release, ...]], ...]]] = {}
     for name in sorted(draft):
         params = draft[name]
         if not _is_linear(name, params):
             continue
         stored = "quantized" if params & set(QUANT_PARAMS) else "bf16"
-        by_outcome: dict[str, list[Release]] = {}
-        for release in releases:
-            by_outcome.setdefault(outcome(rules, release, name), []).append(release)
-        found_modules.append(MtpModule(name, stored, covering_entry(rules, newest, name),
-                                       tuple((k, tuple(v)) for k, v in by_outcome.items())))
+        layer, moe = vllm_layer(name)
+        key = layer if moe else name
+        if key not in judged:
+            by_outcome: dict[str, list[Release]] = {}
+            for release in releases:
+                by_outcome.setdefault(outcome(rules, release, name), []).append(release)
+            judged[key] = (covering_entry(rules, newest, name),
+                           tuple((k, tuple(v)) for k, v in by_outcome.items()))
+        entry, built = judged[key]
+        found_modules.append(MtpModule(name, stored, entry, built))
     return MtpLayout(layout, layers, first, tuple(found_modules), rules, releases)
 
