@@ -109,3 +109,15 @@ def test_gptq_reads_dynamic_and_modules_in_block() -> None:
     awq = derive_quant({"quantization_config": {"quant_method": "awq",
                                                 "modules_to_not_convert": ["mtp."]}})
     assert outcome(awq.ignore_rules(), (0, 33, 0), "mtp.fc") == UNQUANTIZED
+
+
+def test_the_snapshot_body_and_history_judge_under_its_release() -> None:
+    """`covered` in the snapshot's body (what the history's mtp_covered column reads) follows
+    the vLLM release of the snapshot."""
+    old = glm_with_shared_experts_excluded("0.25.1").to_dict()["model"]["mtp"]
+    new = glm_with_shared_experts_excluded("0.26.0").to_dict()["model"]["mtp"]
+    unknown = glm_with_shared_experts_excluded().to_dict()["model"]["mtp"]
+    assert (old["covered"], new["covered"], unknown["covered"]) == (False, True, False)
+    assert (old["judged_on"], unknown["judged_on"]) == ("0.25.1", "any release")
+    assert new["uncovered_bf16"] == [] and "model.layers.78.mlp.experts.*.up_proj" in \
+        old["uncovered_bf16"]

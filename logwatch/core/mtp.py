@@ -15,7 +15,15 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from logwatch.core.ignore_rules import ERROR, QUANTIZED, UNQUANTIZED, Release, release_ranges
+from logwatch.core.ignore_rules import (
+    ERROR,
+    QUANTIZED,
+    UNQUANTIZED,
+    Release,
+    parse_release,
+    release_ranges,
+    release_text,
+)
 from logwatch.core.layer_outcome import IgnoreRules, outcome, vllm_layer
 from logwatch.core.releases import candidate_releases
 
@@ -63,6 +71,15 @@ class MtpLayout:
     rules: IgnoreRules = field(default_factory=lambda: IgnoreRules(None))
     releases: tuple[Release, ...] = ()  # the releases that run this architecture
 
+    def release_for(self, version: str | None) -> Release | None:
+        """The release whose rules apply to a vLLM version string: None when unknown, or
+        older than every release that registers the architecture (a build running it is not
+        that release's code, so its rules say nothing)."""
+        found = parse_release(version)
+        if found is not None and self.releases and found < self.releases[0]:
+            return None
+        return found
+
     def uncovered_at(self, release: Release | None) -> tuple[str, ...]:
         """BF16 modules vLLM builds quantized (or fails on) at `release`; with the release
         unknown, those it does on at least one candidate release."""
@@ -100,12 +117,16 @@ class MtpLayout:
         return {k: release_ranges(v, self.releases) for k, v in split.items()} \
             if len(split) > 1 else {}
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self, version: str | None = None) -> dict[str, Any]:
+        """`covered` and the module lists under the rules of vLLM `version` (unknown: on
+        every release that runs the model)."""
+        release = self.release_for(version)
         return {
             "layout": self.layout, "layers": self.layers, "first_layer": self.first_layer,
-            "modules": len(self.modules), "covered": self.covered,
-            "uncovered_bf16": list(self.uncovered_bf16),
-            "ignored_quantized": list(self.ignored_quantized),
+            "modules": len(self.modules), "covered": self.covered_at(release),
+            "judged_on": release_text(release) if release else "any release",
+            "uncovered_bf16": list(self.uncovered_at(release)),
+            "ignored_quantized": list(self.ignored_quantized_at(release)),
             "stored": {s: sum(1 for m in self.modules if m.stored == s)
                        for s in ("quantized", "bf16")},
             "coverage_by_release": self.differing_releases(),

@@ -26,11 +26,9 @@ def snapshot_release(snapshot: Snapshot, release: str | None = None) -> Release 
     """The release whose rules apply: `release`, else the snapshot's vLLM version; None when
     unknown, or older than every release that registers the model's architecture (a build
     that runs it is not that release's code, so its rules say nothing)."""
-    found = parse_release(release if release is not None else snapshot.vllm_version)
+    version = release if release is not None else snapshot.vllm_version
     mtp = snapshot.model.mtp if snapshot.model else None
-    if found is not None and mtp is not None and mtp.releases and found < mtp.releases[0]:
-        return None
-    return found
+    return mtp.release_for(version) if mtp is not None else parse_release(version)
 
 
 def uncovered_mtp_modules(snapshot: Snapshot, release: str | None = None) -> tuple[str, ...]:

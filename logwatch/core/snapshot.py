@@ -79,13 +79,14 @@ class ModelFacts:
     # above are what logwatch understands of them, the digests what vLLM was given
     files: dict[str, str] = field(default_factory=dict)
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self, vllm_version: str | None = None) -> dict[str, Any]:
+        """The MTP coverage judged under the rules of `vllm_version` (None: every release)."""
         return {"path": self.path, "architectures": list(self.architectures),
                 "model_type": self.model_type, "num_hidden_layers": self.num_hidden_layers,
                 "dims": dict(self.dims), "quant": self.quant.to_dict(),
                 "effective_ignore": list(self.effective_ignore),
                 "ignore_replaced": list(self.ignore_replaced),
-                "mtp": self.mtp.to_dict() if self.mtp else None,
+                "mtp": self.mtp.to_dict(vllm_version) if self.mtp else None,
                 "tensor_count": self.tensor_count, "problems": list(self.problems),
                 "files": dict(self.files)}
 
@@ -151,7 +152,7 @@ class Snapshot:
         return self.model.quant.marlin_path(self.gpu.capability) if self.model else None
 
     def to_dict(self) -> dict[str, Any]:
-        model = self.model.to_dict() if self.model else None
+        model = self.model.to_dict(self.vllm_version) if self.model else None
         if model is not None:
             model["quant"]["marlin_on_this_gpu"] = self.marlin_path
         return {"argv": list(self.argv), "launch": self.launch, "env": dict(self.env),
