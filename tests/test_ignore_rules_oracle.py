@@ -16,6 +16,7 @@ from tests.vllm_oracles import (
     MODELOPT_CLASSES,
     as_release,
     ct_oracle,
+    fp8_oracle,
     modelopt_oracle,
     quark_oracle,
 )
@@ -90,5 +91,16 @@ def test_modelopt_matches_vllm(release: str, method: str) -> None:
     oracle = modelopt_oracle(release, method)
     wrong = [(m, e, got, want) for m, e in CASES + HEAD_CASES
              if (got := outcome(IgnoreRules(method, e), as_release(release), m))
+             != (want := oracle(m, e))]
+    assert wrong == []
+
+
+@pytest.mark.parametrize("release", RELEASES)
+def test_fp8_matches_vllm(release: str) -> None:
+    if release not in AVAILABLE:
+        pytest.skip(NO_SOURCES)
+    oracle = fp8_oracle(release)
+    wrong = [(m, e, got, want) for m, e in CASES + HEAD_CASES
+             if (got := outcome(IgnoreRules("fp8", e), as_release(release), m))
              != (want := oracle(m, e))]
     assert wrong == []

@@ -113,6 +113,15 @@ def _layer(name: str, moe: bool) -> Any:
     return FusedMoELayer() if moe else HeadLayer() if name.endswith("head") else LinearLayer()
 
 
+class CudaPlatform:
+    """vLLM's current_platform on a CUDA machine: not XPU, ROCm, CPU or TPU."""
+
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("is_"):
+            return lambda *a, **k: name == "is_cuda"
+        raise AttributeError(name)
+
+
 def _dispatch_ns(release: str) -> dict[str, Any]:
     ns = _common(release)
     ns.update(LinearBase=LinearBase, FusedMoE=FusedMoE, RoutedExperts=RoutedExperts,
@@ -120,7 +129,8 @@ def _dispatch_ns(release: str) -> dict[str, Any]:
               ParallelLMHead=PARALLEL_LM_HEAD, cast=lambda _t, value: value,
               UnquantizedLinearMethod=vs.stub("UnquantizedLinearMethod"),
               UnquantizedFusedMoEMethod=vs.stub("UnquantizedFusedMoEMethod"),
-              get_linear_transform_schemes=lambda *a, **k: (None, None))
+              get_linear_transform_schemes=lambda *a, **k: (None, None),
+              current_platform=CudaPlatform())
     return ns
 
 
@@ -251,9 +261,32 @@ def modelopt_oracle(release: str, method: str) -> Callable[[str, tuple[str, ...]
     return run
 
 
+def fp8_oracle(release: str) -> Callable[[str, tuple[str, ...]], str]:
+    """Fp8Config.get_quant_method (`ignored_layers`, quant_utils' is_layer_skipped)."""
+    ns = _dispatch_ns(release)
+    _load(release, QDIR + "utils/quant_utils.py", ["is_layer_skipped"], ns, stand_ins=True)
+    get_quant_method = _load(release, QDIR + "fp8.py", ["Fp8Config.get_quant_method"], ns,
+                             stand_ins=True)["Fp8Config.get_quant_method"]
+    assert get_quant_method is not None
+    rel = as_release(release)
+
+    def run(module: str, entries: tuple[str, ...]) -> str:
+        layer_name, moe = vllm_layer(module)
+        config = vs.stub("Fp8Config")()
+        config.ignored_layers = list(entries)
+        config.packed_modules_mapping = FUSED_MAPPING
+        config.ignored_layers_match_mode = "exact"
+        config.is_checkpoint_fp8_serialized = True
+        return _run(lambda: get_quant_method(config, _layer(layer_name, moe), layer_name),
+                    moe, rel)
+    return run
+
+
 def oracle_for(method: str, release: str) -> Callable[[str, tuple[str, ...]], str]:
     if method == "compressed-tensors":
         return ct_oracle(release)
     if method == "quark":
         return quark_oracle(release)
+    if method == "fp8":
+        return fp8_oracle(release)
     return modelopt_oracle(release, method)

@@ -14,8 +14,9 @@ and, in the tests, against vLLM's own functions run on the same cases):
   experts rule), then substrings, then glob (fnmatch from 0.12, a `.`/`*` glob for NVFP4
   before); its MoE layers honour the exclude list only from 0.11.1 (NVFP4) / 0.12 (FP8).
 - GPTQ: `dynamic` keys `-:regex` exclude by `re.match` (first matching key wins), and from
-  0.11 `modules_in_block_to_quantize` lists the quantized modules by substring. AWQ:
-  `modules_to_not_convert` by substring.
+  0.11 `modules_in_block_to_quantize` lists the quantized modules by substring (absent, the
+  checkpoint's quantized modules). AWQ: `modules_to_not_convert` by substring. FP8:
+  `ignored_layers` exactly (fused shards, the experts rule), MoE layers from 0.11.0.
 Outcomes: "quantized", "unquantized", "error" (vLLM refuses to load the model).
 """
 

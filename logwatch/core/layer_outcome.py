@@ -6,7 +6,7 @@ A checkpoint module maps to the layer vLLM builds: a shard (`q_proj`) to its fus
 (`...experts`), whose method every expert shares. Then the method's rules of that release
 (core.ignore_rules), and the layers some models build unquantized whatever the list says:
 the MTP `eh_proj` of DeepSeek/GLM (a plain torch Linear), `shared_head.head` under
-compressed-tensors and Quark (their configs quantize linear layers only) and under ModelOpt
+compressed-tensors, Quark and FP8 (their configs quantize linear layers only) and under ModelOpt
 before 0.23 (no method for an LM head), and `mtp.fc` of
 Qwen3.5 (from 0.20.2) and Qwen3-Next (from 0.25.1) under ModelOpt NVFP4.
 """
@@ -31,6 +31,7 @@ from logwatch.core.ignore_rules import (
     ct_quark_layer_ignored,
     gptq_layer_quantized,
     modelopt_layer_excluded,
+    modelopt_layer_skipped,
     release_text,
 )
 
@@ -68,8 +69,8 @@ def _fixed(rules: IgnoreRules, release: Release, module: str) -> str | None:
     if leaf == "eh_proj":
         return UNQUANTIZED
     # a ParallelLMHead: compressed-tensors and Quark configs targeting Linear never match
-    # it; ModelOpt quantizes it from 0.23, before it got no method at all
-    if module.endswith(HEADS) and (rules.method in ("compressed-tensors", "quark") or (
+    # it, FP8 gives it no method; ModelOpt quantizes it from 0.23, before it got none
+    if module.endswith(HEADS) and (rules.method in ("compressed-tensors", "quark", "fp8") or (
             rules.method in MODELOPT and release < (0, 23, 0))):
         return UNQUANTIZED
     if rules.method == "modelopt_fp4" and re.fullmatch(r"(model\.)?mtp\.fc", module):
@@ -89,6 +90,8 @@ def _linear(rules: IgnoreRules, release: Release, layer: str) -> str:
         ignored = not gptq_layer_quantized(release, layer, rules.dynamic, rules.in_block)
     elif method == "awq":
         ignored = awq_layer_skipped(release, layer, entries)
+    elif method == "fp8":  # `ignored_layers`, by quant_utils' is_layer_skipped
+        ignored = modelopt_layer_skipped(release, layer, entries)
     else:
         ignored = layer in entries
     return UNQUANTIZED if ignored else QUANTIZED
@@ -118,6 +121,9 @@ def _moe(rules: IgnoreRules, release: Release, layer: str) -> str:
             return QUANTIZED  # the exclude list is not consulted for MoE layers
         excluded = modelopt_layer_excluded(method, release, layer, entries)
         return UNQUANTIZED if excluded else QUANTIZED
+    if method == "fp8":  # the MoE layer reads `ignored_layers` from 0.11.0
+        skipped = release >= (0, 11, 0) and modelopt_layer_skipped(release, layer, entries)
+        return UNQUANTIZED if skipped else QUANTIZED
     return _linear(rules, release, layer)
 
 
