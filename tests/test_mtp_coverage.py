@@ -121,3 +121,14 @@ def test_the_snapshot_body_and_history_judge_under_its_release() -> None:
     assert (old["judged_on"], unknown["judged_on"]) == ("0.25.1", "any release")
     assert new["uncovered_bf16"] == [] and "model.layers.78.mlp.experts.*.up_proj" in \
         old["uncovered_bf16"]
+
+
+def test_an_exclude_entry_naming_the_moe_layer_is_a_load_error_before_026() -> None:
+    entries = ["lm_head", "model.layers.78.mlp.experts", GLM_SHARED,
+               r"re:model\.layers\.78\.self_attn\..*"]
+    old = snapshot(GLM, "0.25.1", {"quantization_config": {"exclude": entries}})
+    new = snapshot(GLM, "0.26.0", {"quantization_config": {"exclude": entries}})
+    assert "load error: model.layers.78.mlp.experts.*.down_proj" in render_snapshot(old)
+    assert uncovered_mtp_modules(new) == ()
+    assert old.to_dict()["model"]["mtp"]["load_errors"] == [
+        f"model.layers.78.mlp.experts.*.{p}" for p in ("down_proj", "gate_proj", "up_proj")]

@@ -86,8 +86,10 @@ def _mtp_lines(snapshot: Snapshot, mtp: dict[str, Any]) -> list[str]:
     if release is None:
         for status, ranges in mtp.get("coverage_by_release", {}).items():
             out.append(f"           {status} on {', '.join(ranges)}")
+    errors = set(layout.load_errors_at(release)) if layout else set()
     for name in uncovered_mtp_modules(snapshot):
-        out.append(f"           BF16, not ignored: {name}")
+        out.append(f"           {'load error' if name in errors else 'BF16, not ignored'}: "
+                   f"{name}")
     for row in mtp["module_list"]:
         if release is None and "built" in row:
             ways = "; ".join(f"{b} on {', '.join(r)}" for b, r in row["built"].items())

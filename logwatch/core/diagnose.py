@@ -250,6 +250,11 @@ def rule_mtp_ignore(incident: Incident, ctx: Context) -> Diagnosis | None:
     if extra:
         details.append(f"MTP modules stored quantized but ignored ({len(extra)}): "
                        + ", ".join(extra) + ".")
+    if errors := mtp.load_errors_at(release):
+        details.append("vLLM refuses the model over these MTP modules, whatever they store "
+                       "(an entry naming a Quark MoE layer before 0.26, or entries covering "
+                       "only some shards of a fused layer or of expert 0): " + ", ".join(errors)
+                       + ".")
     details.append("vLLM builds the MTP draft with the target's quantization (speculative.py "
                    "aligns the draft's quantization with the target's) unless the ignore list "
                    "names a module, so the draft's layers and its stored weights disagree.")

@@ -86,6 +86,13 @@ class MtpLayout:
         return collapse_experts(m.name for m in self.modules if m.stored == "bf16"
                                 and m.mismatched_at(release, self.rules))
 
+    def load_errors_at(self, release: Release | None) -> tuple[str, ...]:
+        """Modules over which vLLM refuses the model at `release` (unknown: on some release):
+        an entry naming a Quark MoE layer before 0.26, some but not all shards of a fused
+        layer, some but not all of compressed-tensors' expert-0 projections."""
+        return collapse_experts(m.name for m in self.modules
+                                if ERROR in m.outcomes(release, self.rules))
+
     def ignored_quantized_at(self, release: Release | None) -> tuple[str, ...]:
         return collapse_experts(m.name for m in self.modules if m.stored == "quantized"
                                 and m.mismatched_at(release, self.rules))
@@ -127,6 +134,7 @@ class MtpLayout:
             "judged_on": release_text(release) if release else "any release",
             "uncovered_bf16": list(self.uncovered_at(release)),
             "ignored_quantized": list(self.ignored_quantized_at(release)),
+            "load_errors": list(self.load_errors_at(release)),
             "stored": {s: sum(1 for m in self.modules if m.stored == s)
                        for s in ("quantized", "bf16")},
             "coverage_by_release": self.differing_releases(),
