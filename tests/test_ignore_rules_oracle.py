@@ -11,7 +11,7 @@ import pytest
 
 from logwatch.core.ignore_rules import MATRIX, release_text
 from logwatch.core.layer_outcome import IgnoreRules, outcome
-from tests import vllm_sources as vs
+from tests import vllm_functions as vs
 from tests.vllm_oracles import (
     MODELOPT_CLASSES,
     as_release,

@@ -14,7 +14,7 @@ from logwatch.core.mtp import collapse_experts
 from logwatch.core.mtp_coverage import suggest_mtp_entries, uncovered_mtp_modules
 from logwatch.core.snapshot import build_snapshot
 from logwatch.host.model_dir import read_model_dir
-from tests import vllm_sources as vs
+from tests import vllm_functions as vs
 from tests.conftest import ROOT
 from tests.vllm_oracles import classify, oracle_for
 

@@ -21,7 +21,7 @@ from logwatch.core.ignore_rules import (
 )
 from logwatch.core.layer_outcome import FC_FORCED_UNQUANTIZED
 from logwatch.core.releases import FIRST_RELEASE
-from tests import vllm_sources as vs
+from tests import vllm_functions as vs
 
 MODELS = "vllm/model_executor/models/"
 RELEASES = [release_text(r) for r in MATRIX]

@@ -2,7 +2,7 @@
 the quantization configs' `get_quant_method` with the matching functions it calls
 (compressed-tensors' and Quark's `should_ignore_layer`, compressed-tensors' `find_matched_target`
 and MoE `get_moe_method`, ModelOpt's `is_layer_excluded` over `is_layer_skipped`), loaded in
-isolation by tests/vllm_sources.py. Layers are stand-ins of the classes the dispatch tests with
+isolation by tests/vllm_functions.py. Layers are stand-ins of the classes the dispatch tests with
 isinstance; what it returns is classified the way vLLM's layers treat it."""
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ import regex
 
 from logwatch.core.ignore_rules import ERROR, FUSED, QUANTIZED, UNQUANTIZED, Release
 from logwatch.core.layer_outcome import vllm_layer
-from tests import vllm_sources as vs
+from tests import vllm_functions as vs
 
 QDIR = "vllm/model_executor/layers/quantization/"
 FUSED_MAPPING = {k: list(v) for k, v in FUSED.items()}
