@@ -132,3 +132,15 @@ def test_an_exclude_entry_naming_the_moe_layer_is_a_load_error_before_026() -> N
     assert uncovered_mtp_modules(new) == ()
     assert old.to_dict()["model"]["mtp"]["load_errors"] == [
         f"model.layers.78.mlp.experts.*.{p}" for p in ("down_proj", "gate_proj", "up_proj")]
+
+
+def test_the_layout_offers_only_checked_entries() -> None:
+    """MtpLayout.suggested_entries: the method's form, and () where nothing can work."""
+    deepseek = snapshot("deepseek-v3-modelopt-nvfp4-legacy").model
+    assert deepseek is not None and deepseek.mtp is not None
+    assert deepseek.mtp.suggested_entries((0, 33, 0)) == ("model.layers.61.*",)
+    assert deepseek.mtp.suggested_entries((0, 10, 2)) == ()
+    assert deepseek.mtp.suggested_entries() == ()  # 0.8.5-0.11.0 run it too
+    qwen = snapshot("qwen3.6-35b-a3b-nvfp4-mtp-uncovered").model
+    assert qwen is not None and qwen.mtp is not None
+    assert qwen.mtp.suggested_entries() == (r"re:^mtp\.",)

@@ -16,12 +16,8 @@ from logwatch.core.findings import Evidence
 from logwatch.core.ignore_rules import Release, parse_release
 from logwatch.core.incidents import Incident
 from logwatch.core.mtp import MtpLayout
-from logwatch.core.mtp_coverage import (
-    IgnoreSuggestion,
-    snapshot_release,
-    suggest_mtp_entries,
-    uncovered_mtp_modules,
-)
+from logwatch.core.mtp_coverage import snapshot_release, suggest_mtp_entries, uncovered_mtp_modules
+from logwatch.core.mtp_entries import IgnoreSuggestion
 from logwatch.core.quant import NATIVE_FP4_CAPABILITY
 from logwatch.core.signature import parse_number
 from logwatch.core.snapshot import Snapshot

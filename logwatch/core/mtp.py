@@ -25,6 +25,7 @@ from logwatch.core.ignore_rules import (
     release_text,
 )
 from logwatch.core.layer_outcome import IgnoreRules, outcome, vllm_layer
+from logwatch.core.mtp_entries import IgnoreSuggestion, suggest
 from logwatch.core.releases import candidate_releases
 
 QUANT_PARAMS = ("weight_packed", "weight_scale", "weight_scale_2", "weight_global_scale",
@@ -114,6 +115,30 @@ class MtpLayout:
     @property
     def covered(self) -> bool:
         return self.covered_at(None)
+
+    def suggestion(self, release: Release | None, key: str) -> IgnoreSuggestion | None:
+        """Entries for the `key` list that cover the uncovered BF16 modules, checked under the
+        rules of `release` (unknown: of every release that runs the model); None when
+        nothing is uncovered."""
+        missing = self.uncovered_at(release)
+        if not missing:
+            return None
+        if self.layout == "mtp_prefix":
+            prefixes = ["mtp."]
+        else:
+            assert self.first_layer is not None
+            prefixes = [f"model.layers.{n}." for n in
+                        range(self.first_layer, self.first_layer + max(self.layers, 1))]
+        bf16 = [m.name for m in self.modules if m.stored == "bf16"]
+        exact = tuple(n for n in bf16 if collapse_experts([n])[0] in missing)
+        return suggest(self.rules, key, prefixes, bf16, exact,
+                       (release,) if release is not None else self.releases, self.releases)
+
+    def suggested_entries(self, release: Release | None = None) -> tuple[str, ...]:
+        """The checked entries for the method's list, () when none covers every BF16 module
+        on `release` (unknown: on every release that runs the model)."""
+        found = self.suggestion(release, "ignore")
+        return found.entries if found is not None and found.covers else ()
 
     def differing_releases(self) -> dict[str, list[str]]:
         """When the coverage depends on the release: 'covered' / 'NOT covered' -> ranges."""
