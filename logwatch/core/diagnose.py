@@ -259,7 +259,9 @@ def rule_mtp_ignore(incident: Incident, ctx: Context) -> Diagnosis | None:
     suggestion = suggest_mtp_entries(snap, key)
     merged = list(snap.model.effective_ignore if snap.model else ()) + list(
         suggestion.entries if suggestion and suggestion.covers else ())
-    remedies = [_ignore_remedy(suggestion, bool(missing), release, snap.vllm_version)]
+    elsewhere = mtp.suggestion(None, key) if suggestion and not suggestion.covers else None
+    remedies = [_ignore_remedy(suggestion, bool(missing), release, snap.vllm_version,
+                               elsewhere)]
     remedies.append(Remedy("disable_mtp", "Or serve without --speculative-config until the "
                            "checkpoint is fixed.", True, "the target model is unaffected"))
     title = ("Near-zero acceptance: the MTP draft is built in the wrong precision"
@@ -291,7 +293,10 @@ def _release_details(mtp: MtpLayout, release: Release | None,
 
 
 def _ignore_remedy(suggestion: IgnoreSuggestion | None, missing: bool,
-                   release: Release | None, version: str | None) -> Remedy:
+                   release: Release | None, version: str | None,
+                   elsewhere: IgnoreSuggestion | None = None) -> Remedy:
+    """The ignore-list fix, offered as applicable only when checked; `elsewhere`: the same
+    check on every release that runs the model, to say which releases it works on."""
     if suggestion is None or not missing:
         return Remedy("fix_mtp_ignore_list", "Remove the ignore entries that name quantized "
                       "MTP modules.", bool(not missing), "the mismatch is quantized modules "
@@ -302,7 +307,8 @@ def _ignore_remedy(suggestion: IgnoreSuggestion | None, missing: bool,
     if suggestion.covers:
         return Remedy("fix_mtp_ignore_list", add, True,
                       f"checked: covers every BF16 MTP module under the method's rules of {where}")
-    works = f"; it does on {', '.join(suggestion.releases)}" if suggestion.releases else ""
+    ranges = (elsewhere or suggestion).releases
+    works = f"; it does on {', '.join(ranges)}" if ranges else ""
     return Remedy("fix_mtp_ignore_list", add, False if release is not None else None,
                   f"no ignore entry keeps every BF16 MTP module unquantized on "
                   f"{', '.join(suggestion.failing)}{works}: upgrade vLLM there")
