@@ -17,6 +17,7 @@ from tests.vllm_oracles import (
     as_release,
     ct_oracle,
     fp8_oracle,
+    mixed_oracle,
     modelopt_oracle,
     quark_oracle,
 )
@@ -103,4 +104,24 @@ def test_fp8_matches_vllm(release: str) -> None:
     wrong = [(m, e, got, want) for m, e in CASES + HEAD_CASES
              if (got := outcome(IgnoreRules("fp8", e), as_release(release), m))
              != (want := oracle(m, e))]
+    assert wrong == []
+
+
+MIXED_LISTED = (f"{MTP_Q}.q_proj", f"{MTP_Q}.k_proj", f"{MTP_Q}.v_proj", "mtp.fc",
+                f"{MTP_MOE}.0.gate_proj", f"{DS_MTP}.self_attn.q_a_proj",
+                f"{DS_MTP}.self_attn.kv_a_proj_with_mqa", f"{DS_MTP}.shared_head.head")
+
+
+@pytest.mark.parametrize("release", RELEASES)
+def test_modelopt_mixed_precision_matches_vllm(release: str) -> None:
+    """Quantized only where `quantized_layers` says so, unless excluded (0.17.1 on)."""
+    if release not in AVAILABLE:
+        pytest.skip(NO_SOURCES)
+    oracle = mixed_oracle(release, MIXED_LISTED)
+    if oracle is None:
+        assert as_release(release) < (0, 17, 1)
+        return
+    rules = lambda e: IgnoreRules("modelopt_mixed", e, listed=MIXED_LISTED)  # noqa: E731
+    wrong = [(m, e, got, want) for m, e in CASES + HEAD_CASES
+             if (got := outcome(rules(e), as_release(release), m)) != (want := oracle(m, e))]
     assert wrong == []

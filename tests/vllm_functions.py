@@ -145,3 +145,18 @@ def load_function(source: str, qualname: str, namespace: dict[str, Any],
 def load_functions(source: str, names: list[str], namespace: dict[str, Any],
                    stand_ins: bool = True) -> Mapping[str, Callable[..., Any] | None]:
     return {name: load_function(source, name, namespace, stand_ins) for name in names}
+
+
+def load_constant(source: str, name: str) -> Any:
+    """A module-level constant written as a literal (`_ALGOS = ("A", "B")`); None when the
+    source has none by that name or it is not a literal."""
+    for node in _parsed(source).body:
+        targets = node.targets if isinstance(node, ast.Assign) else [node.target] if \
+            isinstance(node, ast.AnnAssign) else []
+        if any(isinstance(t, ast.Name) and t.id == name for t in targets):
+            value = getattr(node, "value", None)
+            try:
+                return ast.literal_eval(value) if value is not None else None
+            except ValueError:
+                return None
+    return None

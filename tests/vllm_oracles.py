@@ -282,6 +282,50 @@ def fp8_oracle(release: str) -> Callable[[str, tuple[str, ...]], str]:
     return run
 
 
+def mixed_oracle(release: str, listed: tuple[str, ...]
+                 ) -> Callable[[str, tuple[str, ...]], str] | None:
+    """ModelOptMixedPrecisionConfig.get_quant_method (0.17.1 on; None before) with a
+    `quantized_layers` naming `listed`, each NVFP4."""
+    ns = _dispatch_ns(release)
+    source = vs.read_source(release, QDIR + "modelopt.py") or ""
+    for constant in ("LINEAR_ALGOS", "_BLOCK_FP8_MOE_ALGOS"):
+        if (value := vs.load_constant(source, constant)) is not None:
+            ns[constant] = value
+    # imported from vllm/utils/b12x.py (0.32 on): block codecs, none of them NVFP4
+    codecs = vs.load_constant(vs.read_source(release, "vllm/utils/b12x.py") or "",
+                              "B12X_BLOCK_CODECS")
+    ns["B12X_BLOCK_CODECS"] = codecs if isinstance(codecs, dict) else {}
+    _load(release, QDIR + "utils/quant_utils.py", ["is_layer_skipped"], ns, stand_ins=True)
+    owner = "ModelOptMixedPrecisionConfig"
+    found = _load(release, QDIR + "modelopt.py",
+                  [f"{owner}.get_quant_method", f"{owner}._resolve_quant_algo",
+                   f"{owner}._quantized_layer_prefix_candidates",
+                   "ModelOptQuantConfigBase.is_layer_excluded"], ns, stand_ins=True)
+    get_quant_method = found[f"{owner}.get_quant_method"]
+    if get_quant_method is None:
+        return None
+    resolve, candidates = found[f"{owner}._resolve_quant_algo"], found[
+        f"{owner}._quantized_layer_prefix_candidates"]
+    excluded = found["ModelOptQuantConfigBase.is_layer_excluded"]
+    assert resolve is not None and excluded is not None
+    rel = as_release(release)
+
+    def run(module: str, entries: tuple[str, ...]) -> str:
+        layer_name, moe = vllm_layer(module)
+        config = vs.stub(owner)()
+        config.exclude_modules = list(entries)
+        config.packed_modules_mapping = FUSED_MAPPING
+        config.quantized_layers = {name: {"quant_algo": "NVFP4"} for name in listed}
+        config.kv_cache_quant_method = None
+        config.is_layer_excluded = lambda prefix: excluded(config, prefix)
+        config._resolve_quant_algo = lambda prefix: resolve(config, prefix)
+        if candidates is not None:  # a staticmethod in vLLM: called unbound
+            config._quantized_layer_prefix_candidates = candidates
+        return _run(lambda: get_quant_method(config, _layer(layer_name, moe), layer_name),
+                    moe, rel)
+    return run
+
+
 def oracle_for(method: str, release: str) -> Callable[[str, tuple[str, ...]], str]:
     if method == "compressed-tensors":
         return ct_oracle(release)

@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 
 from logwatch.core.ignore_rules import (
     ERROR,
+    FUSED,
     MATRIX,
     MODELOPT,
     QUANTIZED,
@@ -51,6 +52,7 @@ class IgnoreRules:
     dynamic: Mapping[str, object] = field(default_factory=dict)  # GPTQ `dynamic`
     in_block: tuple[object, ...] = ()  # GPTQ `modules_in_block_to_quantize`
     model_type: str | None = None
+    listed: tuple[str, ...] = ()  # ModelOpt mixed precision: the `quantized_layers` keys
 
 
 def vllm_layer(module: str) -> tuple[str, bool]:
@@ -80,8 +82,22 @@ def _fixed(rules: IgnoreRules, release: Release, module: str) -> str | None:
     return None
 
 
+def _mixed(rules: IgnoreRules, release: Release, layer: str) -> str:
+    """ModelOpt mixed precision (0.17.1 on): excluded, else quantized only when
+    `quantized_layers` names the layer, one of its shards, or (an MoE layer) a child."""
+    if modelopt_layer_excluded("modelopt_fp4", release, layer, rules.entries):
+        return UNQUANTIZED
+    names = set(rules.listed)
+    head, _, leaf = layer.rpartition(".")
+    listed = layer in names or any(f"{head}.{shard}" in names for shard in FUSED.get(leaf, ()))
+    listed = listed or any(n.startswith(layer + ".") for n in names)
+    return QUANTIZED if listed else UNQUANTIZED
+
+
 def _linear(rules: IgnoreRules, release: Release, layer: str) -> str:
     method, entries = rules.method, rules.entries
+    if method == "modelopt_mixed" and release >= (0, 17, 1):
+        return _mixed(rules, release, layer)
     if method in ("compressed-tensors", "quark"):
         ignored = ct_quark_layer_ignored(method, release, layer, entries)
     elif method in MODELOPT:
@@ -113,6 +129,8 @@ def _moe(rules: IgnoreRules, release: Release, layer: str) -> str:
         if not ct_quark_layer_ignored(method, release, layer, entries, moe_children=True):
             return QUANTIZED
         return UNQUANTIZED if release >= (0, 26, 0) else ERROR  # linear method on an MoE
+    if method == "modelopt_mixed" and release >= (0, 17, 1):
+        return _mixed(rules, release, layer)
     if method in MODELOPT:
         fp8 = method == "modelopt"
         if release < ((0, 10, 0) if fp8 else (0, 9, 0)):
@@ -134,14 +152,15 @@ def outcome(rules: IgnoreRules, release: Release, module: str) -> str:
     layer, moe = vllm_layer(module)
     # every expert of an MoE layer gets the layer's method: decide once per layer
     return _decide(rules.method, rules.entries, tuple(rules.dynamic), rules.in_block,
-                   rules.model_type, release, f"{layer}.0.down_proj" if moe else module)
+                   rules.model_type, rules.listed, release,
+                   f"{layer}.0.down_proj" if moe else module)
 
 
 @functools.lru_cache(maxsize=65536)
 def _decide(method: str, entries: tuple[str, ...], dynamic: tuple[str, ...],
-            in_block: tuple[object, ...], model_type: str | None, release: Release,
-            module: str) -> str:
-    rules = IgnoreRules(method, entries, dict.fromkeys(dynamic), in_block, model_type)
+            in_block: tuple[object, ...], model_type: str | None, listed: tuple[str, ...],
+            release: Release, module: str) -> str:
+    rules = IgnoreRules(method, entries, dict.fromkeys(dynamic), in_block, model_type, listed)
     fixed = _fixed(rules, release, module)
     if fixed is not None:
         return fixed

@@ -223,10 +223,9 @@ def _is_linear(module: str, params: set[str]) -> bool:
 def covering_entry(rules: IgnoreRules, release: Release, module: str) -> str | None:
     """The first entry that on its own keeps `module` unquantized at `release`."""
     for entry in rules.entries:
-        alone = IgnoreRules(rules.method, (entry,), model_type=rules.model_type)
+        alone, none = replace(rules, entries=(entry,)), replace(rules, entries=())
         if outcome(alone, release, module) == UNQUANTIZED and outcome(
-                IgnoreRules(rules.method, (), model_type=rules.model_type), release,
-                module) != UNQUANTIZED:
+                none, release, module) != UNQUANTIZED:
             return entry
     return None
 

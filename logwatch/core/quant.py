@@ -32,11 +32,12 @@ class QuantFacts:
     # GPTQ: the `dynamic` keys in order (`-:regex` excludes) and `modules_in_block_to_quantize`
     dynamic_keys: tuple[str, ...] = ()
     in_block: tuple[str, ...] = ()
+    listed: tuple[str, ...] = ()  # ModelOpt mixed precision: the `quantized_layers` keys
 
     def ignore_rules(self, model_type: str | None = None) -> IgnoreRules:
         """What vLLM reads from this config to leave layers unquantized."""
         return IgnoreRules(self.method, self.ignore, dict.fromkeys(self.dynamic_keys),
-                           self.in_block, model_type)
+                           self.in_block, model_type, self.listed)
 
     @property
     def fp4(self) -> bool:
@@ -67,7 +68,8 @@ class QuantFacts:
                 "group_size": self.group_size, "ignore": list(self.ignore),
                 "ignore_key": self.ignore_key, "source": self.source, "notes": list(self.notes),
                 **({"dynamic_keys": list(self.dynamic_keys)} if self.dynamic_keys else {}),
-                **({"in_block": list(self.in_block)} if self.in_block else {})}
+                **({"in_block": list(self.in_block)} if self.in_block else {}),
+                **({"quantized_layers": len(self.listed)} if self.listed else {})}
 
 
 UNQUANTIZED = QuantFacts(None, "unquantized", False, source="none")
@@ -142,8 +144,11 @@ def _modelopt(qc: dict[str, Any], source: str) -> QuantFacts:
     if algo.startswith("FP8"):
         return QuantFacts("modelopt", "FP8", False, size, ignore, key, source)
     if algo == "MIXED_PRECISION":
+        layers = inner.get("quantized_layers")
         return QuantFacts("modelopt_mixed", "unknown", False, size, ignore, key, source,
-                          ("mixed precision: schemes differ per layer",))
+                          ("mixed precision: schemes differ per layer",),
+                          listed=tuple(str(k) for k in layers) if isinstance(layers, dict)
+                          else ())
     return QuantFacts("modelopt", "unknown", False, size, ignore, key, source,
                       (f"unknown ModelOpt quant_algo {algo or 'missing'}",))
 
