@@ -144,3 +144,13 @@ def test_the_layout_offers_only_checked_entries() -> None:
     qwen = snapshot("qwen3.6-35b-a3b-nvfp4-mtp-uncovered").model
     assert qwen is not None and qwen.mtp is not None
     assert qwen.mtp.suggested_entries() == (r"re:^mtp\.",)
+
+
+def test_modelopt_mixed_precision_reads_quantized_layers() -> None:
+    quant = derive_quant({"quantization_config": {"quant_method": "modelopt", "quantization": {
+        "quant_algo": "MIXED_PRECISION", "exclude_modules": ["lm_head"],
+        "quantized_layers": {"model.layers.0.self_attn.q_proj": {"quant_algo": "NVFP4"}}}}})
+    rules = quant.ignore_rules()
+    assert quant.method == "modelopt_mixed" and quant.listed == ("model.layers.0.self_attn.q_proj",)
+    assert outcome(rules, (0, 33, 0), "model.layers.0.self_attn.q_proj") == QUANTIZED
+    assert outcome(rules, (0, 33, 0), "mtp.fc") == UNQUANTIZED  # not listed
