@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from logwatch.core.ignore import ignored_by, merge_overrides
+from logwatch.core.ignore import merge_overrides
+from logwatch.core.ignore_rules import ERROR, QUANTIZED, UNQUANTIZED, parse_release
+from logwatch.core.layer_outcome import IgnoreRules, outcome, outcomes_by_release, possible_outcomes
 from logwatch.core.quant import derive_quant
 from logwatch.host.model_dir import read_model_dir
 from tests.conftest import ROOT
@@ -51,25 +53,60 @@ def test_autodowngrade_is_explained() -> None:
 
 
 @pytest.mark.parametrize(
-    ("module", "entries", "method", "expected"),
+    ("module", "entries", "method", "release", "expected"),
     [
-        ("mtp.fc", ["re:^mtp\\."], "compressed-tensors", "re:^mtp\\."),
-        ("mtp.fc", ["mtp.*"], "compressed-tensors", None),  # no fnmatch in compressed-tensors
-        ("mtp.fc", ["mtp.*"], "modelopt_fp4", "mtp.*"),  # ModelOpt: fnmatch
+        ("mtp.fc", ["re:^mtp\\."], "compressed-tensors", "0.33.0", UNQUANTIZED),
+        ("mtp.fc", ["mtp.*"], "compressed-tensors", "0.33.0", QUANTIZED),  # no fnmatch
+        ("mtp.fc", ["mtp.*"], "modelopt_fp4", "0.33.0", UNQUANTIZED),  # ModelOpt: fnmatch
+        ("mtp.layers.0.self_attn.o_proj", ["re:^mtp\\."], "modelopt_fp4", "0.33.0",
+         QUANTIZED),  # ModelOpt reads no `re:` entry, in any release
+        ("mtp.fc", ["re:^mtp\\."], "modelopt", "0.10.2", QUANTIZED),
+        ("mtp.fc", ["mtp.*"], "modelopt", "0.11.2", QUANTIZED),  # FP8: no glob before 0.12
+        ("mtp.fc", ["mtp."], "modelopt", "0.11.2", UNQUANTIZED),  # ... but substrings
         ("model.layers.61.self_attn.q_a_proj", ["model.layers.61.self_attn"], "modelopt_fp4",
-         "model.layers.61.self_attn"),  # ModelOpt legacy substring match
-        ("x.self_attn.q_proj", ["x.self_attn.qkv_proj"], "compressed-tensors",
-         "x.self_attn.qkv_proj"),  # a shard matches through its fused name
-        ("x.mlp.up_proj", ["re:.*gate_up_proj"], "compressed-tensors", "re:.*gate_up_proj"),
+         "0.20.2", UNQUANTIZED),  # ModelOpt legacy substring match
+        ("x.self_attn.q_proj", ["x.self_attn.qkv_proj"], "compressed-tensors", "0.20.2",
+         UNQUANTIZED),  # a shard matches through its exact fused name
+        ("x.self_attn.q_proj", ["x.self_attn.qkv_proj"], "quark", "0.29.0", QUANTIZED),
+        ("x.self_attn.q_proj", ["x.self_attn.qkv_proj"], "quark", "0.30.0", UNQUANTIZED),
+        ("x.mlp.up_proj", ["re:.*gate_up_proj"], "compressed-tensors", "0.29.0", QUANTIZED),
+        ("x.mlp.up_proj", ["re:.*gate_up_proj"], "compressed-tensors", "0.30.0", UNQUANTIZED),
+        ("x.self_attn.q_a_proj", ["x.self_attn.q_a_proj"], "compressed-tensors", "0.33.0",
+         ERROR),  # fused_qkv_a_proj: one shard of two ignored
         ("model.layers.78.mlp.experts.5.up_proj", ["model.layers.78.mlp.experts.0.down_proj"],
-         "quark", "model.layers.78.mlp.experts.0.down_proj"),  # Quark's MoE children rule
+         "quark", "0.26.0", UNQUANTIZED),  # Quark's MoE children rule
         ("model.layers.78.mlp.experts.5.up_proj", ["model.layers.78.mlp.experts.0.down_proj"],
-         "compressed-tensors", None),
-        ("lm_head", ["re:(a|aa)+$"], "compressed-tensors", None),  # pathological: no match
+         "quark", "0.25.1", QUANTIZED),  # ... not before 0.26: the 256 vs 512 mismatch
+        ("model.layers.78.mlp.experts.5.up_proj", ["model.layers.78.mlp.experts"],
+         "quark", "0.25.1", ERROR),  # the parent named: the bare assert
+        ("model.layers.78.mlp.experts.5.up_proj", ["model.layers.78.mlp.experts.0.down_proj"],
+         "compressed-tensors", "0.33.0", ERROR),  # expert 0 decides: mixed
+        ("mtp.layers.0.mlp.experts.5.up_proj", ["re:^mtp\\."], "compressed-tensors", "0.11.2",
+         QUANTIZED),  # the ignore list is not read for MoE layers before 0.12
+        ("model.layers.61.eh_proj", [], "compressed-tensors", "0.33.0", UNQUANTIZED),
+        ("model.layers.61.shared_head.head", [], "quark", "0.33.0", UNQUANTIZED),
+        ("mtp.fc", [], "modelopt_fp4", "0.19.1", QUANTIZED),
+        ("mtp.fc", [], "modelopt_fp4", "0.20.2", UNQUANTIZED),  # Qwen3.5 forces it
     ],
 )
-def test_ignore_rules(module: str, entries: list[str], method: str, expected: str | None) -> None:
-    assert ignored_by(module, entries, method) == expected
+def test_ignore_rules(module: str, entries: list[str], method: str, release: str,
+                      expected: str) -> None:
+    rules = IgnoreRules(method, tuple(entries), model_type="qwen3_5_moe")
+    parsed = parse_release(release)
+    assert parsed is not None and outcome(rules, parsed, module) == expected
+
+
+def test_pathological_pattern_ignores_nothing() -> None:
+    rules = IgnoreRules("compressed-tensors", ("re:(a|aa)+$",))
+    assert outcome(rules, (0, 33, 0), "a" * 40 + "b.down_proj") == QUANTIZED
+
+
+def test_unknown_release_gives_every_possible_outcome() -> None:
+    rules = IgnoreRules("quark", ("model.layers.78.mlp.experts",))
+    module = "model.layers.78.mlp.experts.1.up_proj"
+    assert possible_outcomes(rules, module, None) == {ERROR, UNQUANTIZED}
+    assert possible_outcomes(rules, module, (0, 26, 0)) == {UNQUANTIZED}
+    assert outcomes_by_release(rules, module)[UNQUANTIZED][0] == "0.26.0"
 
 
 def test_mtp_coverage_on_the_samples() -> None:
@@ -78,24 +115,27 @@ def test_mtp_coverage_on_the_samples() -> None:
     assert uncovered is not None and uncovered.mtp is not None
     assert covered is not None and covered.mtp is not None
     assert not uncovered.mtp.covered and covered.mtp.covered
+    assert uncovered.mtp.releases[0] == (0, 17, 1)  # the first release running Qwen3.5 MoE
     assert uncovered.mtp.layout == "mtp_prefix"
     assert "mtp.fc" in uncovered.mtp.uncovered_bf16
     assert "mtp.layers.0.mlp.experts.*.down_proj" in uncovered.mtp.uncovered_bf16
     assert not any("gate." in n or n.endswith(".gate") for n in uncovered.mtp.uncovered_bf16)
-    assert uncovered.mtp.suggested_entries() == ("re:^mtp\\.",)
 
     deepseek, _ = read_model_dir(MODELS / "deepseek-v3-modelopt-nvfp4-legacy")
     assert deepseek is not None and deepseek.mtp is not None
     assert (deepseek.mtp.layout, deepseek.mtp.first_layer) == ("extra_layers", 61)
-    missing = deepseek.mtp.uncovered_bf16
-    assert "model.layers.61.eh_proj" in missing
+    missing = deepseek.mtp.uncovered_at((0, 33, 0))
+    assert "model.layers.61.eh_proj" not in missing  # a plain Linear: never quantized
     assert not any(".self_attn." in n for n in missing)  # `model.layers.61.self_attn*` covers
-    assert deepseek.mtp.suggested_entries() == ("re:^model\\.layers\\.61\\.",)
+    assert any(".self_attn." in n for n in deepseek.mtp.uncovered_at((0, 8, 5)))  # no glob yet
 
     glm, _ = read_model_dir(MODELS / "glm-5.2-quark-mxfp4")
     assert glm is not None and glm.mtp is not None
-    assert not any(".experts." in n for n in glm.mtp.uncovered_bf16)  # children rule
+    assert not any(".experts." in n for n in glm.mtp.uncovered_at((0, 26, 0)))  # children
+    assert any(".experts." in n for n in glm.mtp.uncovered_at((0, 25, 1)))  # rule from 0.26
     assert "model.layers.78.mlp.shared_experts.down_proj" in glm.mtp.uncovered_bf16
+    assert glm.mtp.differing_releases() == {"NOT covered": ["0.16.0-0.33.0"]} or \
+        "model.layers.78.mlp.shared_experts.down_proj" in glm.mtp.uncovered_at((0, 33, 0))
 
 
 def test_hf_overrides_replacing_the_ignore_list_is_noted() -> None:

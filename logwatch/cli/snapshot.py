@@ -8,7 +8,9 @@ import textwrap
 from pathlib import Path
 from typing import Any
 
+from logwatch.core.ignore_rules import parse_release, release_ranges
 from logwatch.core.latent import latent_problems
+from logwatch.core.mtp_coverage import snapshot_release, suggest_mtp_entries, uncovered_mtp_modules
 from logwatch.core.snapshot import Snapshot, diff_dicts
 from logwatch.core.visible import visible
 from logwatch.host.capture import take_snapshot
@@ -62,12 +64,7 @@ def render_snapshot(snapshot: Snapshot) -> str:
             out.append(f"  REPLACED by --hf-overrides: {model['ignore_replaced']}")
         mtp = model["mtp"]
         if mtp:
-            status = "covered" if mtp["covered"] else "NOT covered"
-            out.append(f"  mtp:     {mtp['layout']}, {mtp['modules']} modules "
-                       f"({mtp['stored']['bf16']} BF16, {mtp['stored']['quantized']} quantized), "
-                       f"ignore list: {status}")
-            for name in mtp["uncovered_bf16"]:
-                out.append(f"           BF16, not ignored: {name}")
+            out.extend(_mtp_lines(snapshot, mtp))
     if d["env"]:
         out.append("  env:     " + ", ".join(f"{k}={v}" for k, v in sorted(d["env"].items())))
     for problem in d["problems"]:
@@ -88,6 +85,42 @@ def latent_lines(snapshot: Snapshot, width: int = 100) -> list[str]:
             out += [("  LATENT:  " if number == 0 and n == 0 else "           "
                      + ("" if n == 0 or number == 0 else "  ")) + line
                     for n, line in enumerate(lines)]
+    return out
+
+
+def _mtp_lines(snapshot: Snapshot, mtp: dict[str, Any]) -> list[str]:
+    """The MTP draft's coverage under the snapshot's vLLM release, or, unknown, under every
+    release that runs the model, saying which releases differ."""
+    release = snapshot_release(snapshot)
+    layout = snapshot.model.mtp if snapshot.model else None
+    covered = layout.covered_at(release) if layout else mtp["covered"]
+    span = "-".join(release_ranges(layout.releases[:1] + layout.releases[-1:],
+                                   layout.releases)) if layout and layout.releases else "?"
+    judged = f"under vLLM {snapshot.vllm_version}" if release else (
+        f"vLLM {snapshot.vllm_version} predates this architecture; judged on {span}"
+        if parse_release(snapshot.vllm_version) else f"vLLM version unknown; judged on {span}")
+    out = [f"  mtp:     {mtp['layout']}, {mtp['modules']} modules "
+           f"({mtp['stored']['bf16']} BF16, {mtp['stored']['quantized']} quantized), "
+           f"ignore list: {'covered' if covered else 'NOT covered'} ({judged})"]
+    if release is None:
+        for status, ranges in mtp.get("coverage_by_release", {}).items():
+            out.append(f"           {status} on {', '.join(ranges)}")
+    errors = set(layout.load_errors_at(release)) if layout else set()
+    for name in uncovered_mtp_modules(snapshot):
+        out.append(f"           {'load error' if name in errors else 'BF16, not ignored'}: "
+                   f"{name}")
+    for row in mtp["module_list"]:
+        if release is None and "built" in row:
+            ways = "; ".join(f"{b} on {', '.join(r)}" for b, r in row["built"].items())
+            out.append(f"           {row['module']}: {ways}")
+    key = snapshot.model.quant.ignore_key if snapshot.model else None
+    suggestion = suggest_mtp_entries(snapshot, key or "ignore")
+    if suggestion is not None and suggestion.covers:
+        out.append(f"           add to {suggestion.key}: {', '.join(suggestion.entries)} "
+                   "(checked under the method's rules)")
+    elif suggestion is not None:
+        out.append(f"           no {suggestion.key} entry covers it on "
+                   f"{', '.join(suggestion.failing)}: upgrade vLLM")
     return out
 
 

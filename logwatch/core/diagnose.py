@@ -13,8 +13,12 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from logwatch.core.findings import Evidence
+from logwatch.core.ignore_rules import Release, parse_release
 from logwatch.core.incidents import Incident
 from logwatch.core.marlin_split import aligned_sizes
+from logwatch.core.mtp import MtpLayout
+from logwatch.core.mtp_coverage import snapshot_release, suggest_mtp_entries, uncovered_mtp_modules
+from logwatch.core.mtp_entries import IgnoreSuggestion
 from logwatch.core.quant import NATIVE_FP4_CAPABILITY
 from logwatch.core.signature import parse_number
 from logwatch.core.snapshot import Snapshot
@@ -234,7 +238,8 @@ def rule_mtp_ignore(incident: Incident, ctx: Context) -> Diagnosis | None:
     mtp = snap.model.mtp if snap.model else None
     if not snap.uses_mtp:
         return None
-    if mtp is None or mtp.covered:
+    release = snapshot_release(snap)
+    if mtp is None or mtp.covered_at(release):
         if category == "mtp_low_acceptance" and mtp is not None:
             return None
         return Diagnosis(
@@ -245,7 +250,7 @@ def rule_mtp_ignore(incident: Incident, ctx: Context) -> Diagnosis | None:
                 "" if mtp is None else " (the ignore list covers every MTP module)") + ".",
             (incident.signature.explain(incident.captures),), tuple(incident.evidence[-3:]),
             {"speculative_config": snap.launch.get("speculative_config")}, 0.4)
-    missing, extra = mtp.uncovered_bf16, mtp.ignored_quantized
+    missing, extra = uncovered_mtp_modules(snap), mtp.ignored_quantized_at(release)
     quant = snap.model.quant if snap.model else None
     details = []
     if missing:
@@ -254,17 +259,22 @@ def rule_mtp_ignore(incident: Incident, ctx: Context) -> Diagnosis | None:
     if extra:
         details.append(f"MTP modules stored quantized but ignored ({len(extra)}): "
                        + ", ".join(extra) + ".")
+    if errors := mtp.load_errors_at(release):
+        details.append("vLLM refuses the model over these MTP modules, whatever they store "
+                       "(an entry naming a Quark MoE layer before 0.26, or entries covering "
+                       "only some shards of a fused layer or of expert 0): " + ", ".join(errors)
+                       + ".")
     details.append("vLLM builds the MTP draft with the target's quantization (speculative.py "
                    "aligns the draft's quantization with the target's) unless the ignore list "
                    "names a module, so the draft's layers and its stored weights disagree.")
+    details.extend(_release_details(mtp, release, snap.vllm_version))
+    key = quant.ignore_key if quant and quant.ignore_key else "ignore"
+    suggestion = suggest_mtp_entries(snap, key)
     merged = list(snap.model.effective_ignore if snap.model else ()) + list(
-        mtp.suggested_entries())
-    remedies = [Remedy("fix_mtp_ignore_list",
-                       "Add " + ", ".join(mtp.suggested_entries() or ("nothing",)) + " to the "
-                       f"{quant.ignore_key if quant and quant.ignore_key else 'ignore'} list, "
-                       "merged with the existing entries (never replacing them).",
-                       bool(missing), "covers every BF16 MTP module" if missing else
-                       "the mismatch is quantized modules being ignored: remove those entries")]
+        suggestion.entries if suggestion and suggestion.covers else ())
+    elsewhere = mtp.suggestion(None, key) if suggestion and not suggestion.covers else None
+    remedies = [_ignore_remedy(suggestion, bool(missing), release, snap.vllm_version,
+                               elsewhere)]
     remedies.append(Remedy("disable_mtp", "Or serve without --speculative-config until the "
                            "checkpoint is fixed.", True, "the target model is unaffected"))
     title = ("Near-zero acceptance: the MTP draft is built in the wrong precision"
@@ -279,6 +289,42 @@ def rule_mtp_ignore(incident: Incident, ctx: Context) -> Diagnosis | None:
          "ignore": list(quant.ignore if quant else ()), "mtp_layout": mtp.layout,
          "mtp_stored": mtp.to_dict()["stored"], "suggested_ignore": merged},
         0.95 if missing else 0.8, tuple(remedies))
+
+
+def _release_details(mtp: MtpLayout, release: Release | None,
+                     version: str | None) -> list[str]:
+    if release is not None:
+        return [f"Judged by the ignore-list rules of vLLM {version} (the method's matching "
+                "changed between releases)."]
+    out = [f"vLLM {version} predates every release that registers this architecture: judged "
+           "by the rules of those that do."] if parse_release(version) else []
+    split = mtp.differing_releases()
+    if not split:
+        return out
+    return [*out, "The answer depends on the release: " + "; ".join(
+        f"{status} on {', '.join(ranges)}" for status, ranges in split.items()) + "."]
+
+
+def _ignore_remedy(suggestion: IgnoreSuggestion | None, missing: bool,
+                   release: Release | None, version: str | None,
+                   elsewhere: IgnoreSuggestion | None = None) -> Remedy:
+    """The ignore-list fix, offered as applicable only when checked; `elsewhere`: the same
+    check on every release that runs the model, to say which releases it works on."""
+    if suggestion is None or not missing:
+        return Remedy("fix_mtp_ignore_list", "Remove the ignore entries that name quantized "
+                      "MTP modules.", bool(not missing), "the mismatch is quantized modules "
+                      "being ignored")
+    where = f"vLLM {version}" if release is not None else "every release that runs this model"
+    add = (f"Add {', '.join(suggestion.entries)} to the {suggestion.key} list, merged with "
+           "the existing entries (never replacing them).")
+    if suggestion.covers:
+        return Remedy("fix_mtp_ignore_list", add, True,
+                      f"checked: covers every BF16 MTP module under the method's rules of {where}")
+    ranges = (elsewhere or suggestion).releases
+    works = f"; it does on {', '.join(ranges)}" if ranges else ""
+    return Remedy("fix_mtp_ignore_list", add, False if release is not None else None,
+                  f"no ignore entry keeps every BF16 MTP module unquantized on "
+                  f"{', '.join(suggestion.failing)}{works}: upgrade vLLM there")
 
 
 def rule_native_fp4_fallback(incident: Incident, ctx: Context) -> Diagnosis | None:

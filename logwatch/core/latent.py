@@ -15,6 +15,7 @@ from dataclasses import replace
 from logwatch.core.diagnose import Context, Diagnosis, Remedy, w4a4_remedy
 from logwatch.core.incidents import Incident
 from logwatch.core.marlin_split import REPACK_SCHEMES, aligned_sizes, untileable
+from logwatch.core.mtp_coverage import snapshot_release, suggest_mtp_entries, uncovered_mtp_modules
 from logwatch.core.quant import NATIVE_FP4_CAPABILITY
 from logwatch.core.snapshot import Snapshot
 
@@ -37,19 +38,17 @@ FAILURES_AHEAD = (LATENT_MTP, LATENT_MARLIN)  # the ones a root cause's remedy m
 ACTIVATION_FP4 = ("W4A4_NVFP4", "MXFP4")
 
 
-def uncovered_bf16(snapshot: Snapshot) -> tuple[str, ...]:
-    """BF16 MTP modules vLLM will build quantized: the one call into the MTP coverage rules
-    (release-blind today; core.mtp_coverage.uncovered_mtp_modules(snapshot) once it lands)."""
-    mtp = snapshot.model.mtp if snapshot.model else None
-    return mtp.uncovered_bf16 if mtp is not None else ()
-
-
 def mtp_gap(snapshot: Snapshot) -> tuple[tuple[str, ...], tuple[str, ...], tuple[str, ...]]:
-    """(BF16 MTP modules not ignored, quantized ones ignored, ignore entries that fix it)."""
+    """(BF16 MTP modules vLLM builds quantized, quantized ones it builds unquantized, ignore
+    entries checked to cover them), under the snapshot's release's rules."""
     mtp = snapshot.model.mtp if snapshot.model else None
     if mtp is None:
         return (), (), ()
-    return uncovered_bf16(snapshot), mtp.ignored_quantized, mtp.suggested_entries()
+    key = snapshot.model.quant.ignore_key if snapshot.model else None
+    suggestion = suggest_mtp_entries(snapshot, key or "ignore")
+    entries = suggestion.entries if suggestion is not None and suggestion.covers else ()
+    return (uncovered_mtp_modules(snapshot),
+            mtp.ignored_quantized_at(snapshot_release(snapshot)), entries)
 
 
 def latent_problems(snapshot: Snapshot, incidents: Sequence[Incident] = (),

@@ -12,10 +12,21 @@ from __future__ import annotations
 import re
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from typing import Any
 
-from logwatch.core.ignore import ignored_by
+from logwatch.core.ignore_rules import (
+    ERROR,
+    QUANTIZED,
+    UNQUANTIZED,
+    Release,
+    parse_release,
+    release_ranges,
+    release_text,
+)
+from logwatch.core.layer_outcome import IgnoreRules, outcome, vllm_layer
+from logwatch.core.mtp_entries import IgnoreSuggestion, suggest
+from logwatch.core.releases import candidate_releases
 
 QUANT_PARAMS = ("weight_packed", "weight_scale", "weight_scale_2", "weight_global_scale",
                 "input_global_scale", "input_scale", "weight_scale_inv", "weight_zero_point",
@@ -29,12 +40,27 @@ _EXPERT = re.compile(r"\.experts\.\d+\.")
 class MtpModule:
     name: str  # checkpoint module name, e.g. "mtp.fc" or "model.layers.61.eh_proj"
     stored: str  # "quantized" or "bf16"
-    ignored_by: str | None  # the ignore entry that covers it
+    ignored_by: str | None  # the entry that keeps it unquantized on the newest release
+    # outcome -> the releases (of those that run the model) where vLLM builds it so
+    built: tuple[tuple[str, tuple[Release, ...]], ...] = ()
+
+    def outcomes(self, release: Release | None, rules: IgnoreRules) -> set[str]:
+        """How vLLM builds it: at `release`, or every way across the candidate releases."""
+        if release is not None:
+            return {outcome(rules, release, self.name)}
+        return {built for built, _ in self.built}
+
+    def mismatched_at(self, release: Release | None, rules: IgnoreRules) -> bool:
+        """vLLM builds it (or may, when the release is unknown) in a precision other than
+        the one it is stored in, or refuses the model over it."""
+        built = self.outcomes(release, rules)
+        wrong = {QUANTIZED, ERROR} if self.stored == "bf16" else {UNQUANTIZED, ERROR}
+        return bool(built & wrong)
 
     @property
     def mismatched(self) -> bool:
-        """vLLM will build it in a precision other than the one it is stored in."""
-        return (self.stored == "bf16") == (self.ignored_by is None)
+        return (self.stored == "bf16" and any(b != UNQUANTIZED for b, _ in self.built)) or (
+            self.stored == "quantized" and any(b != QUANTIZED for b, _ in self.built))
 
 
 @dataclass(frozen=True, slots=True)
@@ -43,51 +69,114 @@ class MtpLayout:
     layers: int  # num_nextn_predict_layers / mtp_num_hidden_layers
     first_layer: int | None  # N for the extra_layers layout
     modules: tuple[MtpModule, ...]
+    rules: IgnoreRules = field(default_factory=lambda: IgnoreRules(None))
+    releases: tuple[Release, ...] = ()  # the releases that run this architecture
+
+    def release_for(self, version: str | None) -> Release | None:
+        """The release whose rules apply to a vLLM version string: None when unknown, or
+        older than every release that registers the architecture (a build running it is not
+        that release's code, so its rules say nothing)."""
+        found = parse_release(version)
+        if found is not None and self.releases and found < self.releases[0]:
+            return None
+        return found
+
+    def uncovered_at(self, release: Release | None) -> tuple[str, ...]:
+        """BF16 modules vLLM builds quantized (or fails on) at `release`; with the release
+        unknown, those it does on at least one candidate release."""
+        return collapse_experts(m.name for m in self.modules if m.stored == "bf16"
+                                and m.mismatched_at(release, self.rules))
+
+    def load_errors_at(self, release: Release | None) -> tuple[str, ...]:
+        """Modules over which vLLM refuses the model at `release` (unknown: on some release):
+        an entry naming a Quark MoE layer before 0.26, some but not all shards of a fused
+        layer, some but not all of compressed-tensors' expert-0 projections."""
+        return collapse_experts(m.name for m in self.modules
+                                if ERROR in m.outcomes(release, self.rules))
+
+    def ignored_quantized_at(self, release: Release | None) -> tuple[str, ...]:
+        return collapse_experts(m.name for m in self.modules if m.stored == "quantized"
+                                and m.mismatched_at(release, self.rules))
+
+    def covered_at(self, release: Release | None) -> bool:
+        return not any(m.mismatched_at(release, self.rules) for m in self.modules)
 
     @property
     def uncovered_bf16(self) -> tuple[str, ...]:
-        """BF16 modules the ignore list misses: vLLM builds them quantized (garbage draft)."""
-        return collapse_experts(m.name for m in self.modules
-                                if m.stored == "bf16" and m.ignored_by is None)
+        """BF16 modules the ignore list may miss: vLLM builds them quantized (garbage draft)
+        on at least one release that runs the model."""
+        return self.uncovered_at(None)
 
     @property
     def ignored_quantized(self) -> tuple[str, ...]:
         """Quantized modules the ignore list names: vLLM builds them unquantized."""
-        return collapse_experts(m.name for m in self.modules
-                                if m.stored == "quantized" and m.ignored_by is not None)
+        return self.ignored_quantized_at(None)
 
     @property
     def covered(self) -> bool:
-        return not any(m.mismatched for m in self.modules)
+        return self.covered_at(None)
 
-    def suggested_entries(self) -> tuple[str, ...]:
-        """Ignore entries that cover the uncovered BF16 modules, in vLLM's `re:` form."""
-        if not self.uncovered_bf16:
-            return ()
+    def suggestion(self, release: Release | None, key: str) -> IgnoreSuggestion | None:
+        """Entries for the `key` list that cover the uncovered BF16 modules, checked under the
+        rules of `release` (unknown: of every release that runs the model); None when
+        nothing is uncovered."""
+        missing = self.uncovered_at(release)
+        if not missing:
+            return None
         if self.layout == "mtp_prefix":
-            return (r"re:^mtp\.",)
-        assert self.first_layer is not None
-        return tuple(rf"re:^model\.layers\.{n}\." for n in
-                     range(self.first_layer, self.first_layer + max(self.layers, 1)))
+            prefixes = ["mtp."]
+        else:
+            assert self.first_layer is not None
+            prefixes = [f"model.layers.{n}." for n in
+                        range(self.first_layer, self.first_layer + max(self.layers, 1))]
+        bf16 = [m.name for m in self.modules if m.stored == "bf16"]
+        exact = tuple(n for n in bf16 if collapse_experts([n])[0] in missing)
+        return suggest(self.rules, key, prefixes, bf16, exact,
+                       (release,) if release is not None else self.releases, self.releases)
 
-    def to_dict(self) -> dict[str, Any]:
+    def suggested_entries(self, release: Release | None = None) -> tuple[str, ...]:
+        """The checked entries for the method's list, () when none covers every BF16 module
+        on `release` (unknown: on every release that runs the model)."""
+        found = self.suggestion(release, "ignore")
+        return found.entries if found is not None and found.covers else ()
+
+    def differing_releases(self) -> dict[str, list[str]]:
+        """When the coverage depends on the release: 'covered' / 'NOT covered' -> ranges."""
+        split: dict[str, list[Release]] = {}
+        for release in self.releases:
+            key = "covered" if self.covered_at(release) else "NOT covered"
+            split.setdefault(key, []).append(release)
+        return {k: release_ranges(v, self.releases) for k, v in split.items()} \
+            if len(split) > 1 else {}
+
+    def to_dict(self, version: str | None = None) -> dict[str, Any]:
+        """`covered` and the module lists under the rules of vLLM `version` (unknown: on
+        every release that runs the model)."""
+        release = self.release_for(version)
         return {
             "layout": self.layout, "layers": self.layers, "first_layer": self.first_layer,
-            "modules": len(self.modules), "covered": self.covered,
-            "uncovered_bf16": list(self.uncovered_bf16),
-            "ignored_quantized": list(self.ignored_quantized),
+            "modules": len(self.modules), "covered": self.covered_at(release),
+            "judged_on": release_text(release) if release else "any release",
+            "uncovered_bf16": list(self.uncovered_at(release)),
+            "ignored_quantized": list(self.ignored_quantized_at(release)),
+            "load_errors": list(self.load_errors_at(release)),
             "stored": {s: sum(1 for m in self.modules if m.stored == s)
                        for s in ("quantized", "bf16")},
+            "coverage_by_release": self.differing_releases(),
             "module_list": self.module_table(),
         }
 
     def module_table(self) -> list[dict[str, Any]]:
-        """Every MTP module (experts collapsed), how it is stored, what ignores it."""
+        """Every MTP module (experts collapsed), how it is stored, what ignores it, and how
+        vLLM builds it (outcome -> release ranges) when that depends on the release."""
         rows: dict[str, dict[str, Any]] = {}
         for module in self.modules:
             name = collapse_experts([module.name])[0]
-            rows.setdefault(name, {"module": name, "stored": module.stored,
-                                   "ignored_by": module.ignored_by})
+            row: dict[str, Any] = {"module": name, "stored": module.stored,
+                                   "ignored_by": module.ignored_by}
+            if len(module.built) > 1:
+                row["built"] = {b: release_ranges(r, self.releases) for b, r in module.built}
+            rows.setdefault(name, row)
         return list(rows.values())
 
 
@@ -131,9 +220,19 @@ def _is_linear(module: str, params: set[str]) -> bool:
     return bool(params & set(QUANT_PARAMS)) or "weight" in params
 
 
-def mtp_layout(config: dict[str, Any], tensor_names: Sequence[str], ignore: Sequence[str],
-               method: str | None) -> MtpLayout | None:
-    """The draft's modules and their coverage; None when the checkpoint has no MTP layers."""
+def covering_entry(rules: IgnoreRules, release: Release, module: str) -> str | None:
+    """The first entry that on its own keeps `module` unquantized at `release`."""
+    for entry in rules.entries:
+        alone, none = replace(rules, entries=(entry,)), replace(rules, entries=())
+        if outcome(alone, release, module) == UNQUANTIZED and outcome(
+                none, release, module) != UNQUANTIZED:
+            return entry
+    return None
+
+
+def mtp_layout(config: dict[str, Any], tensor_names: Sequence[str],
+               rules: IgnoreRules) -> MtpLayout | None:
+    """The draft's modules and how each release builds them; None without MTP layers."""
     layers = mtp_layer_count(config)
     hidden = text_config(config).get("num_hidden_layers")
     modules = _modules(tensor_names)
@@ -149,11 +248,30 @@ def mtp_layout(config: dict[str, Any], tensor_names: Sequence[str], ignore: Sequ
                 draft[m] = p
     else:
         return None
+    if rules.method == "gptq" and not rules.in_block:
+        # without modules_in_block_to_quantize, vLLM (0.11 on) takes the modules that have
+        # non-float tensors in the checkpoint; those that can match a draft module suffice
+        packed = [m for m, p in modules.items() if p & set(QUANT_PARAMS)]
+        rules = replace(rules, in_block=tuple(m for m in packed if any(m in d for d in draft)))
+    releases = candidate_releases(config.get("architectures") or ())
+    newest = releases[-1]
     found_modules = []
+    # the experts of one MoE layer share its method: judge each layer once
+    judged: dict[str, tuple[str | None, tuple[tuple[str, tuple[Release, ...]], ...]]] = {}
     for name in sorted(draft):
         params = draft[name]
         if not _is_linear(name, params):
             continue
         stored = "quantized" if params & set(QUANT_PARAMS) else "bf16"
-        found_modules.append(MtpModule(name, stored, ignored_by(name, ignore, method)))
-    return MtpLayout(layout, layers, first, tuple(found_modules))
+        layer, moe = vllm_layer(name)
+        key = layer if moe else name
+        if key not in judged:
+            by_outcome: dict[str, list[Release]] = {}
+            for release in releases:
+                by_outcome.setdefault(outcome(rules, release, name), []).append(release)
+            judged[key] = (covering_entry(rules, newest, name),
+                           tuple((k, tuple(v)) for k, v in by_outcome.items()))
+        entry, built = judged[key]
+        found_modules.append(MtpModule(name, stored, entry, built))
+    return MtpLayout(layout, layers, first, tuple(found_modules), rules, releases)
+

@@ -11,6 +11,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from logwatch.core.layer_outcome import IgnoreRules
+
 WEIGHT_ONLY_INT = ("W4A16", "W8A16", "GPTQ", "AWQ")
 FP4_SCHEMES = ("NVFP4A16", "W4A4_NVFP4", "W4A16_NVFP4", "MXFP4", "MXFP4A16")
 NATIVE_FP4_CAPABILITY = 100  # SM100 and newer (B200, B300, RTX 50/PRO 6000): CUTLASS/FlashInfer
@@ -27,6 +29,15 @@ class QuantFacts:
     ignore_key: str | None = None  # which key held the list: ignore, exclude_modules, exclude
     source: str = "config.json"
     notes: tuple[str, ...] = field(default=())
+    # GPTQ: the `dynamic` keys in order (`-:regex` excludes) and `modules_in_block_to_quantize`
+    dynamic_keys: tuple[str, ...] = ()
+    in_block: tuple[str, ...] = ()
+    listed: tuple[str, ...] = ()  # ModelOpt mixed precision: the `quantized_layers` keys
+
+    def ignore_rules(self, model_type: str | None = None) -> IgnoreRules:
+        """What vLLM reads from this config to leave layers unquantized."""
+        return IgnoreRules(self.method, self.ignore, dict.fromkeys(self.dynamic_keys),
+                           self.in_block, model_type, self.listed)
 
     @property
     def fp4(self) -> bool:
@@ -55,7 +66,10 @@ class QuantFacts:
     def to_dict(self) -> dict[str, Any]:
         return {"method": self.method, "scheme": self.scheme, "weight_only": self.weight_only,
                 "group_size": self.group_size, "ignore": list(self.ignore),
-                "ignore_key": self.ignore_key, "source": self.source, "notes": list(self.notes)}
+                "ignore_key": self.ignore_key, "source": self.source, "notes": list(self.notes),
+                **({"dynamic_keys": list(self.dynamic_keys)} if self.dynamic_keys else {}),
+                **({"in_block": list(self.in_block)} if self.in_block else {}),
+                **({"quantized_layers": len(self.listed)} if self.listed else {})}
 
 
 UNQUANTIZED = QuantFacts(None, "unquantized", False, source="none")
@@ -130,8 +144,11 @@ def _modelopt(qc: dict[str, Any], source: str) -> QuantFacts:
     if algo.startswith("FP8"):
         return QuantFacts("modelopt", "FP8", False, size, ignore, key, source)
     if algo == "MIXED_PRECISION":
+        layers = inner.get("quantized_layers")
         return QuantFacts("modelopt_mixed", "unknown", False, size, ignore, key, source,
-                          ("mixed precision: schemes differ per layer",))
+                          ("mixed precision: schemes differ per layer",),
+                          listed=tuple(str(k) for k in layers) if isinstance(layers, dict)
+                          else ())
     return QuantFacts("modelopt", "unknown", False, size, ignore, key, source,
                       (f"unknown ModelOpt quant_algo {algo or 'missing'}",))
 
@@ -160,6 +177,13 @@ def _quark(qc: dict[str, Any], source: str) -> QuantFacts:
     return QuantFacts("quark", scheme, weight_only, size, ignore, "exclude", source)
 
 
+def _flatten(items: list[Any]) -> list[Any]:
+    out: list[Any] = []
+    for item in items:
+        out.extend(_flatten(item) if isinstance(item, list) else [item])
+    return out
+
+
 def derive_quant(config: dict[str, Any], hf_quant_config: dict[str, Any] | None = None,
                  standalone: dict[str, Any] | None = None) -> QuantFacts:
     """The quantization of a checkpoint, from the files vLLM reads, in its order."""
@@ -182,10 +206,18 @@ def derive_quant(config: dict[str, Any], hf_quant_config: dict[str, Any] | None 
     if method == "quark":
         return _quark(qc, source)
     if method in ("gptq", "gptq_marlin", "auto_gptq"):
-        return QuantFacts("gptq", "GPTQ", True, qc.get("group_size"), (), None, source,
-                          (f"{qc.get('bits', '?')}-bit",))
+        dynamic: dict[str, Any] = qc["dynamic"] if isinstance(qc.get("dynamic"), dict) else {}
+        in_block = qc.get("modules_in_block_to_quantize")
+        return QuantFacts("gptq", "GPTQ", True, qc.get("group_size"),
+                          tuple(k[2:] for k in dynamic if str(k).startswith("-:")),
+                          "dynamic" if dynamic else None, source,
+                          (f"{qc.get('bits', '?')}-bit",), tuple(str(k) for k in dynamic),
+                          tuple(str(x) for x in _flatten(in_block)) if isinstance(
+                              in_block, list) else ())
     if method in ("awq", "awq_marlin", "auto_awq"):
-        return QuantFacts("awq", "AWQ", True, qc.get("group_size"), (), None, source)
+        skipped = tuple(str(x) for x in qc.get("modules_to_not_convert") or [])
+        return QuantFacts("awq", "AWQ", True, qc.get("group_size"), skipped,
+                          "modules_to_not_convert" if skipped else None, source)
     if method == "fp8":
         ignore = tuple(str(x) for x in qc.get("ignored_layers") or [])
         return QuantFacts("fp8", "FP8", False, None, ignore, "ignored_layers", source)

@@ -79,13 +79,14 @@ class ModelFacts:
     # above are what logwatch understands of them, the digests what vLLM was given
     files: dict[str, str] = field(default_factory=dict)
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self, vllm_version: str | None = None) -> dict[str, Any]:
+        """The MTP coverage judged under the rules of `vllm_version` (None: every release)."""
         return {"path": self.path, "architectures": list(self.architectures),
                 "model_type": self.model_type, "num_hidden_layers": self.num_hidden_layers,
                 "dims": dict(self.dims), "quant": self.quant.to_dict(),
                 "effective_ignore": list(self.effective_ignore),
                 "ignore_replaced": list(self.ignore_replaced),
-                "mtp": self.mtp.to_dict() if self.mtp else None,
+                "mtp": self.mtp.to_dict(vllm_version) if self.mtp else None,
                 "tensor_count": self.tensor_count, "problems": list(self.problems),
                 "files": dict(self.files)}
 
@@ -118,7 +119,8 @@ def model_facts(path: str, config: dict[str, Any], tensor_names: Sequence[str],
         model_type=str(effective_config.get("model_type") or "") or None,
         num_hidden_layers=layers if isinstance(layers, int) else None, dims=dims,
         quant=quant, effective_ignore=quant.ignore, ignore_replaced=replaced,
-        mtp=mtp_layout(effective_config, tensor_names, quant.ignore, quant.method),
+        mtp=mtp_layout(effective_config, tensor_names, quant.ignore_rules(
+            str(text.get("model_type") or effective_config.get("model_type") or "") or None)),
         tensor_count=len(tensor_names), problems=tuple(problems), files=dict(files or {}))
 
 
@@ -150,7 +152,7 @@ class Snapshot:
         return self.model.quant.marlin_path(self.gpu.capability) if self.model else None
 
     def to_dict(self) -> dict[str, Any]:
-        model = self.model.to_dict() if self.model else None
+        model = self.model.to_dict(self.vllm_version) if self.model else None
         if model is not None:
             model["quant"]["marlin_on_this_gpu"] = self.marlin_path
         return {"argv": list(self.argv), "launch": self.launch, "env": dict(self.env),

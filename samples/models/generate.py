@@ -107,7 +107,8 @@ def main() -> None:
           {**qwen_arch, "quantization_config": ct_config(
               NVFP4, NVFP4_INPUT, "nvfp4-pack-quantized", [*qwen_ignore, "re:^mtp\\."])},
           qwen_tensors(NVFP4_PARAMS, ("weight",)),
-          readme="The same checkpoint with `re:^mtp\\.` in its ignore list: MTP covered.")
+          readme="The same checkpoint with `re:^mtp\\.` in its ignore list: MTP covered on "
+                 "every release that runs Qwen3.6 (0.17.1 on).")
     write("qwen3.6-35b-a3b-nvfp4a16",
           {**qwen_arch, "quantization_config": ct_config(
               NVFP4, None, "nvfp4-pack-quantized", [*qwen_ignore, "re:^mtp\\."])},
@@ -138,7 +139,8 @@ def main() -> None:
                                "exclude_modules": ["lm_head", "model.layers.61.self_attn*",
                                                    "model.layers.61.shared_head*"]}}},
           readme="ModelOpt 0.29 (legacy hf_quant_config.json) NVFP4 DeepSeek-V3; the MTP layer "
-                 "61 is BF16 but exclude_modules covers only its attention and head.")
+                 "61 is BF16 but exclude_modules covers only its attention and head (by glob: "
+                 "from vLLM 0.9.2; eh_proj is never quantized).")
     write("modelopt-nvfp4-autodowngrade",
           {"architectures": ["Qwen3ForCausalLM"], "model_type": "qwen3", "hidden_size": 4096,
            "intermediate_size": 12288, "num_hidden_layers": 36,
@@ -163,8 +165,9 @@ def main() -> None:
                            "re:model\\.layers\\.78\\.self_attn\\..*"]}},
           deepseek_tensors(78, ("weight", "weight_scale"), ("weight",)),
           readme="Quark MXFP4 GLM-5.2 (vLLM PR #46757): the exclude list names one expert child "
-                 "(the MoE children rule covers the experts) and the attention, but not the "
-                 "shared experts, eh_proj or shared_head.head.")
+                 "(the MoE children rule covers the experts from vLLM 0.26.0; on 0.16.0-0.25.1 "
+                 "they stay MXFP4) and the attention, but not the shared experts (eh_proj and "
+                 "shared_head.head are never quantized under Quark).")
     write("llama-3.1-8b-fp8",
           {"architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_size": 4096,
            "intermediate_size": 14336, "num_hidden_layers": 32,
