@@ -109,9 +109,12 @@ def scan_inputs(inputs: Sequence[ScanInput], library: Library, engine: str = "au
                 mode: str = "auto", stdin: IO[bytes] | None = None,
                 on_progress: Callable[[int, int], None] | None = None,
                 snapshot_options: SnapshotOptions | None = None,
-                recorder: ScanRecorder | None = None) -> dict[str, Any]:
-    """Scan every input and return the report (with snapshots and diagnoses) as a dict."""
-    matcher = Matcher(library.signatures, engine=engine)
+                recorder: ScanRecorder | None = None,
+                matcher: Matcher | None = None) -> dict[str, Any]:
+    """Scan every input and return the report (with snapshots and diagnoses) as a dict.
+
+    `matcher`: one already built from `library` (many small scans of one library)."""
+    matcher = matcher or Matcher(library.signatures, engine=engine)
     book = LaunchBook()
 
     def record(findings: list[Any]) -> None:
