@@ -30,6 +30,7 @@ class _Open:
     record: Record
     state: str  # "plain", "process" (after "Process X:"), "frames", "after_exception"
     lines: list[ParsedLine] = field(default_factory=list)
+    before_last: str = "plain"  # the state before its last line: a wrapped line is judged whole
 
 
 def starts_traceback(message: str) -> bool:
@@ -85,6 +86,21 @@ def _continues(current: _Open, line: ParsedLine) -> str | None:
     return "after_exception" if same_logger_call else None
 
 
+def _rejoin(current: _Open, continuation: ParsedLine) -> None:
+    """Join a terminal-wrapped continuation to the record's last line, and judge that line
+    again whole (its cut head may have read as something else: `Traceback (most re`)."""
+    lines = current.record.lines
+    tail = lines.pop()
+    joined = replace(tail, message=tail.message + continuation.message,
+                     raw=tail.raw + continuation.raw)
+    if not lines:
+        current.state = _state_after_first(joined)
+    else:
+        current.state = _continues(replace(current, state=current.before_last), joined) \
+            or current.state
+    lines.append(joined)
+
+
 class Assembler:
     """Streaming assembly: feed parsed lines in order, get records in order of first line.
 
@@ -136,10 +152,7 @@ class Assembler:
             assert self._last_key is not None
             current = self._open.get(self._last_key)
             if current is not None:
-                tail = current.record.lines[-1]
-                joined = replace(tail, message=tail.message + line.message,
-                                 raw=tail.raw + line.raw)
-                current.record.lines[-1] = joined
+                _rejoin(current, line)
                 self._last_length = len(line.raw)
                 return
         self._last_length = len(line.raw)
@@ -150,7 +163,7 @@ class Assembler:
             state = _continues(current, line)
             if state is not None and len(current.record.lines) < MAX_RECORD_LINES:
                 current.record.lines.append(line)
-                current.state = state
+                current.before_last, current.state = current.state, state
                 return
             self._close(current.record)
         self._open[key] = _Open(Record([line]), _state_after_first(line))

@@ -1,4 +1,4 @@
-"""Strip colour and the outer wrappers (docker, journald, CI, Ray, torch, kubectl) from a line.
+"""Strip colour and the outer wrappers (docker, journald, CI, Ray, torch, kubectl, markdown).
 
 The result keeps what the wrappers told us: an outer timestamp, a torch rank, Ray's repeat
 count. Nothing here decides what the line means; `vllm_format` parses what is left.
@@ -6,6 +6,7 @@ count. Nothing here decides what the line means; `vllm_format` parses what is le
 
 from __future__ import annotations
 
+import json
 import re
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -32,12 +33,19 @@ _JOURNAL_SHORT = re.compile(
     r"(?P<mon>[^\W\d_]{3,5}\.?) {1,2}(?P<day>\d{1,2}) (?P<hms>\d\d:\d\d:\d\d) "
     r"(?P<host>[\w.-]+) (?P<ident>[^\s\[\]:]{1,64})(?:\[(?P<pid>\d+)\])?: "
 )
+# journalctl -o short-iso: a numeric zone ("Z" is docker's or CI's, before any message)
 _JOURNAL_ISO = re.compile(
-    r"(?P<ts>\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:[.,]\d+)?(?:[+-]\d\d:?\d\d|Z)) "
+    r"(?P<ts>\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:[.,]\d+)?[+-]\d\d:?\d\d) "
     r"(?P<host>[\w.-]+) (?P<ident>[^\s\[\]:]{1,64})(?:\[(?P<pid>\d+)\])?: "
 )
 _TORCH_RANK = re.compile(r"\[rank(?P<rank>\d+)\]: ?")
 _KUBECTL_BOX = re.compile(r"[│┃|] (?P<body>.*?)\s*[│┃|]")
+_KUBECTL_PREFIX = re.compile(r"\[pod/[\w.-]{1,253}/[\w.-]{1,63}\] ")  # kubectl logs --prefix
+# containerd/CRI-O after the timestamp: the stream and whether the line is Full or Partial
+_CRI_STREAM = re.compile(r"(?:stdout|stderr) [FP] ")
+_CI_COMMAND = re.compile(r"##\[(?:error|warning|notice|debug|group|endgroup|command|section)\]")
+# A bug report pasted as markdown: quoted ("> ", nested) or bulleted ("- ", "* ", "+ ") lines.
+_MARKDOWN_LEAD = re.compile(r"(?:>(?!>) ?)+|[-*+] (?=\S| {2})")
 _RAY_REPEATED = re.compile(r"\s*\[repeated (?P<n>\d+)x across cluster\]\s*$")
 
 # Month names journald may print, by locale (English, German, French, Spanish, Russian, ...).
@@ -130,6 +138,21 @@ def _journal_time(mon: str, day: str, hms: str, reference: datetime) -> datetime
     return closest_datetime(month, int(day), hour, minute, second, reference)
 
 
+_MARKDOWN_FIRST = frozenset(">-*+")
+
+
+def _docker_json(text: str) -> tuple[str, str | None] | None:
+    """docker's json-file line: (the logged line, its time), or None for other JSON."""
+    try:
+        data = json.loads(text)
+    except ValueError:
+        return None
+    if not isinstance(data, dict) or not isinstance(data.get("log"), str):
+        return None
+    time = data.get("time")
+    return terminal_text(strip_colour(data["log"])), time if isinstance(time, str) else None
+
+
 def unwrap(raw: str, reference: datetime) -> Unwrapped:
     """Peel colour and outer wrappers off one physical line, outermost first."""
     text = strip_colour(terminal_text(raw))
@@ -149,6 +172,18 @@ def unwrap(raw: str, reference: datetime) -> Unwrapped:
         m = _KUBECTL_BOX.fullmatch(text)
         if m:
             text, kind = m.group("body"), "kubectl"
+        elif m := _KUBECTL_PREFIX.match(text):
+            text, kind = text[m.end():], "kubectl"
+        elif text[:7] == '{"log":' and (docker := _docker_json(text)) is not None:
+            text, time = docker
+            outer = outer or (_parse_iso(time) if time else None)
+            kind = "docker-json"
+        elif m := _CRI_STREAM.match(text):
+            text, kind = text[m.end():], "cri"
+        elif m := _CI_COMMAND.match(text):
+            text, kind = text[m.end():], "ci-command"
+        elif text[:1] in _MARKDOWN_FIRST and (m := _MARKDOWN_LEAD.match(text)):
+            text, kind = text[m.end():], "markdown"
         elif (m := _CI_GUTTER.match(text)) and (text.lstrip().startswith(("|", "["))):
             outer = outer or _parse_iso(m.group("ts"))
             text, kind = text[m.end():], "ci-gutter"
