@@ -12,6 +12,7 @@ import itertools
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field, replace
 
+from logwatch.core.normalize import strip_colour
 from logwatch.core.records import ParsedLine, Record
 
 _TB_START = "Traceback (most recent call last):"
@@ -30,7 +31,6 @@ class _Open:
     record: Record
     state: str  # "plain", "process" (after "Process X:"), "frames", "after_exception"
     lines: list[ParsedLine] = field(default_factory=list)
-    before_last: str = "plain"  # the state before its last line: a wrapped line is judged whole
 
 
 def starts_traceback(message: str) -> bool:
@@ -86,19 +86,11 @@ def _continues(current: _Open, line: ParsedLine) -> str | None:
     return "after_exception" if same_logger_call else None
 
 
-def _rejoin(current: _Open, continuation: ParsedLine) -> None:
-    """Join a terminal-wrapped continuation to the record's last line, and judge that line
-    again whole (its cut head may have read as something else: `Traceback (most re`)."""
-    lines = current.record.lines
-    tail = lines.pop()
-    joined = replace(tail, message=tail.message + continuation.message,
-                     raw=tail.raw + continuation.raw)
-    if not lines:
-        current.state = _state_after_first(joined)
-    else:
-        current.state = _continues(replace(current, state=current.before_last), joined) \
-            or current.state
-    lines.append(joined)
+def rejoin(head: ParsedLine, continuation: ParsedLine) -> ParsedLine:
+    """A line a terminal cut at its width, whole again. The continuation is taken as printed
+    (colour aside): what looked like a wrapper at its start was the middle of the line."""
+    rest = strip_colour(continuation.raw)
+    return replace(head, message=head.message + rest, raw=head.raw + continuation.raw)
 
 
 class Assembler:
@@ -116,13 +108,9 @@ class Assembler:
         self._sequence = itertools.count()
         self._ordered = ordered
         self._wrap_width = wrap_width
-        self._last_length = 0  # of the previous physical line
-        self._last_key: tuple[object, ...] | None = None  # the writer it went to
-
-    def _is_hard_wrap(self, line: ParsedLine) -> bool:
-        """A prefix-less line continuing a line the terminal cut at its width."""
-        return (self._wrap_width is not None and line.kind == "raw"
-                and self._last_length == self._wrap_width and self._last_key is not None)
+        # a line exactly as long as the terminal: held until the next line says whether it
+        # goes on, so the record sees it whole ("Traceback (most re" opens nothing)
+        self._cut: ParsedLine | None = None
 
     def feed(self, line: ParsedLine) -> list[Record]:
         """Add one line; return the records that are complete and due, in order."""
@@ -148,28 +136,36 @@ class Assembler:
         heapq.heappush(self._closed, (record.lines[0].lineno, next(self._sequence), record))
 
     def _feed(self, line: ParsedLine) -> None:
-        if self._is_hard_wrap(line):
-            assert self._last_key is not None
-            current = self._open.get(self._last_key)
-            if current is not None:
-                _rejoin(current, line)
-                self._last_length = len(line.raw)
+        if self._wrap_width is not None:
+            cut, self._cut = self._cut, None
+            row = len(line.raw)  # this physical row: as wide as the terminal, it goes on
+            if cut is not None:
+                if line.kind == "raw":  # no header of its own: the rest of the cut line
+                    line = rejoin(cut, line)
+                else:
+                    self._place(cut)
+            if row == self._wrap_width:
+                self._cut = line
                 return
-        self._last_length = len(line.raw)
-        self._last_key = line.stream_key
+        self._place(line)
+
+    def _place(self, line: ParsedLine) -> None:
         key = line.stream_key
         current = self._open.get(key)
         if current is not None:
             state = _continues(current, line)
             if state is not None and len(current.record.lines) < MAX_RECORD_LINES:
                 current.record.lines.append(line)
-                current.before_last, current.state = current.state, state
+                current.state = state
                 return
             self._close(current.record)
         self._open[key] = _Open(Record([line]), _state_after_first(line))
 
     def flush(self) -> list[Record]:
         """Close every open record (end of input, or a quiet period in a live source)."""
+        if self._cut is not None:
+            self._place(self._cut)
+            self._cut = None
         records = [entry[2] for entry in self._closed]
         records += [o.record for o in self._open.values()]
         self._open.clear()

@@ -1,0 +1,46 @@
+"""V0's worker error embedded in its own line comes apart, so the carried message stands alone."""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from logwatch.core.assemble import assemble, starts_traceback
+from logwatch.core.pasted import split_embedded
+from logwatch.core.vllm_format import parse_line
+
+V0 = "(VllmWorkerProcess pid=235) ERROR 08-05 23:29:38 multiproc_worker_utils.py:226] "
+REF = datetime(2026, 8, 6)
+
+
+def test_the_embedding_splits_into_wrapper_message_and_traceback() -> None:
+    message = ("Exception in worker VllmWorkerProcess while processing method load_model: "
+               "CUDA error: out of memory, Traceback (most recent call last):")
+    assert split_embedded(message).splitlines() == [
+        "Exception in worker VllmWorkerProcess while processing method load_model:",
+        "CUDA error: out of memory",
+        "Traceback (most recent call last):",
+    ]
+    assert starts_traceback(split_embedded(message))
+
+
+def test_without_a_traceback_the_message_is_the_rest() -> None:
+    message = "Exception in worker W while processing method init_device: bad, worse"
+    assert split_embedded(message).splitlines()[1] == "bad, worse"
+
+
+def test_other_messages_are_left_alone() -> None:
+    for message in ("while processing method x", "RuntimeError: CUDA error: x", ""):
+        assert split_embedded(message) == message
+
+
+def test_the_carried_message_starts_a_line_of_the_record() -> None:
+    lines = [V0 + "Exception in worker VllmWorkerProcess while processing method load_model: "
+             "RuntimeError: size_k = 3584 is not divisible by tile_k_size = 16, Traceback "
+             "(most recent call last):",
+             V0 + '  File "/vllm/executor/multiproc_worker_utils.py", line 223, in run',
+             V0 + "    output = executor(*args, **kwargs)"]
+    parsed = [parse_line("t", i + 1, ln, REF) for i, ln in enumerate(lines)]
+    (record,) = list(assemble(parsed))
+    assert "\nRuntimeError: size_k = 3584 is not divisible by tile_k_size = 16\n" in \
+        record.message
+    assert record.is_traceback
