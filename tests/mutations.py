@@ -59,13 +59,16 @@ def _join(lines: list[str]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def bare_message(line: str) -> str:
-    """The line without vLLM's header (process prefix, level, time, logger tag)."""
-    return line[HEADER.match(line).end():]  # type: ignore[union-attr]  # always matches
-
-
 def header_of(line: str) -> str:
-    return line[:HEADER.match(line).end()]  # type: ignore[union-attr]
+    """vLLM's header at the start of the line (process prefix, level, time, logger tag)."""
+    m = HEADER.match(line)
+    assert m is not None  # every part is optional: it always matches
+    return m.group(0)
+
+
+def bare_message(line: str) -> str:
+    """The line without vLLM's header."""
+    return line[len(header_of(line)):]
 
 
 # -- headers ------------------------------------------------------------------------------
@@ -220,11 +223,16 @@ def _numbered(template: str) -> Callable[[list[str]], str]:
     return mutate
 
 
+def unchanged(value: str) -> str:
+    return value
+
+
 @dataclass(frozen=True)
 class Mutation:
     name: str
-    apply: Callable[[list[str]], str]
-    capture: Callable[[str], str] = staticmethod(lambda value: value)  # type: ignore[assignment]
+    apply: Callable[[list[str]], str]  # the example between context lines -> the mutated log
+    capture: Callable[[str], str] = unchanged  # what the mutation does to a captured value
+    live: bool = True  # a followed file can arrive this way (the daemon must see it too)
 
 
 MUTATIONS = (
@@ -235,8 +243,9 @@ MUTATIONS = (
     Mutation("markdown-star-bullets", _line_prefix("* ")),
     Mutation("markdown-quote", _line_prefix("> ")),
     Mutation("markdown-code-fence", code_fence),
-    Mutation("wrapped-80", _hard_wrap(80)),
-    Mutation("wrapped-120", _hard_wrap(120)),
+    # a terminal's copy-paste: the scan detects the width; a followed file is never wrapped
+    Mutation("wrapped-80", _hard_wrap(80), live=False),
+    Mutation("wrapped-120", _hard_wrap(120), live=False),
     Mutation("v0-embedded", v0_embedded),
     Mutation("python313-traceback", python313),
     Mutation("docker-cri", _numbered("2026-05-12T08:01:{s:02d}.331095044Z stdout F ")),

@@ -4,17 +4,21 @@ For each example of each signature in the library (as the library API loads it, 
 signatures are covered without listing them) and each mutation in tests/mutations.py, the
 example is put between healthy lines, mutated, and scanned through `scan_inputs` (the scan's
 own path: wrap detection, prefilter, parser, assembler, matcher, report). The mutated log must
-give the same signature with the same key captures as the unmutated one. A mutation with
+give the same signature with the same key captures as the unmutated one, and so must the
+daemon's scanner fed the log a line at a time (except for terminal wraps: a followed file is
+never terminal-wrapped, and only the scan detects a wrapped paste). A mutation with
 nothing to act on in an example is skipped with its reason (`pytest -rs` lists them).
 """
 
 from __future__ import annotations
 
 import io
+from datetime import datetime
 from typing import Any
 
 import pytest
 
+from logwatch.core.block_scan import BlockScanner
 from logwatch.core.library import Library
 from logwatch.core.matcher import Matcher
 from logwatch.core.signature import Signature
@@ -56,6 +60,21 @@ def key_captures(library: Library, signature_id: str,
         names = signature.key_captures if signature.key_captures is not None else captures
         out.append({name: captures[name] for name in names if name in captures})
     return out
+
+
+def live_key_captures(signature: Signature, text: str, matcher: Matcher
+                      ) -> list[dict[str, str]]:
+    """The key captures the daemon's scanner finds, fed a line at a time as a followed file
+    delivers it, then settled as after a quiet spell."""
+    scanner = BlockScanner(matcher, "followed.log", datetime.now())
+    findings = []
+    for line in text.encode().splitlines(keepends=True):
+        findings += scanner.feed(line)
+    findings += scanner.flush()
+    names = signature.key_captures
+    return [{name: value for name, value in finding.captures.items()
+             if names is None or name in names}
+            for finding in findings if finding.signature.id == signature.id]
 
 
 _baselines: dict[tuple[str, int], list[dict[str, str]]] = {}
@@ -112,13 +131,17 @@ def test_examples_survive_mutation(signature_id: str, mutation: Mutation, librar
         except NotApplicable as why:
             skipped.append(f"example {index + 1}: {why}")
             continue
-        got = key_captures(library, signature_id, scan_text(text, library, matcher))
         want = [{name: mutation.capture(value) for name, value in found.items()}
                 for found in expected]
-        missing = [found for found in want if found not in got]
-        if missing:
-            failures.append(f"example {index + 1}: expected {missing}, got "
-                            f"{got or 'no finding'}\n--- mutated log ---\n{text}")
+        paths = [("scan", key_captures(library, signature_id,
+                                       scan_text(text, library, matcher)))]
+        if mutation.live:
+            paths.append(("daemon", live_key_captures(signature, text, matcher)))
+        for path, got in paths:
+            missing = [found for found in want if found not in got]
+            if missing:
+                failures.append(f"example {index + 1} ({path}): expected {missing}, got "
+                                f"{got or 'no finding'}\n--- mutated log ---\n{text}")
     assert not failures, f"{signature_id} after {mutation.name}:\n" + "\n\n".join(failures)
     if skipped and len(skipped) == len(signature.examples):
         reasons = {why.split(": ", 1)[1] for why in skipped}
