@@ -28,6 +28,16 @@ def test_without_a_traceback_the_message_is_the_rest() -> None:
     assert split_embedded(message).splitlines()[1] == "bad, worse"
 
 
+def test_splitting_twice_or_after_a_rejoin_gives_the_same_lines() -> None:
+    whole = ("Exception in worker W while processing method load_model: size_k = 40 is not "
+             "divisible by tile_k_size = 16, Traceback (most recent call last):")
+    once = split_embedded(whole)
+    assert split_embedded(once) == once
+    # a terminal cut the row after "is not div": the head was split alone, then rejoined
+    cut = whole.index("div") + 3
+    assert split_embedded(split_embedded(whole[:cut]) + whole[cut:]) == once
+
+
 def test_other_messages_are_left_alone() -> None:
     for message in ("while processing method x", "RuntimeError: CUDA error: x", ""):
         assert split_embedded(message) == message

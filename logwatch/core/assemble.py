@@ -13,6 +13,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field, replace
 
 from logwatch.core.normalize import strip_colour
+from logwatch.core.pasted import split_embedded
 from logwatch.core.records import ParsedLine, Record
 
 _TB_START = "Traceback (most recent call last):"
@@ -90,7 +91,8 @@ def rejoin(head: ParsedLine, continuation: ParsedLine) -> ParsedLine:
     """A line a terminal cut at its width, whole again. The continuation is taken as printed
     (colour aside): what looked like a wrapper at its start was the middle of the line."""
     rest = strip_colour(continuation.raw)
-    return replace(head, message=head.message + rest, raw=head.raw + continuation.raw)
+    return replace(head, message=split_embedded(head.message + rest),
+                   raw=head.raw + continuation.raw)
 
 
 class Assembler:
