@@ -116,21 +116,24 @@ def crlf(lines: list[str]) -> str:
     return "\r\n".join(lines) + "\r\n"
 
 
+_LEVEL_COLOURS = {"DEBUG": "37", "INFO": "32", "WARNING": "33", "ERROR": "31", "CRITICAL": "35"}
+
+
 def _colour_header(line: str) -> str:
+    """vLLM's colour formatter (0.11+): cyan process prefix, level by severity, grey time and
+    logger tag. Lines without a header stay as they are."""
     m = HEADER.match(line)
     assert m is not None
-    if not m.group(0):
-        return f"\x1b[1;31m{line}\x1b[0m"
+    if not m.group("level"):
+        return line
     out = ""
     if m.group("prefix"):
         out += f"\x1b[0;36m{m.group('prefix').rstrip()}\x1b[0;0m "
-    if m.group("level"):
-        out += f"\x1b[32m{m.group('level')}\x1b[0m {m.group('time')}"
+    out += (f"\x1b[{_LEVEL_COLOURS[m.group('level')]}m{m.group('level')}\x1b[0m "
+            f"\x1b[90m{m.group('time')}\x1b[0m")
     if m.group("tag"):
-        out += f" \x1b[2m{m.group('tag').strip()}\x1b[0m"
-    if m.group("level"):
-        out += " "
-    return out + line[m.end():]
+        out += f" \x1b[90m{m.group('tag').strip()}\x1b[0m"
+    return out + " " + line[m.end():]
 
 
 def ansi_vllm(lines: list[str]) -> str:
@@ -141,6 +144,28 @@ def ansi_vllm(lines: list[str]) -> str:
 def ansi_256(lines: list[str]) -> str:
     """A pager or log viewer painting whole lines in a 256-colour tone, short reset, erase."""
     return _join([f"\x1b[38;5;196m{ln}\x1b[m\x1b[K" for ln in lines])
+
+
+def ansi_caret_notation(lines: list[str]) -> str:
+    """vLLM's colours after a copy that turned ESC into the caret text `^[`."""
+    return _join([_colour_header(ln).replace("\x1b", "^[") for ln in lines])
+
+
+def ansi_remnants(lines: list[str]) -> str:
+    """vLLM's colours after a copy that dropped ESC and kept the rest (`[36m`)."""
+    return _join([_colour_header(ln).replace("\x1b", "") for ln in lines])
+
+
+def ray_repeated(lines: list[str]) -> str:
+    """Ray's log deduplication: the process as Ray names it, and a repeat count at the end."""
+    out = []
+    for line in lines:
+        m = HEADER.match(line)
+        assert m is not None
+        rest = line[len(m.group("prefix")):]
+        out.append(f"(RayWorkerWrapper pid=5085, ip=10.20.0.4) {rest} "
+                   "[repeated 3x across cluster]")
+    return _join(out)
 
 
 # -- embedding and tracebacks -------------------------------------------------------------
@@ -255,7 +280,12 @@ MUTATIONS = (
     Mutation("journald", _numbered("Dec 01 02:10:{s:02d} gpu-node-3 vllm[2231]: ")),
     Mutation("github-actions", _numbered("2026-05-12T08:01:{s:02d}.3310950Z ")),
     Mutation("github-actions-error", _numbered("2026-05-12T08:01:{s:02d}.3310950Z ##[error]")),
+    Mutation("journald-localised", _numbered("Dez 01 02:10:{s:02d} gpu-node-3 python3[2231]: ")),
+    Mutation("torch-rank", _line_prefix("[rank1]: ")),
+    Mutation("ray-repeated", ray_repeated),
     Mutation("crlf", crlf),
     Mutation("ansi-vllm-colours", ansi_vllm),
     Mutation("ansi-256-colours", ansi_256),
+    Mutation("ansi-caret-notation", ansi_caret_notation),
+    Mutation("ansi-remnants", ansi_remnants),
 )

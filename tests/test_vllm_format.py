@@ -140,6 +140,8 @@ def test_journald_short_year_follows_reference() -> None:
         '<font color="#2AA1B3"><b>(APIServer pid=31)</b></font> INFO 11-29 22:38:00 [a.py:1] m',
         "(APIServer pid=31) \x1b[32mINFO\x1b[0m \x1b[90m11-29 22:38:00\x1b[0m "
         "\x1b[90m[a.py:1]\x1b[0m m",
+        # vLLM's formatter with ESC lost in a copy: remnants against words and brackets
+        "[0;36m(APIServer pid=31)[0;0m [32mINFO[0m [90m11-29 22:38:00[0m [90m[a.py:1][0m m",
     ],
 )
 def test_colour_in_every_form(line: str) -> None:

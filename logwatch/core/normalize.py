@@ -19,6 +19,10 @@ _ANSI = re.compile(
     r"\x1b\[[0-9;?]*[A-Za-z]|\x1b[()][A-Za-z0-9]|\^\[\[[0-9;]*m"
     r"|(?<![\w\]\[])\[(?:[0-9]{1,3}(?:;[0-9]{1,3})*)?m(?![\w\]])"
 )
+# vLLM's own colour formatter, its ESC lost: these sit against words and brackets
+# ("[31mERROR[0m [90m[core.py:1][0m"), where the general remnant rule above holds back.
+_VLLM_REMNANT_HINTS = ("[0;36m(", "[90m")
+_VLLM_REMNANT = re.compile(r"\[(?:0;36|0;0|0|3[1-7]|90)m")
 _HTML_TAG = re.compile(r"</?(?:font|b|span|strong)(?:\s[^<>]{0,200})?>", re.IGNORECASE)
 _HTML_ENTITIES = {"&lt;": "<", "&gt;": ">", "&quot;": '"', "&#39;": "'", "&amp;": "&"}
 
@@ -94,6 +98,8 @@ def strip_colour(text: str) -> str:
     """Remove ANSI escapes (raw, caret and stripped forms) and HTML colour tags."""
     if _COLOUR_HINT.search(text):
         text = _ANSI.sub("", text)
+        if any(hint in text for hint in _VLLM_REMNANT_HINTS):
+            text = _VLLM_REMNANT.sub("", text)
     if "<" in text and _HTML_TAG.search(text):
         text = _HTML_TAG.sub("", text)
         for entity, char in _HTML_ENTITIES.items():
