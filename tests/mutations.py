@@ -105,10 +105,22 @@ def _hard_wrap(width: int) -> Callable[[list[str]], str]:
     def mutate(lines: list[str]) -> str:
         if not any(len(ln) > width for ln in _example_lines(lines)):
             raise NotApplicable(f"every line of the example fits in {width} columns")
-        out: list[str] = []
-        for line in lines:
-            out.extend(line[i:i + width] for i in range(0, max(len(line), 1), width))
-        return _join(out)
+        return _join(wrap_lines(lines, width))
+    return mutate
+
+
+def wrap_lines(lines: list[str], width: int) -> list[str]:
+    """Each line cut into rows of `width` characters, as a terminal shows it."""
+    return [line[i:i + width] for line in lines for i in range(0, max(len(line), 1), width)]
+
+
+def _hard_wrap_excerpt(width: int) -> Callable[[list[str]], str]:
+    """Only the example, wrapped: a bug report quoting the error and nothing around it."""
+    def mutate(lines: list[str]) -> str:
+        excerpt = _example_lines(lines)
+        if not any(len(ln) > width for ln in excerpt):
+            raise NotApplicable(f"every line of the example fits in {width} columns")
+        return _join(wrap_lines(excerpt, width))
     return mutate
 
 
@@ -271,6 +283,8 @@ MUTATIONS = (
     # a terminal's copy-paste: the scan detects the width; a followed file is never wrapped
     Mutation("wrapped-80", _hard_wrap(80), live=False),
     Mutation("wrapped-120", _hard_wrap(120), live=False),
+    Mutation("wrapped-80-excerpt", _hard_wrap_excerpt(80), live=False),
+    Mutation("wrapped-120-excerpt", _hard_wrap_excerpt(120), live=False),
     Mutation("v0-embedded", v0_embedded),
     Mutation("python313-traceback", python313),
     Mutation("docker-cri", _numbered("2026-05-12T08:01:{s:02d}.331095044Z stdout F ")),

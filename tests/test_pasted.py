@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import datetime
 
 from logwatch.core.assemble import assemble, starts_traceback
-from logwatch.core.pasted import split_embedded
+from logwatch.core.pasted import split_embedded, wrap_width
 from logwatch.core.vllm_format import parse_line
 
 V0 = "(VllmWorkerProcess pid=235) ERROR 08-05 23:29:38 multiproc_worker_utils.py:226] "
@@ -54,3 +54,30 @@ def test_the_carried_message_starts_a_line_of_the_record() -> None:
     assert "\nRuntimeError: size_k = 3584 is not divisible by tile_k_size = 16\n" in \
         record.message
     assert record.is_traceback
+
+
+def _raw(row: str) -> bool:
+    return not row.startswith("(")
+
+
+def test_a_long_wrapped_log_shows_its_width() -> None:
+    rows = ["x" * 119] * 5 + ["short"] * 5
+    assert wrap_width(rows, _raw) == 119
+
+
+def test_a_short_excerpt_wrapped_at_a_common_width() -> None:
+    line = ("(EngineCore pid=5) ERROR 11-29 22:38:00 [core.py:1021] RuntimeError: size_k = "
+            "3584 is not divisible by tile_k_size = 16")
+    head = line[:80]
+    rows = [head, line[80:]]
+    assert wrap_width(rows, _raw) == 80
+    # the row after it has a header of its own: a line that merely happens to be 80 long
+    assert wrap_width([head, head[:60]], _raw) is None
+    # an uncommon width needs the many-rows evidence
+    assert wrap_width([line[:81], line[81:]], _raw) is None
+
+
+def test_a_longer_line_means_no_wrap() -> None:
+    rows = ["x" * 80] * 5 + ["y" * 200]
+    assert wrap_width(rows, _raw) is None
+    assert wrap_width(["short", "lines"], _raw) is None
