@@ -106,26 +106,14 @@ def code_fence(lines: list[str]) -> str:
 
 
 # -- terminal -----------------------------------------------------------------------------
-def _hard_wrap(width: int) -> Callable[[list[str]], str]:
+def _hard_wrap(width: int, excerpt: bool = False) -> Callable[[list[str]], str]:
+    """Every line cut into rows of `width` characters, as a terminal shows it; `excerpt`:
+    only the example, as a bug report quotes the error and nothing around it."""
     def mutate(lines: list[str]) -> str:
         if not any(len(ln) > width for ln in _example_lines(lines)):
             raise NotApplicable(f"every line of the example fits in {width} columns")
-        return _join(wrap_lines(lines, width))
-    return mutate
-
-
-def wrap_lines(lines: list[str], width: int) -> list[str]:
-    """Each line cut into rows of `width` characters, as a terminal shows it."""
-    return [line[i:i + width] for line in lines for i in range(0, max(len(line), 1), width)]
-
-
-def _hard_wrap_excerpt(width: int) -> Callable[[list[str]], str]:
-    """Only the example, wrapped: a bug report quoting the error and nothing around it."""
-    def mutate(lines: list[str]) -> str:
-        excerpt = _example_lines(lines)
-        if not any(len(ln) > width for ln in excerpt):
-            raise NotApplicable(f"every line of the example fits in {width} columns")
-        return _join(wrap_lines(excerpt, width))
+        return _join([line[i:i + width] for line in (_example_lines(lines) if excerpt else lines)
+                      for i in range(0, max(len(line), 1), width)])
     return mutate
 
 
@@ -288,8 +276,8 @@ MUTATIONS = (
     # a terminal's copy-paste: the scan detects the width; a followed file is never wrapped
     Mutation("wrapped-80", _hard_wrap(80), live=False),
     Mutation("wrapped-120", _hard_wrap(120), live=False),
-    Mutation("wrapped-80-excerpt", _hard_wrap_excerpt(80), live=False),
-    Mutation("wrapped-120-excerpt", _hard_wrap_excerpt(120), live=False),
+    Mutation("wrapped-80-excerpt", _hard_wrap(80, excerpt=True), live=False),
+    Mutation("wrapped-120-excerpt", _hard_wrap(120, excerpt=True), live=False),
     Mutation("v0-embedded", v0_embedded),
     Mutation("python313-traceback", python313),
     Mutation("docker-cri", _numbered("2026-05-12T08:01:{s:02d}.331095044Z stdout F ")),
