@@ -125,8 +125,8 @@ _LEVEL_COLOURS = {"DEBUG": "37", "INFO": "32", "WARNING": "33", "ERROR": "31", "
 
 
 def _colour_header(line: str) -> str:
-    """vLLM's colour formatter (0.11+): cyan process prefix, level by severity, grey time and
-    logger tag. Lines without a header stay as they are."""
+    """vLLM's colour formatter: level by severity, grey time and logger tag (0.12+), cyan
+    process prefix (0.31+). Lines without a header stay as they are."""
     m = HEADER.match(line)
     assert m is not None
     if not m.group("level"):

@@ -19,8 +19,9 @@ _ANSI = re.compile(
     r"\x1b\[[0-9;?]*[A-Za-z]|\x1b[()][A-Za-z0-9]|\^\[\[[0-9;]*m"
     r"|(?<![\w\]\[])\[(?:[0-9]{1,3}(?:;[0-9]{1,3})*)?m(?![\w\]])"
 )
-# vLLM's own colour formatter, its ESC lost: these sit against words and brackets
-# ("[31mERROR[0m [90m[core.py:1][0m"), where the general remnant rule above holds back.
+# vLLM's own colour formatter (level, grey time and logger tag from 0.12; cyan process prefix
+# from 0.31; vllm/logging_utils/formatter.py), its ESC lost: these sit against words and
+# brackets ("[31mERROR[0m [90m[core.py:1][0m"), where the general remnant rule holds back.
 _VLLM_REMNANT_HINTS = ("[0;36m(", "[90m")
 _VLLM_REMNANT = re.compile(r"\[(?:0;36|0;0|0|3[1-7]|90)m")
 _HTML_TAG = re.compile(r"</?(?:font|b|span|strong)(?:\s[^<>]{0,200})?>", re.IGNORECASE)
