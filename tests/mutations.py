@@ -151,14 +151,11 @@ def ansi_256(lines: list[str]) -> str:
     return _join([f"\x1b[38;5;196m{ln}\x1b[m\x1b[K" for ln in lines])
 
 
-def ansi_caret_notation(lines: list[str]) -> str:
-    """vLLM's colours after a copy that turned ESC into the caret text `^[`."""
-    return _join([_colour_header(ln).replace("\x1b", "^[") for ln in lines])
-
-
-def ansi_remnants(lines: list[str]) -> str:
-    """vLLM's colours after a copy that dropped ESC and kept the rest (`[36m`)."""
-    return _join([_colour_header(ln).replace("\x1b", "") for ln in lines])
+def _copied_colours(esc: str) -> Callable[[list[str]], str]:
+    """vLLM's colours after a copy that showed ESC as caret text (`^[`) or dropped it."""
+    def mutate(lines: list[str]) -> str:
+        return _join([_colour_header(ln).replace("\x1b", esc) for ln in lines])
+    return mutate
 
 
 def ray_repeated(lines: list[str]) -> str:
@@ -240,11 +237,15 @@ def python313(lines: list[str]) -> str:
 
 
 # -- outer wrappers -----------------------------------------------------------------------
-def docker_json(lines: list[str]) -> str:
-    """docker's json-file driver, as `/var/lib/docker/containers/*/*-json.log` holds it."""
-    return _join([json.dumps({"log": ln + "\n", "stream": "stderr",
-                              "time": f"2026-05-12T08:01:{i % 60:02d}.331095044Z"})
-                  for i, ln in enumerate(lines)])
+def _docker_json(tty: bool) -> Callable[[list[str]], str]:
+    """docker's json-file driver, as `/var/lib/docker/containers/*/*-json.log` holds it;
+    `tty`: run with -t, so vLLM coloured its headers."""
+    def mutate(lines: list[str]) -> str:
+        return _join([json.dumps({"log": (_colour_header(ln) if tty else ln) + "\n",
+                                  "stream": "stdout" if tty else "stderr",
+                                  "time": f"2026-05-12T08:01:{i % 60:02d}.331095044Z"})
+                      for i, ln in enumerate(lines)])
+    return mutate
 
 
 def _numbered(template: str) -> Callable[[list[str]], str]:
@@ -281,7 +282,8 @@ MUTATIONS = (
     Mutation("v0-embedded", v0_embedded),
     Mutation("python313-traceback", python313),
     Mutation("docker-cri", _numbered("2026-05-12T08:01:{s:02d}.331095044Z stdout F ")),
-    Mutation("docker-json", docker_json),
+    Mutation("docker-json", _docker_json(tty=False)),
+    Mutation("docker-json-tty", _docker_json(tty=True)),
     Mutation("docker-compose", _line_prefix("vllm-1  | ")),
     Mutation("kubectl-prefix", _line_prefix("[pod/vllm-7f9c6d5b8-x2x4k/vllm] ")),
     Mutation("journald", _numbered("Dec 01 02:10:{s:02d} gpu-node-3 vllm[2231]: ")),
@@ -293,6 +295,6 @@ MUTATIONS = (
     Mutation("crlf", crlf),
     Mutation("ansi-vllm-colours", ansi_vllm),
     Mutation("ansi-256-colours", ansi_256),
-    Mutation("ansi-caret-notation", ansi_caret_notation),
-    Mutation("ansi-remnants", ansi_remnants),
+    Mutation("ansi-caret-notation", _copied_colours("^[")),
+    Mutation("ansi-remnants", _copied_colours("")),
 )

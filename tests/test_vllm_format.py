@@ -100,6 +100,10 @@ def test_docker_json_time_is_the_outer_time() -> None:
                    '"time":"2026-05-12T08:01:39.331095044Z"}')
     assert (parsed.message, parsed.outer_time) == ("RuntimeError: x",
                                                     datetime(2026, 5, 12, 8, 1, 39, 331095))
+    # colour inside the JSON-escaped line
+    coloured = parse('{"log":"\\u001b[0;36m(APIServer pid=1)\\u001b[0;0m \\u001b[32mINFO'
+                     '\\u001b[0m 11-29 22:38:00 [a.py:1] m\\n","stream":"stdout","time":"x"}')
+    assert (coloured.process, coloured.level, coloured.message) == ("APIServer", "INFO", "m")
     # JSON that is not docker's stays as it is
     assert parse('{"log": 3}').message == '{"log": 3}'
 

@@ -162,11 +162,18 @@ def _docker_json(text: str) -> tuple[str, str | None] | None:
 
 def unwrap(raw: str, reference: datetime) -> Unwrapped:
     """Peel colour and outer wrappers off one physical line, outermost first."""
-    text = strip_colour(terminal_text(raw))
+    text = terminal_text(raw)
     outer: datetime | None = None
     rank: str | None = None
     repeated = 1
     wrappers: list[str] = []
+    # docker's json-file holds the line JSON-escaped: decode it before looking for colour
+    if text[:7] == '{"log":' and (docker := _docker_json(text)) is not None:
+        text, time = docker
+        outer = _parse_iso(time) if time else None
+        wrappers.append("docker-json")
+    else:
+        text = strip_colour(text)
     if "repeated" in text:
         m = _RAY_REPEATED.search(text)
         if m:
@@ -181,10 +188,6 @@ def unwrap(raw: str, reference: datetime) -> Unwrapped:
             text, kind = m.group("body"), "kubectl"
         elif m := _KUBECTL_PREFIX.match(text):
             text, kind = text[m.end():], "kubectl"
-        elif text[:7] == '{"log":' and (docker := _docker_json(text)) is not None:
-            text, time = docker
-            outer = outer or (_parse_iso(time) if time else None)
-            kind = "docker-json"
         elif m := _CRI_STREAM.match(text):
             text, kind = text[m.end():], "cri"
         elif m := _CI_COMMAND.match(text):
