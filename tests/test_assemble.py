@@ -146,6 +146,29 @@ def test_hard_wrapped_lines_rejoin_when_the_width_is_known() -> None:
     assert len(records("\n".join(pieces))) == len(pieces)
 
 
+def test_a_wrapped_line_is_judged_whole_once_rejoined() -> None:
+    # the terminal cut "Traceback (most re|cent call last):" and, later, a chain marker: each
+    # head alone opens nothing, the whole line opens a traceback (or continues the chain)
+    width = len(H) + len("Traceback (most re")
+    lines = [
+        H + "Traceback (most recent call last):",
+        H + '  File "/usr/lib/python3.12/site-packages/vllm/model_executor/parameter.py", '
+            "line 130, in load",
+        H + "AssertionError",
+        H + "",
+        H + "The above exception was the direct cause of the following exception:",
+        H + "",
+        H + "Traceback (most recent call last):",
+        H + "RuntimeError: loading failed",
+    ]
+    wrapped = [ln[i:i + width] for ln in lines for i in range(0, max(len(ln), 1), width)]
+    assert wrapped[0].endswith("Traceback (most re")
+    recs = records("\n".join(wrapped), wrap_width=width)
+    assert len(recs) == 1
+    assert recs[0].message.splitlines()[0] == "Traceback (most recent call last):"
+    assert recs[0].message.splitlines()[-1] == "RuntimeError: loading failed"
+
+
 def test_records_come_out_in_log_order_even_when_they_close_late() -> None:
     assembler = Assembler()
     lines = [

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from logwatch.core.library import Library
 from logwatch.daemon.metrics import parse_listen, render
 from tests.conftest import ROOT, SAMPLES
 
@@ -37,7 +38,7 @@ def test_render_escapes_labels() -> None:
 
 
 @pytest.mark.slow
-def test_a_running_daemon_serves_its_numbers(tmp_path: Path) -> None:
+def test_a_running_daemon_serves_its_numbers(tmp_path: Path, library: Library) -> None:
     log, port = tmp_path / "vllm.log", free_port()
     log.write_bytes((SAMPLES / "demo_marlin_and_mtp.log").read_bytes())
     proc = subprocess.Popen([sys.executable, "-m", "logwatch", "daemon", "--file", str(log),
@@ -62,6 +63,9 @@ def test_a_running_daemon_serves_its_numbers(tmp_path: Path) -> None:
     source = f"file:{log}"
     assert f'logwatch_lines_read_total{{source="{source}"}} 118' in text
     assert f'logwatch_lag_bytes{{source="{source}"}} 0' in text
-    assert 'logwatch_findings_total{signature="marlin.repack_tile_n",version="1"} 4' in text
+    signature = library.get("marlin.repack_tile_n")
+    assert signature is not None
+    assert (f'logwatch_findings_total{{signature="marlin.repack_tile_n",'
+            f'version="{signature.version}"}} 4') in text
     assert 'logwatch_incidents{fatal="true"}' in text
     assert 'logwatch_library_info{version="0.1.0"} 1' in text

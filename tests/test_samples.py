@@ -154,7 +154,7 @@ def test_samples_cover_every_wrapper_and_process_era() -> None:
             if parsed.process:
                 processes.add(parsed.process.split("_")[0])
     assert {"docker-compose", "timestamp", "journald", "ci-gutter", "torch-rank", "kubectl",
-            "ray-repeated"} <= wrappers
+            "ray-repeated", "docker-json", "markdown"} <= wrappers
     assert {"APIServer", "EngineCore", "Worker", "VllmWorker", "VllmWorkerProcess",
             "MainProcess", "RayWorkerWrapper"} <= processes
     assert {"vllm", "prefix", "uvicorn", "glog", "json", "raw"} <= kinds

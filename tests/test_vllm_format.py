@@ -75,12 +75,53 @@ def test_logger_tags(line: str, file: str, lineno: int) -> None:
          "ci-gutter"),
         ("[rank0]: (APIServer pid=1) INFO 11-29 22:38:00 [a.py:1] m", "torch-rank"),
         ("│ (APIServer pid=1) INFO 11-29 22:38:00 [a.py:1] m            │", "kubectl"),
+        ("[pod/vllm-7f9c6d5b8-x2x4k/vllm] (APIServer pid=1) INFO 11-29 22:38:00 [a.py:1] m",
+         "kubectl"),
+        ("2026-05-12T08:01:39.331095044Z stderr F (APIServer pid=1) INFO 11-29 22:38:00 "
+         "[a.py:1] m", "cri"),
+        ('{"log":"(APIServer pid=1) INFO 11-29 22:38:00 [a.py:1] m\\n","stream":"stderr",'
+         '"time":"2026-05-12T08:01:39.331095044Z"}', "docker-json"),
+        ("2026-05-12T08:01:39.3310950Z ##[error](APIServer pid=1) INFO 11-29 22:38:00 [a.py:1] m",
+         "ci-command"),
+        ("> (APIServer pid=1) INFO 11-29 22:38:00 [a.py:1] m", "markdown"),
+        ("> > (APIServer pid=1) INFO 11-29 22:38:00 [a.py:1] m", "markdown"),
+        ("- (APIServer pid=1) INFO 11-29 22:38:00 [a.py:1] m", "markdown"),
+        ("* (APIServer pid=1) INFO 11-29 22:38:00 [a.py:1] m", "markdown"),
     ],
 )
 def test_outer_wrappers(line: str, wrapper: str) -> None:
     assert wrapper in unwrap(line, REF).wrappers
     parsed = parse(line)
     assert (parsed.process, parsed.message) == ("APIServer", "m")
+
+
+def test_docker_json_time_is_the_outer_time() -> None:
+    parsed = parse('{"log":"RuntimeError: x\\n","stream":"stderr",'
+                   '"time":"2026-05-12T08:01:39.331095044Z"}')
+    assert (parsed.message, parsed.outer_time) == ("RuntimeError: x",
+                                                    datetime(2026, 5, 12, 8, 1, 39, 331095))
+    # colour inside the JSON-escaped line
+    coloured = parse('{"log":"\\u001b[0;36m(APIServer pid=1)\\u001b[0;0m \\u001b[32mINFO'
+                     '\\u001b[0m 11-29 22:38:00 [a.py:1] m\\n","stream":"stdout","time":"x"}')
+    assert (coloured.process, coloured.level, coloured.message) == ("APIServer", "INFO", "m")
+    # JSON that is not docker's stays as it is
+    assert parse('{"log": 3}').message == '{"log": 3}'
+
+
+def test_a_ci_stamp_before_a_bare_message_is_not_journald() -> None:
+    parsed = parse("2026-05-12T08:01:03.3310950Z CUDA error: device-side assert triggered")
+    assert parsed.message == "CUDA error: device-side assert triggered"
+    journal = parse("2026-05-12T08:01:03+0000 gpu-3 vllm[12]: CUDA error: x")
+    assert journal.message == "CUDA error: x"
+
+
+def test_markdown_leads_keep_what_follows() -> None:
+    assert parse('-   File "a.py", line 1, in f').message == '  File "a.py", line 1, in f'
+    assert parse(">").message == ""
+    # a Python prompt, an option list, a separator: not markdown
+    assert parse(">>> import vllm").message == ">>> import vllm"
+    assert parse("--max-model-len 4096").message == "--max-model-len 4096"
+    assert parse("-").message == "-"
 
 
 def test_outer_timestamp_wins_over_vllm_time() -> None:
@@ -103,6 +144,8 @@ def test_journald_short_year_follows_reference() -> None:
         '<font color="#2AA1B3"><b>(APIServer pid=31)</b></font> INFO 11-29 22:38:00 [a.py:1] m',
         "(APIServer pid=31) \x1b[32mINFO\x1b[0m \x1b[90m11-29 22:38:00\x1b[0m "
         "\x1b[90m[a.py:1]\x1b[0m m",
+        # vLLM's formatter with ESC lost in a copy: remnants against words and brackets
+        "[0;36m(APIServer pid=31)[0;0m [32mINFO[0m [90m11-29 22:38:00[0m [90m[a.py:1][0m m",
     ],
 )
 def test_colour_in_every_form(line: str) -> None:

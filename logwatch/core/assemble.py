@@ -12,6 +12,8 @@ import itertools
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field, replace
 
+from logwatch.core.normalize import strip_colour
+from logwatch.core.pasted import split_embedded
 from logwatch.core.records import ParsedLine, Record
 
 _TB_START = "Traceback (most recent call last):"
@@ -85,6 +87,14 @@ def _continues(current: _Open, line: ParsedLine) -> str | None:
     return "after_exception" if same_logger_call else None
 
 
+def rejoin(head: ParsedLine, continuation: ParsedLine) -> ParsedLine:
+    """A line a terminal cut at its width, whole again. The continuation is taken as printed
+    (colour aside): what looked like a wrapper at its start was the middle of the line."""
+    rest = strip_colour(continuation.raw)
+    return replace(head, message=split_embedded(head.message + rest),
+                   raw=head.raw + continuation.raw)
+
+
 class Assembler:
     """Streaming assembly: feed parsed lines in order, get records in order of first line.
 
@@ -100,13 +110,9 @@ class Assembler:
         self._sequence = itertools.count()
         self._ordered = ordered
         self._wrap_width = wrap_width
-        self._last_length = 0  # of the previous physical line
-        self._last_key: tuple[object, ...] | None = None  # the writer it went to
-
-    def _is_hard_wrap(self, line: ParsedLine) -> bool:
-        """A prefix-less line continuing a line the terminal cut at its width."""
-        return (self._wrap_width is not None and line.kind == "raw"
-                and self._last_length == self._wrap_width and self._last_key is not None)
+        # a line exactly as long as the terminal: held until the next line says whether it
+        # goes on, so the record sees it whole ("Traceback (most re" opens nothing)
+        self._cut: ParsedLine | None = None
 
     def feed(self, line: ParsedLine) -> list[Record]:
         """Add one line; return the records that are complete and due, in order."""
@@ -132,18 +138,20 @@ class Assembler:
         heapq.heappush(self._closed, (record.lines[0].lineno, next(self._sequence), record))
 
     def _feed(self, line: ParsedLine) -> None:
-        if self._is_hard_wrap(line):
-            assert self._last_key is not None
-            current = self._open.get(self._last_key)
-            if current is not None:
-                tail = current.record.lines[-1]
-                joined = replace(tail, message=tail.message + line.message,
-                                 raw=tail.raw + line.raw)
-                current.record.lines[-1] = joined
-                self._last_length = len(line.raw)
+        if self._wrap_width is not None:
+            cut, self._cut = self._cut, None
+            row = len(line.raw)  # this physical row: as wide as the terminal, it goes on
+            if cut is not None:
+                if line.kind == "raw":  # no header of its own: the rest of the cut line
+                    line = rejoin(cut, line)
+                else:
+                    self._place(cut)
+            if row == self._wrap_width:
+                self._cut = line
                 return
-        self._last_length = len(line.raw)
-        self._last_key = line.stream_key
+        self._place(line)
+
+    def _place(self, line: ParsedLine) -> None:
         key = line.stream_key
         current = self._open.get(key)
         if current is not None:
@@ -157,6 +165,9 @@ class Assembler:
 
     def flush(self) -> list[Record]:
         """Close every open record (end of input, or a quiet period in a live source)."""
+        if self._cut is not None:
+            self._place(self._cut)
+            self._cut = None
         records = [entry[2] for entry in self._closed]
         records += [o.record for o in self._open.values()]
         self._open.clear()

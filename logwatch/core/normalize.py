@@ -1,4 +1,4 @@
-"""Strip colour and the outer wrappers (docker, journald, CI, Ray, torch, kubectl) from a line.
+"""Strip colour and the outer wrappers (docker, journald, CI, Ray, torch, kubectl, markdown).
 
 The result keeps what the wrappers told us: an outer timestamp, a torch rank, Ray's repeat
 count. Nothing here decides what the line means; `vllm_format` parses what is left.
@@ -6,6 +6,7 @@ count. Nothing here decides what the line means; `vllm_format` parses what is le
 
 from __future__ import annotations
 
+import json
 import re
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -18,6 +19,11 @@ _ANSI = re.compile(
     r"\x1b\[[0-9;?]*[A-Za-z]|\x1b[()][A-Za-z0-9]|\^\[\[[0-9;]*m"
     r"|(?<![\w\]\[])\[(?:[0-9]{1,3}(?:;[0-9]{1,3})*)?m(?![\w\]])"
 )
+# vLLM's own colour formatter (level, grey time and logger tag from 0.12; cyan process prefix
+# from 0.31; vllm/logging_utils/formatter.py), its ESC lost: these sit against words and
+# brackets ("[31mERROR[0m [90m[core.py:1][0m"), where the general remnant rule holds back.
+_VLLM_REMNANT_HINTS = ("[0;36m(", "[90m")
+_VLLM_REMNANT = re.compile(r"\[(?:0;36|0;0|0|3[1-7]|90)m")
 _HTML_TAG = re.compile(r"</?(?:font|b|span|strong)(?:\s[^<>]{0,200})?>", re.IGNORECASE)
 _HTML_ENTITIES = {"&lt;": "<", "&gt;": ">", "&quot;": '"', "&#39;": "'", "&amp;": "&"}
 
@@ -32,12 +38,19 @@ _JOURNAL_SHORT = re.compile(
     r"(?P<mon>[^\W\d_]{3,5}\.?) {1,2}(?P<day>\d{1,2}) (?P<hms>\d\d:\d\d:\d\d) "
     r"(?P<host>[\w.-]+) (?P<ident>[^\s\[\]:]{1,64})(?:\[(?P<pid>\d+)\])?: "
 )
+# journalctl -o short-iso: a numeric zone ("Z" is docker's or CI's, before any message)
 _JOURNAL_ISO = re.compile(
-    r"(?P<ts>\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:[.,]\d+)?(?:[+-]\d\d:?\d\d|Z)) "
+    r"(?P<ts>\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:[.,]\d+)?[+-]\d\d:?\d\d) "
     r"(?P<host>[\w.-]+) (?P<ident>[^\s\[\]:]{1,64})(?:\[(?P<pid>\d+)\])?: "
 )
 _TORCH_RANK = re.compile(r"\[rank(?P<rank>\d+)\]: ?")
 _KUBECTL_BOX = re.compile(r"[│┃|] (?P<body>.*?)\s*[│┃|]")
+_KUBECTL_PREFIX = re.compile(r"\[pod/[\w.-]{1,253}/[\w.-]{1,63}\] ")  # kubectl logs --prefix
+# containerd/CRI-O after the timestamp: the stream and whether the line is Full or Partial
+_CRI_STREAM = re.compile(r"(?:stdout|stderr) [FP] ")
+_CI_COMMAND = re.compile(r"##\[(?:error|warning|notice|debug|group|endgroup|command|section)\]")
+# A bug report pasted as markdown: quoted ("> ", nested) or bulleted ("- ", "* ", "+ ") lines.
+_MARKDOWN_LEAD = re.compile(r"(?:>(?!>) ?)+|[-*+] (?=\S| {2})")
 _RAY_REPEATED = re.compile(r"\s*\[repeated (?P<n>\d+)x across cluster\]\s*$")
 
 # Month names journald may print, by locale (English, German, French, Spanish, Russian, ...).
@@ -86,6 +99,8 @@ def strip_colour(text: str) -> str:
     """Remove ANSI escapes (raw, caret and stripped forms) and HTML colour tags."""
     if _COLOUR_HINT.search(text):
         text = _ANSI.sub("", text)
+        if any(hint in text for hint in _VLLM_REMNANT_HINTS):
+            text = _VLLM_REMNANT.sub("", text)
     if "<" in text and _HTML_TAG.search(text):
         text = _HTML_TAG.sub("", text)
         for entity, char in _HTML_ENTITIES.items():
@@ -130,13 +145,35 @@ def _journal_time(mon: str, day: str, hms: str, reference: datetime) -> datetime
     return closest_datetime(month, int(day), hour, minute, second, reference)
 
 
+_MARKDOWN_FIRST = frozenset(">-*+")
+
+
+def _docker_json(text: str) -> tuple[str, str | None] | None:
+    """docker's json-file line: (the logged line, its time), or None for other JSON."""
+    try:
+        data = json.loads(text)
+    except ValueError:
+        return None
+    if not isinstance(data, dict) or not isinstance(data.get("log"), str):
+        return None
+    time = data.get("time")
+    return terminal_text(strip_colour(data["log"])), time if isinstance(time, str) else None
+
+
 def unwrap(raw: str, reference: datetime) -> Unwrapped:
     """Peel colour and outer wrappers off one physical line, outermost first."""
-    text = strip_colour(terminal_text(raw))
+    text = terminal_text(raw)
     outer: datetime | None = None
     rank: str | None = None
     repeated = 1
     wrappers: list[str] = []
+    # docker's json-file holds the line JSON-escaped: decode it before looking for colour
+    if text[:7] == '{"log":' and (docker := _docker_json(text)) is not None:
+        text, time = docker
+        outer = _parse_iso(time) if time else None
+        wrappers.append("docker-json")
+    else:
+        text = strip_colour(text)
     if "repeated" in text:
         m = _RAY_REPEATED.search(text)
         if m:
@@ -149,6 +186,14 @@ def unwrap(raw: str, reference: datetime) -> Unwrapped:
         m = _KUBECTL_BOX.fullmatch(text)
         if m:
             text, kind = m.group("body"), "kubectl"
+        elif m := _KUBECTL_PREFIX.match(text):
+            text, kind = text[m.end():], "kubectl"
+        elif m := _CRI_STREAM.match(text):
+            text, kind = text[m.end():], "cri"
+        elif m := _CI_COMMAND.match(text):
+            text, kind = text[m.end():], "ci-command"
+        elif text[:1] in _MARKDOWN_FIRST and (m := _MARKDOWN_LEAD.match(text)):
+            text, kind = text[m.end():], "markdown"
         elif (m := _CI_GUTTER.match(text)) and (text.lstrip().startswith(("|", "["))):
             outer = outer or _parse_iso(m.group("ts"))
             text, kind = text[m.end():], "ci-gutter"

@@ -12,6 +12,7 @@ from datetime import datetime
 
 from logwatch.core.normalize import looks_coloured as _looks_coloured
 from logwatch.core.normalize import unwrap
+from logwatch.core.pasted import split_embedded
 from logwatch.core.records import ParsedLine
 from logwatch.core.year_inference import closest_datetime, parse_vllm_time
 
@@ -109,7 +110,8 @@ def parse_line(source: str, lineno: int, raw: str, reference: datetime) -> Parse
             "[" not in plain.group("msg") or not _looks_coloured(raw)):
         name, level = plain.group("name"), plain.group("level")
         return ParsedLine(
-            source=source, lineno=lineno, raw=raw, message=plain.group("msg"), kind="vllm",
+            source=source, lineno=lineno, raw=raw, message=split_embedded(plain.group("msg")),
+            kind="vllm",
             process=name, pid=int(plain.group("pid")), rank=rank_of(name, None),
             level="WARNING" if level == "WARN" else level, vllm_time=plain.group("ts"),
             logger_file=plain.group("file"), logger_line=int(plain.group("lineno")),
@@ -124,7 +126,8 @@ def parse_line(source: str, lineno: int, raw: str, reference: datetime) -> Parse
              logger_file: str | None = None, logger_line: int | None = None,
              time: datetime | None = None) -> ParsedLine:
         return ParsedLine(
-            source=source, lineno=lineno, raw=raw.rstrip("\r\n"), message=message, kind=kind,
+            source=source, lineno=lineno, raw=raw.rstrip("\r\n"), message=split_embedded(message),
+            kind=kind,
             process=process, pid=pid, rank=rank, level=level, vllm_time=vllm_time,
             logger_file=logger_file, logger_line=logger_line,
             time=unwrapped.outer_time or time, outer_time=unwrapped.outer_time,

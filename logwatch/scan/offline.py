@@ -18,7 +18,9 @@ from logwatch.core.block_scan import BlockScanner, ScanStats
 from logwatch.core.launches import LaunchBook
 from logwatch.core.library import Library
 from logwatch.core.matcher import Matcher
+from logwatch.core.pasted import wrap_width
 from logwatch.core.report import report_dict
+from logwatch.core.vllm_format import parse_line
 from logwatch.scan.blocks import read_blocks
 from logwatch.scan.progress import Progress
 from logwatch.scan.triage import SnapshotOptions, triage
@@ -70,17 +72,14 @@ def resolve_inputs(names: Sequence[str]) -> list[ScanInput]:
 
 
 def hard_wrap_width(sample: bytes) -> int | None:
-    """The width a terminal cut lines at: many lines of one long length, none longer."""
-    lengths: dict[int, int] = {}
+    """The width a terminal cut the sample's lines at (core.pasted.wrap_width)."""
     lines = sample.decode("utf-8", errors="replace").split("\n")[:-1]
-    for line in lines:
-        if len(line) >= 80:
-            lengths[len(line)] = lengths.get(len(line), 0) + 1
-    if not lines or not lengths:
-        return None
-    width, count = max(lengths.items(), key=lambda kv: kv[1])
-    wrapped = count >= 3 and count >= 0.2 * len(lines) and width == max(lengths)
-    return width if wrapped else None
+    reference = datetime.now()
+
+    def continues(row: str) -> bool:  # a row with no header of its own
+        return parse_line("sample", 1, row, reference).kind == "raw"
+
+    return wrap_width(lines, continues)
 
 
 class _Peekable:
@@ -109,9 +108,12 @@ def scan_inputs(inputs: Sequence[ScanInput], library: Library, engine: str = "au
                 mode: str = "auto", stdin: IO[bytes] | None = None,
                 on_progress: Callable[[int, int], None] | None = None,
                 snapshot_options: SnapshotOptions | None = None,
-                recorder: ScanRecorder | None = None) -> dict[str, Any]:
-    """Scan every input and return the report (with snapshots and diagnoses) as a dict."""
-    matcher = Matcher(library.signatures, engine=engine)
+                recorder: ScanRecorder | None = None,
+                matcher: Matcher | None = None) -> dict[str, Any]:
+    """Scan every input and return the report (with snapshots and diagnoses) as a dict.
+
+    `matcher`: one already built from `library` (many small scans of one library)."""
+    matcher = matcher or Matcher(library.signatures, engine=engine)
     book = LaunchBook()
 
     def record(findings: list[Any]) -> None:
