@@ -9,6 +9,7 @@ from logwatch.core.diagnose import Diagnosis, diagnose
 from logwatch.core.incidents import Incident
 from logwatch.core.launches import Launch
 from logwatch.core.snapshot import Snapshot
+from logwatch.core.unrecognised import settle_launch
 
 
 @dataclass(frozen=True, slots=True)
@@ -27,7 +28,7 @@ class LaunchAnalysis:
 def analyse(launch: Launch, snapshot: Snapshot) -> LaunchAnalysis:
     """The launch's incidents ordered with the root cause first, each diagnosed against the
     snapshot in force when the launch started."""
-    incidents, root = launch.book.ordered()
+    incidents, root = settle_launch(launch, *launch.book.ordered())
     return LaunchAnalysis(launch, incidents, root, diagnose(incidents, lambda _: snapshot),
                           snapshot)
 
