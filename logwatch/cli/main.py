@@ -17,6 +17,7 @@ from logwatch.core.visible import json_escaped, visible
 EXIT_OK = 0
 EXIT_FATAL_FOUND = 1
 EXIT_USAGE = 2
+EXIT_NO_VLLM_OUTPUT = 3  # scan: no line of the input was written by vLLM (not "healthy")
 
 
 def _warn(message: str) -> None:
@@ -31,7 +32,10 @@ class _Parser(argparse.ArgumentParser):
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = _Parser(prog="logwatch", description="Explain and fix vLLM failures from its logs.")
+    parser = _Parser(prog="logwatch", description="Explain and fix vLLM failures from its logs.",
+                     epilog="scan exits 0 with no fatal incident, 1 with one (a specific cause "
+                            "or an unrecognised fatal error), 2 on a usage or input error, 3 "
+                            "when no line of the input was written by vLLM.")
     parser.add_argument("--version", action="version", version=f"logwatch {__version__}")
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
 
@@ -242,7 +246,9 @@ def _cmd_scan(args: argparse.Namespace) -> int:
         _warn(f"logwatch: {not_recorded} This scan was not recorded; its report is on "
               "standard output.")
         return EXIT_USAGE
-    return EXIT_FATAL_FOUND if any(i["fatal"] for i in report["incidents"]) else EXIT_OK
+    if any(i["fatal"] for i in report["incidents"]):
+        return EXIT_FATAL_FOUND
+    return EXIT_NO_VLLM_OUTPUT if report["verdict"] == "no_vllm_output" else EXIT_OK
 
 
 def _cmd_signatures(args: argparse.Namespace) -> int:

@@ -14,13 +14,15 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 from dataclasses import replace
+from datetime import datetime
 
 from logwatch.core.assemble import starts_traceback
 from logwatch.core.findings import Finding
-from logwatch.core.incidents import FALLBACK_CATEGORY, Incident
+from logwatch.core.incidents import CONSEQUENCE_CATEGORIES, FALLBACK_CATEGORY, Incident
 from logwatch.core.launches import FAILED, SERVING, STOPPED, Launch
 from logwatch.core.records import Record
 from logwatch.core.signature import Signature
+from logwatch.core.vllm_format import parse_line
 
 GENERIC_CATEGORY = FALLBACK_CATEGORY
 UNCAUGHT = "generic.uncaught_exception"
@@ -31,6 +33,8 @@ EXIT_STATUS = "generic.exit_status"
 PRECEDENCE = (UNCAUGHT, PROCESS_DIED, ERROR_LINE)
 ERROR_LEVELS = frozenset({"ERROR", "CRITICAL", "FATAL"})
 QUIET_LEVELS = frozenset({"DEBUG", "INFO", "WARNING"})
+VLLM_KINDS = frozenset({"vllm", "prefix"})
+SAMPLE_LINES = 5000  # lines of an input's head judged for vLLM output
 _FRAME = re.compile(r'^\s*File "(?P<path>[^"]+)", line (?P<line>\d+), in (?P<func>\S+)')
 
 # Not a pattern, so not a file: a child's non-zero exit that nothing in its output explains.
@@ -79,17 +83,22 @@ def _holds(finding: Finding, record: Record) -> bool:
 
 
 def settle_record(findings: list[Finding], record: Record) -> list[Finding]:
-    """One record's findings with the fallback applied: generic findings give way to any
-    specific one above info, and at most one generic finding stays (exceptions first)."""
+    """One record's findings with the fallback applied: generic findings give way to a
+    specific cause above info on the record, or to any specific finding on their own line; at
+    most one generic finding stays (exceptions first)."""
     generic = [f for f in findings if is_generic(f.signature)]
     if not generic:
         return findings
     kept = [f for f in findings if not is_generic(f.signature)]
-    if any(f.signature.severity_rank >= 1 for f in kept):
+    if any(f.signature.severity_rank >= 1 and f.signature.category not in CONSEQUENCE_CATEGORIES
+           for f in kept):
         return kept
+    # a consequence ("EngineCore failed to start") explains only its own line: the exception
+    # at the end of the traceback it heads is still the cause to report
+    explained = {f.lineno for f in kept if f.signature.severity_rank >= 1}
     order = {sig_id: i for i, sig_id in enumerate(PRECEDENCE)}
     for finding in sorted(generic, key=lambda f: order.get(f.signature.id, len(order))):
-        if _holds(finding, record):
+        if finding.lineno not in explained and _holds(finding, record):
             if finding.signature.id == UNCAUGHT:
                 frame = innermost_frame(record, finding.lineno)
                 if frame is not None:
@@ -141,3 +150,13 @@ def exit_incident(launch: Launch) -> Incident:
 def synthetic(incidents: Sequence[Incident]) -> list[Incident]:
     """Incidents no finding backs (a store writes their rows itself)."""
     return [i for i in incidents if i.signature.id == EXIT_STATUS]
+
+
+def vllm_output_seen(sample: str, reference: datetime, source: str = "sample") -> bool:
+    """Whether a text holds a line vLLM (or one of its processes) wrote: a logger header
+    (level and time) or a `(Process pid=N)` prefix. /etc/passwd, an empty file and
+    journalctl's "-- No entries --" hold none."""
+    for number, raw in enumerate(sample.splitlines()[:SAMPLE_LINES], 1):
+        if raw.strip() and parse_line(source, number, raw, reference).kind in VLLM_KINDS:
+            return True
+    return False
