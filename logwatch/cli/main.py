@@ -153,6 +153,16 @@ def build_parser() -> argparse.ArgumentParser:
     show.add_argument("id")
     sigs_sub.add_parser("test", help="run every example and counter-example")
     sigs_sub.add_parser("lint", help="flag untested branches, risky patterns, shared examples")
+    draft = sigs_sub.add_parser("draft", help="draft a signature (TOML) from a group of "
+                                              "unrecognised errors, from a log or the history")
+    draft.add_argument("log", nargs="?", metavar="LOG", help="a log file to scan for groups")
+    draft.add_argument("--db", type=Path, metavar="PATH", default=None,
+                       help="draft from the unrecognised findings recorded in this history")
+    draft.add_argument("--group", type=int, default=1, metavar="N",
+                       help="which group, as numbered in the scan's UNRECOGNISED ERRORS "
+                            "(default: 1, the most frequent)")
+    draft.add_argument("--out", type=Path, metavar="DIR", default=None,
+                       help="write DIR/<id>.toml instead of printing it")
     return parser
 
 
@@ -258,6 +268,8 @@ def _cmd_signatures(args: argparse.Namespace) -> int:
         return signature_cmds.test(args.signatures, args.library)
     if args.action == "lint":
         return signature_cmds.lint(args.signatures, args.library)
+    if args.action == "draft":
+        return signature_cmds.draft(_load(args), args.log, args.db, args.group, args.out)
     library = _load(args)
     if args.action == "list":
         return signature_cmds.list_signatures(library)

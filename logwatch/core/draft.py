@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import re
 
-from logwatch.core.templates import TemplateGroup, split_template
+from logwatch.core.templates import TemplateGroup, split_template, template_of
 
 # Bounded classes: no capture can run away, and none can swallow the fixed text after it.
 CAPTURE_CLASSES = {
@@ -23,6 +23,9 @@ CAPTURE_CLASSES = {
 }
 DRAFT_CATEGORY = "unclassified"
 MIN_LITERAL = 4
+# Fixed text beyond an exception's type shorter than this says too little ("KeyError: <str>"
+# would claim every KeyError): the draft then keeps the quoted names and paths verbatim.
+MIN_SPECIFIC = 12
 
 
 def _toml_string(text: str) -> str:
@@ -69,18 +72,30 @@ def near_miss(example: str, literal: str) -> str:
     return example.replace(literal, literal[::-1], 1)
 
 
+def pattern_template(group: TemplateGroup) -> str:
+    """The template the pattern is drafted from: the group's, unless too little of it is
+    fixed, then one keeping names and paths."""
+    fixed = "".join(v for k, v in split_template(group.template) if k == "lit")
+    exc, _, rest = fixed.partition(": ")
+    if len((rest if exc.endswith(("Error", "Exception")) else fixed).strip()) < MIN_SPECIFIC:
+        return template_of(group.message, keep=frozenset({"str", "path"}))
+    return group.template
+
+
 def draft_signature(group: TemplateGroup) -> str:
     """The group as a signature file (TOML text)."""
-    regex, names, literal = draft_regex(group.template)
+    template = pattern_template(group)
+    regex, names, literal = draft_regex(template)
     if len(literal) < MIN_LITERAL:
         raise ValueError(f"the template {group.template!r} has no fixed text of "
                          f"{MIN_LITERAL}+ characters to anchor a pattern on")
-    captures = dict(zip(names, re.match(regex, group.message).groups(), strict=True)) \
-        if re.match(regex, group.message) else {}
-    sig_id = signature_id(group.template)
-    first_word = group.template.split(":")[0] if ":" in group.template else ""
-    exc = first_word if first_word.endswith(("Error", "Exception")) else ""
-    title = f"{exc + ': ' if exc else ''}{group.template}"[:120]
+    found = re.search(regex, group.message)
+    captures = dict(zip(names, found.groups(), strict=True)) if found else {}
+    sig_id = signature_id(template)
+    title = group.template[:120]
+    explanation = (f"Drafted by logwatch signatures draft from {group.count} line(s) of "
+                   f"{group.signature} (template: {group.template}). Review: name the cause, "
+                   "say what fixes it, pick a category and remedy.")
     capture_toml = ", ".join(f"{k} = {_toml_string(v)}" for k, v in captures.items())
     lines = [
         f'id = "{sig_id}"',
@@ -92,7 +107,7 @@ def draft_signature(group: TemplateGroup) -> str:
         f"title = {_toml_string('Drafted: ' + title)}",
         'remedy = "investigate"',
         "key_captures = []",
-        f"explanation = {_toml_string('Drafted by logwatch signatures draft from ' + str(group.count) + ' line(s) of ' + group.signature + ' (template: ' + group.template + '). Review: name the cause, say what fixes it, pick a category and remedy.')}",
+        f"explanation = {_toml_string(explanation)}",
         f"references = [{_toml_string(f'{group.source}:{group.line}')}]",
         "",
         "[[patterns]]",
@@ -104,5 +119,6 @@ def draft_signature(group: TemplateGroup) -> str:
     ]
     if capture_toml:
         lines.append(f"captures = {{ {capture_toml} }}")
-    lines += ["", "[[counter_examples]]", f"text = {_toml_string(near_miss(group.example, literal))}"]
+    miss = near_miss(group.example, literal)
+    lines += ["", "[[counter_examples]]", f"text = {_toml_string(miss)}"]
     return "\n".join(lines) + "\n"

@@ -1,8 +1,9 @@
 """Message templates: unrecognised error lines grouped by what stays when variables are masked.
 
-Drain-style, but as one masking pass: quoted names, paths, hex, sizes and numbers become typed
-placeholders (`<str>`, `<path>`, `<addr>`, `<hex>`, `<size>`, `<num>`), so ten thousand lines of one new
-failure that differ only in a layer index, an address or a file are one group with a count.
+Drain-style, but as one masking pass: quoted names, paths, addresses, hex, sizes and numbers
+become typed placeholders (`<str>`, `<path>`, `<addr>`, `<hex>`, `<size>`, `<num>`), so ten
+thousand lines of one new failure that differ only in a layer index, an address or a file are
+one group with a count.
 Groups are bounded; a draft signature is built from a group (core.draft).
 """
 
@@ -29,11 +30,12 @@ MASKS: tuple[tuple[str, re.Pattern[str]], ...] = (
 _PLACEHOLDER = re.compile(r"<(str|path|addr|hex|size|num)>")
 
 
-def template_of(message: str) -> str:
-    """The message with its variable parts masked."""
+def template_of(message: str, keep: frozenset[str] = frozenset()) -> str:
+    """The message with its variable parts masked (except the kinds in `keep`)."""
     text = message.strip()[:MAX_MESSAGE_CHARS]
     for name, pattern in MASKS:
-        text = pattern.sub(f"<{name}>", text)
+        if name not in keep:
+            text = pattern.sub(f"<{name}>", text)
     return text
 
 
