@@ -122,7 +122,8 @@ def _headline(report: Mapping[str, Any], fatal: int) -> str:
             what = f"exit status {captures['exit_code']}"
         return (f"{fatal} fatal incident(s); root cause: unrecognised fatal error"
                 + (f" ({_clip(what, 160)})" if what else "")
-                + " — no signature knows it; see UNRECOGNISED ERRORS")
+                + " — no signature knows it"
+                + ("; see UNRECOGNISED ERRORS" if report.get("unrecognised") else ""))
     if state == "failed":
         return f"{fatal} fatal incident(s); root cause: {incidents[root]['title']}"
     if state == "errors":
