@@ -120,3 +120,26 @@ def test_draft_says_what_is_wrong(tmp_path: Path) -> None:
     empty = tmp_path / "healthy.log"
     empty.write_text("")
     assert logwatch_text("signatures", "draft", str(empty)).returncode == 1
+
+
+@pytest.mark.slow
+def test_the_draft_examples_in_the_docs_run(tmp_path: Path) -> None:
+    import shlex
+
+    from tests.conftest import ROOT
+
+    log, db = tmp_path / "vllm.log", tmp_path / "history.duckdb"
+    log.write_text(KEYERROR_LOG + HEAD.replace("08:00:12", "08:00:13")
+                   + "Zorblax handshake failed on port 9000\n")
+    assert logwatch_text("scan", "--db", str(db), str(log)).returncode == 1
+    names = {"vllm.log": str(log), "history.duckdb": str(db),
+             "./site-signatures": str(tmp_path / "site-signatures")}
+    commands = [line.split("#")[0] for doc in ("README.md", "docs/signatures.md")
+                for line in (ROOT / doc).read_text().splitlines()
+                if line.startswith("logwatch signatures draft")]
+    assert len(commands) >= 5
+    for command in commands:
+        argv = [names.get(word, word) for word in shlex.split(command)[1:]]
+        done = logwatch_text(*argv)
+        assert done.returncode == 0, (command, done.stderr)
+    assert len(list((tmp_path / "site-signatures").glob("*.toml"))) == 2
