@@ -33,7 +33,7 @@ EXIT_STATUS = "generic.exit_status"
 PRECEDENCE = (UNCAUGHT, PROCESS_DIED, ERROR_LINE)
 ERROR_LEVELS = frozenset({"ERROR", "CRITICAL", "FATAL"})
 QUIET_LEVELS = frozenset({"DEBUG", "INFO", "WARNING"})
-VLLM_KINDS = frozenset({"vllm", "prefix", "uvicorn"})  # uvicorn: the API server's access log
+VLLM_KINDS = frozenset({"vllm", "prefix", "uvicorn"})  # uvicorn: the API server's access
 SAMPLE_LINES = 5000  # lines of an input's head judged for vLLM output
 _FRAME = re.compile(r'^\s*File "(?P<path>[^"]+)", line (?P<line>\d+), in (?P<func>\S+)')
 
@@ -154,8 +154,8 @@ def synthetic(incidents: Sequence[Incident]) -> list[Incident]:
 
 def vllm_output_seen(sample: str, reference: datetime, source: str = "sample") -> bool:
     """Whether a text holds a line vLLM (or one of its processes) wrote: a logger header
-    (level and time), a `(Process pid=N)` prefix or an access line of its API server. /etc/passwd, an empty file and
-    journalctl's "-- No entries --" hold none."""
+    (level and time), a `(Process pid=N)` prefix or an access line of its API server.
+    /etc/passwd, an empty file and journalctl's "-- No entries --" hold none."""
     for number, raw in enumerate(sample.splitlines()[:SAMPLE_LINES], 1):
         if raw.strip() and parse_line(source, number, raw, reference).kind in VLLM_KINDS:
             return True
