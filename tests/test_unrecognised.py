@@ -222,3 +222,20 @@ def test_daemon_status_says_a_source_gave_no_vllm_output(tmp_path: Path) -> None
                            "the vLLM line recognised")
     finally:
         assert daemon.stop() == 0, daemon.stderr
+
+
+def test_an_unknown_exception_while_serving_is_an_error_not_a_failure(tmp_path: Path) -> None:
+    log = tmp_path / "vllm.log"
+    serving = "(APIServer pid=1) ERROR 11-20 08:00:12 [serving_chat.py:9] "
+    started = (SAMPLES / "healthy_033_startup.log").read_text().splitlines(keepends=True)
+    log.write_text("".join(started[:40]) + "".join(serving + line + "\n" for line in (
+            "Error in preprocessing prompt inputs",
+            "Traceback (most recent call last):",
+            '  File "/venv/vllm/entrypoints/openai/serving_chat.py", line 9, in create',
+            "ZorblaxError: prompt 17 has no zorblax")))
+    code, report = scan_json(log)
+    [launch] = report["launches"]
+    assert report["root_cause"] is None and report["verdict"] == "errors", report["launches"]
+    assert code == EXIT_OK and launch["outcome"] == "serving"
+    [exc] = [i for i in report["incidents"] if i["signature"] == "generic.uncaught_exception"]
+    assert not exc["fatal"] and exc["captures"]["exc_type"] == "ZorblaxError"

@@ -4,9 +4,10 @@ The generic signatures (`signatures/generic/`, category `unrecognised`, ids `gen
 what any failure looks like: an exception ending a traceback, a process that died or hit an
 exception, an ERROR line. Here is what makes them a fallback, for the scan and the daemon alike:
 on one record, a specific signature wins and the generic findings are dropped; a launch whose
-failure a specific signature explains shows its generic incidents demoted (never a second root
-cause); a launch with no fatal incident that never came up promotes its unrecognised error; a
-`run` child that exited non-zero with nothing recognised gets an exit-status incident.
+failure a specific signature explains, or that came up and kept serving, shows its generic
+incidents demoted (never a second root cause); a launch with no fatal incident that never came
+up promotes its unrecognised error; a `run` child that exited non-zero with nothing recognised
+gets an exit-status incident.
 """
 
 from __future__ import annotations
@@ -118,10 +119,11 @@ def settle_launch(launch: Launch, incidents: list[Incident], root: int | None
     """A launch's incidents with the fallback applied (see the module docstring)."""
     rooted = incidents[root] if root is not None else None
     if rooted is not None and not is_generic(rooted.signature):
-        demoted = [i if i is rooted or not (is_generic(i.signature) and i.signature.fatal)
-                   else replace(i, signature=replace(i.signature, fatal=False))
-                   for i in incidents]
-        return demoted, root
+        return [i if i is rooted else _demoted(i) for i in incidents], root
+    if rooted is not None and launch.outcome in (SERVING, STOPPED):
+        # the server came up and kept going: an unrecognised error is one to look at, not
+        # the end of the launch
+        return [_demoted(i) for i in incidents], None
     if rooted is not None:
         return incidents, root
     if any(i.signature.fatal for i in incidents):
@@ -134,6 +136,13 @@ def settle_launch(launch: Launch, incidents: list[Incident], root: int | None
     if launch.outcome == FAILED and launch.exit_code not in (None, 0):
         return [exit_incident(launch), *incidents], 0
     return incidents, root
+
+
+def _demoted(incident: Incident) -> Incident:
+    """A fallback incident shown but not fatal; any other incident as it is."""
+    if not (is_generic(incident.signature) and incident.signature.fatal):
+        return incident
+    return replace(incident, signature=replace(incident.signature, fatal=False))
 
 
 def exit_incident(launch: Launch) -> Incident:
