@@ -14,6 +14,7 @@ import duckdb
 import pytest
 
 from logwatch.cli.main import EXIT_FATAL_FOUND, EXIT_NO_VLLM_OUTPUT, EXIT_OK
+from logwatch.core.library import Library
 from tests.conftest import SAMPLES
 from tests.following import Running
 from tests.inprocess import logwatch_text
@@ -239,3 +240,42 @@ def test_an_unknown_exception_while_serving_is_an_error_not_a_failure(tmp_path: 
     assert code == EXIT_OK and launch["outcome"] == "serving"
     [exc] = [i for i in report["incidents"] if i["signature"] == "generic.uncaught_exception"]
     assert not exc["fatal"] and exc["captures"]["exc_type"] == "ZorblaxError"
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("case", ["unknown-failures", "known-failure-and-a-kill"])
+def test_the_daemon_and_the_scan_agree_on_unrecognised_failures(
+        tmp_path: Path, library: Library, case: str) -> None:
+    from logwatch.scan.offline import resolve_inputs, scan_inputs
+    from logwatch.scan.triage import SnapshotOptions
+    from logwatch.store.db import open_store
+    from logwatch.store.record import ScanRecorder
+    from tests.test_live_model import InProcessDaemon, _summary, settled
+
+    log = tmp_path / "vllm.log"
+    if case == "unknown-failures":  # launch 2 never came up: its ERROR lines are the cause
+        log.write_bytes((SAMPLES / "unrecognised_frobnicate.log").read_bytes())
+        launches, failed = 3, 2
+    else:  # the kill is demoted: the Marlin error explains the launch
+        log.write_text((SAMPLES / "demo_marlin_and_mtp.log").read_text()
+                       + "Zorblax helper 991 was killed\n")
+        launches, failed = 2, 2
+    recorder = ScanRecorder()
+    report = scan_inputs(resolve_inputs([str(log)]), library, recorder=recorder,
+                         snapshot_options=SnapshotOptions())
+    with open_store(tmp_path / "scan.duckdb") as store:
+        recorder.write(store, report)
+    running = InProcessDaemon(tmp_path, log, library)
+    try:
+        settled(running, launches=launches, failed=failed)
+    finally:
+        running.stop()
+    live, scan = _summary(tmp_path / "h.duckdb"), _summary(tmp_path / "scan.duckdb")
+    assert live == scan
+    generic = [row for row in scan["incidents"] if row[1].startswith("generic.")]
+    if case == "unknown-failures":
+        assert [row[3] for row in scan["launches"]] == [
+            "generic.uncaught_exception", "generic.error_line", "generic.process_died"]
+    else:
+        assert [(row[1], row[4], row[5]) for row in generic] == [
+            ("generic.process_died", False, False)]

@@ -25,7 +25,7 @@ from logwatch.core.incidents import incident_key, problem_key
 from logwatch.core.launches import Launch
 from logwatch.core.library import Library
 from logwatch.core.snapshot import Snapshot
-from logwatch.core.unrecognised import synthetic
+from logwatch.core.unrecognised import is_generic, synthetic
 from logwatch.store.db import Store
 from logwatch.store.record import snapshot_row
 
@@ -228,10 +228,15 @@ class LiveWriter:
                "outcome": launch.outcome, "exit_code": launch.exit_code,
                "root_cause": root_id, "root_signature": root.signature.id if root else None,
                "root_problem": root.problem if root else None,
-               "fatal_incidents": len(launch.fatal_incidents),
+               "fatal_incidents": sum(1 for i in analysis.incidents if i.signature.fatal),
                "failed_before": failed_before, "updated": now}
         self.store.insert("launches", [row], conflict="REPLACE")
         self._synthetic_incidents(analysis, ids, lid, digest)
+        settled = [[ids[n], i.signature.fatal] for n, i in enumerate(analysis.incidents)
+                   if is_generic(i.signature)]  # the fallback's verdict, as the scan records
+        if settled:
+            self.store.con.executemany("UPDATE incidents SET fatal = ? WHERE id = ?",
+                                       [[fatal, iid] for iid, fatal in settled])
         self.store.con.execute("UPDATE incidents SET root_cause = (id = ?), snapshot_hash = ? "
                                "WHERE launch_id = ?", [root_id, digest, lid])
         diagnoses = []
