@@ -51,7 +51,9 @@ def test_json_report_schema() -> None:
     result = run("scan", "--json", str(DEMO))
     report = json.loads(result.stdout)
     assert set(report) == {"library_version", "launches", "incidents", "root_cause", "stats",
-                           "diagnoses", "snapshots", "incomplete"}
+                           "diagnoses", "snapshots", "incomplete", "verdict", "unrecognised",
+                           "unrecognised_others"}
+    assert report["verdict"] == "failed" and report["unrecognised"] == []
     assert report["incomplete"] == []  # inputs that shrank while they were read
     root = report["incidents"][report["root_cause"]]
     for key in ("signature", "signature_version", "category", "severity", "fatal", "count",

@@ -6,6 +6,7 @@ import socket
 import subprocess
 import sys
 import time
+import tomllib
 import urllib.error
 import urllib.request
 from pathlib import Path
@@ -15,6 +16,8 @@ import pytest
 from logwatch.core.library import Library
 from logwatch.daemon.metrics import parse_listen, render
 from tests.conftest import ROOT, SAMPLES
+
+SHIPPED_VERSION = tomllib.loads((ROOT / "signatures" / "library.toml").read_text())["version"]
 
 
 def free_port() -> int:
@@ -68,4 +71,4 @@ def test_a_running_daemon_serves_its_numbers(tmp_path: Path, library: Library) -
     assert (f'logwatch_findings_total{{signature="marlin.repack_tile_n",'
             f'version="{signature.version}"}} 4') in text
     assert 'logwatch_incidents{fatal="true"}' in text
-    assert 'logwatch_library_info{version="0.1.0"} 1' in text
+    assert f'logwatch_library_info{{version="{SHIPPED_VERSION}"}} 1' in text

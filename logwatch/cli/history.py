@@ -141,8 +141,10 @@ def status(db: Path | None, socket: Path | None, as_json: bool) -> int:
         for source in state["sources"]:
             behind = source.get("behind_bytes")
             catching_up = f", {behind:,} bytes behind" if behind else ""
+            silent = (", no vLLM output recognised" if source.get("vllm_output") is False
+                      else "")
             print(f"  {visible(str(source['name']))}: line {source['next_line']:,}, idle "
-                  f"{source['idle_s']:.0f} s{catching_up} "
+                  f"{source['idle_s']:.0f} s{catching_up}{silent} "
                   f"({visible(str(source['generation']))})")
         for launch in state.get("launches", []):
             if launch.get("latent"):  # not failed (yet) is not healthy: say what is ahead

@@ -17,6 +17,7 @@ from logwatch.core.visible import json_escaped, visible
 EXIT_OK = 0
 EXIT_FATAL_FOUND = 1
 EXIT_USAGE = 2
+EXIT_NO_VLLM_OUTPUT = 3  # scan: no line of the input was written by vLLM (not "healthy")
 
 
 def _warn(message: str) -> None:
@@ -31,7 +32,10 @@ class _Parser(argparse.ArgumentParser):
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = _Parser(prog="logwatch", description="Explain and fix vLLM failures from its logs.")
+    parser = _Parser(prog="logwatch", description="Explain and fix vLLM failures from its logs.",
+                     epilog="scan exits 0 with no fatal incident, 1 with one (a specific cause "
+                            "or an unrecognised fatal error), 2 on a usage or input error, 3 "
+                            "when no line of the input was written by vLLM.")
     parser.add_argument("--version", action="version", version=f"logwatch {__version__}")
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
 
@@ -149,6 +153,16 @@ def build_parser() -> argparse.ArgumentParser:
     show.add_argument("id")
     sigs_sub.add_parser("test", help="run every example and counter-example")
     sigs_sub.add_parser("lint", help="flag untested branches, risky patterns, shared examples")
+    draft = sigs_sub.add_parser("draft", help="draft a signature (TOML) from a group of "
+                                              "unrecognised errors, from a log or the history")
+    draft.add_argument("log", nargs="?", metavar="LOG", help="a log file to scan for groups")
+    draft.add_argument("--db", type=Path, metavar="PATH", default=None,
+                       help="draft from the unrecognised findings recorded in this history")
+    draft.add_argument("--group", type=int, default=1, metavar="N",
+                       help="which group, as numbered in the scan's UNRECOGNISED ERRORS "
+                            "(default: 1, the most frequent)")
+    draft.add_argument("--out", type=Path, metavar="DIR", default=None,
+                       help="write DIR/<id>.toml instead of printing it")
     return parser
 
 
@@ -242,7 +256,9 @@ def _cmd_scan(args: argparse.Namespace) -> int:
         _warn(f"logwatch: {not_recorded} This scan was not recorded; its report is on "
               "standard output.")
         return EXIT_USAGE
-    return EXIT_FATAL_FOUND if any(i["fatal"] for i in report["incidents"]) else EXIT_OK
+    if any(i["fatal"] for i in report["incidents"]):
+        return EXIT_FATAL_FOUND
+    return EXIT_NO_VLLM_OUTPUT if report["verdict"] == "no_vllm_output" else EXIT_OK
 
 
 def _cmd_signatures(args: argparse.Namespace) -> int:
@@ -252,6 +268,8 @@ def _cmd_signatures(args: argparse.Namespace) -> int:
         return signature_cmds.test(args.signatures, args.library)
     if args.action == "lint":
         return signature_cmds.lint(args.signatures, args.library)
+    if args.action == "draft":
+        return signature_cmds.draft(_load(args), args.log, args.db, args.group, args.out)
     library = _load(args)
     if args.action == "list":
         return signature_cmds.list_signatures(library)

@@ -1,11 +1,11 @@
-"""`logwatch signatures list|show|test|lint`: look at and check the library from a terminal."""
+"""`logwatch signatures list|show|test|lint|draft`: look at, check and grow the library."""
 
 from __future__ import annotations
 
 import sys
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TextIO
+from typing import Any, TextIO
 
 from logwatch.core.library import Library, LibraryError
 from logwatch.core.visible import visible
@@ -84,4 +84,75 @@ def lint(extra: Sequence[Path], base: Path | None) -> int:
     return 1 if issues else 0
 
 
-__all__ = ["LibraryError", "lint", "list_signatures", "show", "test"]
+def _groups_from_log(library: Library, log: str) -> list[Any]:
+    from logwatch.scan.offline import resolve_inputs, scan_inputs
+
+    report = scan_inputs(resolve_inputs([log]), library)
+    from logwatch.core.templates import TemplateGroup
+
+    return [TemplateGroup(**g) for g in report["unrecognised"]]
+
+
+def _groups_from_db(db: Path) -> list[Any]:
+    """The unrecognised findings the history recorded (their lines, secrets masked)."""
+    from datetime import datetime
+
+    from logwatch.core.templates import TemplateGroups
+    from logwatch.core.vllm_format import parse_line
+    from logwatch.store.db import open_store
+
+    groups = TemplateGroups()
+    with open_store(db) as store:
+        rows = store.query("SELECT text, source_id, line, signature FROM findings "
+                           "WHERE starts_with(signature, ?) ORDER BY time, source_id, line",
+                           ["generic."])
+    for text, source, line, signature in rows:
+        parsed = parse_line(str(source), int(line), str(text), datetime.now())
+        groups.add_line(parsed.message, str(text), str(signature), str(source), int(line),
+                        signature != "generic.error_line")
+    return groups.ordered()
+
+
+def draft(library: Library, log: str | None, db: Path | None, number: int,
+          out: Path | None) -> int:
+    """Print (or write to `out`) a signature drafted from group `number` of the
+    unrecognised errors in `log` or in the history `db`."""
+    from logwatch.core.draft import draft_signature, pattern_template, signature_id
+    from logwatch.scan.offline import InputError
+
+    if (log is None) == (db is None):
+        _say("logwatch: signatures draft: give a LOG file or --db FILE (one of them)",
+             file=sys.stderr)
+        return 2
+    try:
+        groups = (_groups_from_log(library, log) if log is not None
+                  else _groups_from_db(db) if db is not None else [])
+    except InputError as exc:
+        _say(f"logwatch: {exc}", file=sys.stderr)
+        return 2
+    if not groups:
+        _say("logwatch: signatures draft: no unrecognised errors to draft from (every error "
+             "there is known to a signature, or there is none)", file=sys.stderr)
+        return 1
+    if not 1 <= number <= len(groups):
+        _say(f"logwatch: signatures draft: --group {number}: there are {len(groups)} "
+             "group(s), numbered from 1", file=sys.stderr)
+        return 2
+    group = groups[number - 1]
+    try:
+        text = draft_signature(group)
+    except ValueError as exc:
+        _say(f"logwatch: signatures draft: {exc}", file=sys.stderr)
+        return 1
+    if out is None:
+        sys.stdout.write(text)
+        return 0
+    out.mkdir(parents=True, exist_ok=True)
+    path = out / f"{signature_id(pattern_template(group))}.toml"
+    path.write_text(text, encoding="utf-8")
+    _say(f"wrote {path}: review it, then `logwatch signatures --signatures {out} test`",
+         file=sys.stderr)
+    return 0
+
+
+__all__ = ["LibraryError", "draft", "lint", "list_signatures", "show", "test"]

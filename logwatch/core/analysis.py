@@ -10,6 +10,7 @@ from logwatch.core.incidents import Incident
 from logwatch.core.latent import latent_problems, with_failures_ahead
 from logwatch.core.launches import Launch
 from logwatch.core.snapshot import Snapshot
+from logwatch.core.unrecognised import settle_launch
 
 
 @dataclass(frozen=True, slots=True)
@@ -34,7 +35,7 @@ def analyse(launch: Launch, snapshot: Snapshot) -> LaunchAnalysis:
     """The launch's incidents ordered with the root cause first, each diagnosed against the
     snapshot in force when the launch started; then the snapshot's latent problems, which
     the root cause's diagnosis also names (the failures that would follow its fix)."""
-    incidents, root = launch.book.ordered()
+    incidents, root = settle_launch(launch, *launch.book.ordered())
     diagnoses = diagnose(incidents, lambda _: snapshot)
     latent = latent_problems(snapshot, incidents, diagnoses)
     return LaunchAnalysis(launch, incidents, root,

@@ -16,6 +16,8 @@ from logwatch.core.findings import Evidence, Finding
 from logwatch.core.signature import Signature
 
 CONSEQUENCE_CATEGORIES = frozenset({"engine_core_failed", "worker_failed"})
+# The generic rules (core.unrecognised): a cause only when no specific signature is one.
+FALLBACK_CATEGORY = "unrecognised"
 COPY_WINDOW_LINES = 400
 MAX_EVIDENCE_LINES = 12
 
@@ -65,7 +67,8 @@ def problem_key(signature_id: str, key: Sequence[str]) -> str:
 
 def _is_cause_candidate(finding: Finding) -> bool:
     sig = finding.signature
-    return (sig.category not in CONSEQUENCE_CATEGORIES and sig.category != "lifecycle"
+    return (sig.category not in CONSEQUENCE_CATEGORIES
+            and sig.category not in ("lifecycle", FALLBACK_CATEGORY)
             and sig.severity_rank >= 2 and finding.role in (None, "engine_core", "worker"))
 
 
@@ -144,6 +147,7 @@ def choose_root_cause(incidents: list[Incident],
     if not fatal:
         return None
     causes = [i for i in fatal if i.signature.category not in CONSEQUENCE_CATEGORIES]
-    pool = causes or fatal
+    specific = [i for i in causes if i.signature.category != FALLBACK_CATEGORY]
+    pool = specific or causes or fatal
     return min(pool, key=lambda i: (-i.signature.severity_rank, i.first.source,
                                     i.first.lineno))

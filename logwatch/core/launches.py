@@ -20,7 +20,7 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime
 
 from logwatch.core.findings import Finding
-from logwatch.core.incidents import Incident, IncidentBook, incident_key
+from logwatch.core.incidents import FALLBACK_CATEGORY, Incident, IncidentBook, incident_key
 
 LAUNCH_SIGNATURES = ("lifecycle.version", "lifecycle.non_default_args",
                      "lifecycle.engine_config")
@@ -153,7 +153,10 @@ class LaunchBook:
         copies_before = copies.copies if copies is not None else 0
         incident = launch.book.add(finding)
         outcome = launch.outcome
-        if sig.fatal:
+        if sig.fatal and not (outcome in (SERVING, STOPPED)
+                              and sig.category == FALLBACK_CATEGORY):
+            # an unrecognised exception while serving (one request's) or in the teardown
+            # does not end a launch
             launch.outcome = FAILED
         elif sig.id in SERVING_SIGNATURES and outcome == STARTING:
             launch.outcome = SERVING

@@ -11,7 +11,7 @@ from typing import Any
 
 import regex
 
-from logwatch.core.incidents import CONSEQUENCE_CATEGORIES
+from logwatch.core.incidents import CONSEQUENCE_CATEGORIES, FALLBACK_CATEGORY
 from logwatch.core.library import Library, Progress, Step, _records, no_progress
 from logwatch.core.matcher import MATCH_TIMEOUT_S, Matcher
 from logwatch.core.signature import Signature
@@ -205,7 +205,10 @@ def lint_library(library: Library, progress: Progress = no_progress) -> list[Lin
     for sig in library.signatures:
         progress(Step(sig.path, None, f"signature {sig.id!r}: looking for shared examples"))
         for number, example in enumerate(sig.examples, 1):
-            # consequence signatures (engine/worker failed) legitimately share lines with causes
+            # consequence signatures (engine/worker failed) legitimately share lines with
+            # causes, and the fallback (generic.*) exists to give way to specific ones
+            if sig.category == FALLBACK_CATEGORY:
+                continue
             claimed = {f.signature.id for f in matcher.match_records(_records(example.text))
                        if f.signature.category not in CONSEQUENCE_CATEGORIES
                        or sig.category in CONSEQUENCE_CATEGORIES}

@@ -19,6 +19,7 @@ from logwatch.core.prefilter import LiteralScanner, make_scanner
 from logwatch.core.records import Record
 from logwatch.core.redact import Span, redact_slice, spans_for_parts
 from logwatch.core.signature import Signature
+from logwatch.core.unrecognised import settle_record
 
 # One record's budget for all its patterns, in CPU time of the matching thread: `regex` counts
 # its timeout in process CPU time (clock()), so a wall-clock budget would be spent by one
@@ -147,7 +148,7 @@ class Matcher:
                 self.skipped[signature.id] += 1
             except TimeoutError:
                 self._ran_over(pattern)
-        return findings
+        return settle_record(findings, record) if findings else findings
 
     def _ran_over(self, pattern: CompiledPattern) -> None:
         signature = pattern.signature

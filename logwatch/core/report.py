@@ -7,12 +7,13 @@ from typing import Any
 
 from logwatch.core.analysis import LaunchAnalysis
 from logwatch.core.findings import Finding
-from logwatch.core.incidents import Incident, problem_key
+from logwatch.core.incidents import FALLBACK_CATEGORY, Incident, problem_key
 from logwatch.core.snapshot import Snapshot
 from logwatch.core.visible import visible_data
 
 SEVERITY_COLOURS = {"critical": "1;35", "error": "1;31", "warning": "33", "info": "2"}
 # Report fields that are prose the renderer wraps into lines itself: their newlines stay.
+MAX_GROUPS_SHOWN = 10  # unrecognised templates in the text report; --json has them all
 PROSE_FIELDS = frozenset({"explanation", "summary", "details", "why"})
 
 
@@ -91,7 +92,47 @@ def report_dict(library_version: str, analyses: Sequence[LaunchAnalysis],
         "root_cause": root_cause,
         "diagnoses": diagnoses,
         "stats": dict(stats),
+        "verdict": verdict(incidents, root_cause, stats),
     }
+
+
+def verdict(incidents: Sequence[Mapping[str, Any]], root: int | None,
+            stats: Mapping[str, Any]) -> str:
+    """The report in one word: failed (a root cause; `unrecognised` when only the fallback
+    explains it), errors, no_vllm_output (nothing vLLM wrote was read), or healthy."""
+    if root is not None:
+        return "unrecognised" if incidents[root]["category"] == FALLBACK_CATEGORY else "failed"
+    if any(i["severity"] in ("error", "critical") for i in incidents):
+        return "errors"
+    if stats.get("vllm_output") is False:
+        return "no_vllm_output"
+    return "healthy"
+
+
+def _headline(report: Mapping[str, Any], fatal: int) -> str:
+    """The report's first judgement, one line: never "healthy" for a failure or for input
+    that holds no vLLM output."""
+    incidents, root = report["incidents"], report["root_cause"]
+    state = report.get("verdict") or verdict(incidents, root, report["stats"])
+    if state == "unrecognised":
+        captures = incidents[root]["captures"]
+        what = captures.get("exc_type") or captures.get("what") or ""
+        if captures.get("message"):
+            what = f"{what}: {captures['message']}" if what else captures["message"]
+        if captures.get("exit_code"):
+            what = f"exit status {captures['exit_code']}"
+        return (f"{fatal} fatal incident(s); root cause: unrecognised fatal error"
+                + (f" ({_clip(what, 160)})" if what else "")
+                + " — no signature knows it"
+                + ("; see UNRECOGNISED ERRORS" if report.get("unrecognised") else ""))
+    if state == "failed":
+        return f"{fatal} fatal incident(s); root cause: {incidents[root]['title']}"
+    if state == "errors":
+        return "No fatal incident, but errors below need attention."
+    if state == "no_vllm_output":
+        return ("No vLLM output recognised: no line of this input was written by vLLM, so it "
+                "says nothing about vLLM's health (is it the right file or unit?).")
+    return "No fatal incident and no error: vLLM looks healthy in this log."
 
 
 def _problem(incident: Mapping[str, Any]) -> str:
@@ -131,12 +172,7 @@ def render_text(report: Mapping[str, Any], colour: bool = False, width: int = 10
     fatal = sum(1 for i in incidents if i["fatal"] and i.get("launch", focus) == focus)
     out = [_paint(f"{title}: {stats.get('lines', 0):,} lines in {stats.get('files', 0)} "
                   f"input(s), signature library {report['library_version']}", "1", colour)]
-    if root is not None:
-        out.append(f"{fatal} fatal incident(s); root cause: {incidents[root]['title']}")
-    elif any(i["severity"] in ("error", "critical") for i in incidents):
-        out.append("No fatal incident, but errors below need attention.")
-    else:
-        out.append("No fatal incident and no error: vLLM looks healthy in this log.")
+    out.append(_headline(report, fatal))
     out.extend(_latent_headline(report, focus))
     for gap in report.get("incomplete") or []:
         out.append(_paint(f"warning: {incomplete_warning(gap)}", "1;33", colour))
@@ -173,6 +209,7 @@ def render_text(report: Mapping[str, Any], colour: bool = False, width: int = 10
             out += _incident_block(inc, colour, width, max_evidence=3)
             out.append("")
         out.pop()
+    out += _unrecognised_lines(report, colour, width)
     snapshots = report.get("snapshots") or {}
     if snapshots and (diagnoses or root is not None):
         out += ["", _paint("CONFIGURATION", "1;4", colour)]
@@ -241,6 +278,25 @@ def _latent_section(report: Mapping[str, Any], focus: int | None, colour: bool,
         out += _diagnosis_block(diag, colour, width)
         out.append("")
     out.pop()
+    return out
+
+
+def _unrecognised_lines(report: Mapping[str, Any], colour: bool, width: int) -> list[str]:
+    """Unrecognised lines grouped by template, most frequent first, each with the command
+    that drafts a signature from it."""
+    groups = report.get("unrecognised") or []
+    if not groups:
+        return []
+    out = ["", _paint(f"UNRECOGNISED ERRORS ({len(groups)} template(s); no signature knows "
+                      "them)", "1;4", colour)]
+    for number, group in enumerate(groups[:MAX_GROUPS_SHOWN], 1):
+        out.append(_clip(f"  {number}. {group['count']}x  {group['template']}", width + 20))
+        out.append(_paint(f"       first {group['source']}:{group['line']} "
+                          f"({group['signature']}); draft a signature: logwatch signatures "
+                          f"draft {group['source']} --group {number}", "2", colour))
+    hidden = len(groups) - MAX_GROUPS_SHOWN + (1 if report.get("unrecognised_others") else 0)
+    if hidden > 0:
+        out.append(f"  ... and more (--json lists {len(groups)})")
     return out
 
 

@@ -17,7 +17,7 @@ CATEGORIES = (
     "mixed_shard_scheme", "quant_method_mismatch", "quant_unsupported_gpu", "cuda_oom",
     "kv_cache_insufficient", "gpu_memory_insufficient", "nccl_error", "cuda_error",
     "model_unsupported", "model_not_found", "engine_core_failed", "worker_failed",
-    "unknown_env_var", "lifecycle",
+    "unknown_env_var", "lifecycle", "unrecognised", "unclassified",
 )
 # What kind of fix a finding calls for; the remedy planner keys on these.
 REMEDIES = (

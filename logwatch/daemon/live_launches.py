@@ -64,6 +64,7 @@ class LiveLaunches:
         self._analysed: dict[str, float] = {}  # when each was last taken (monotonic)
         self._lock = threading.Lock()  # analyses are kept on the database thread
         self.analyses: dict[str, LaunchAnalysis] = {}  # each source's newest, by source
+        self.recognised: set[str] = set()  # sources that gave a finding (vLLM output seen)
         self._published: dict[str, tuple[Any, ...]] = {}  # launch id -> its last event's state
         self._diagnoses: set[str] = set()  # diagnosis ids published
         self.failed = 0  # launches seen failing since the daemon started
@@ -126,6 +127,7 @@ class LiveLaunches:
                 return Placed(launch_id(current), copy=True)  # counted before the restart
             del self._replayed[finding.source]
         change = self.book.observe(finding, generation)
+        self.recognised.add(finding.source)
         if change.new_launch:
             self._begin(change.launch)
         lid = launch_id(change.launch)

@@ -313,7 +313,8 @@ class Daemon:
             "sources": [{"name": name, "generation": st.generation,
                          "next_line": st.next_line,
                          "idle_s": round(time.monotonic() - st.last_data, 1),
-                         **({"behind_bytes": lag[name]} if name in lag else {})}
+                         **({"behind_bytes": lag[name]} if name in lag else {}),
+                         "vllm_output": name in self.launches.recognised}
                         for name, st in self.streams.items()],
             "launches": self.launches.status(),
             "failed_launches": self.launches.failed,

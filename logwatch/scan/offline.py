@@ -20,6 +20,8 @@ from logwatch.core.library import Library
 from logwatch.core.matcher import Matcher
 from logwatch.core.pasted import wrap_width
 from logwatch.core.report import report_dict
+from logwatch.core.templates import TemplateGroups
+from logwatch.core.unrecognised import is_generic, vllm_output_seen
 from logwatch.core.vllm_format import parse_line
 from logwatch.scan.blocks import read_blocks
 from logwatch.scan.progress import Progress
@@ -115,9 +117,12 @@ def scan_inputs(inputs: Sequence[ScanInput], library: Library, engine: str = "au
     `matcher`: one already built from `library` (many small scans of one library)."""
     matcher = matcher or Matcher(library.signatures, engine=engine)
     book = LaunchBook()
+    unrecognised = TemplateGroups()
 
     def record(findings: list[Any]) -> None:
         for finding in findings:
+            if is_generic(finding.signature):
+                unrecognised.add(finding)
             change = book.observe(finding)
             if recorder is not None:
                 recorder.finding(finding, change.launch.start_line)
@@ -130,6 +135,7 @@ def scan_inputs(inputs: Sequence[ScanInput], library: Library, engine: str = "au
     done_bytes = 0
     modes: list[str] = []
     incomplete: list[dict[str, Any]] = []
+    vllm_seen = False  # any line vLLM wrote, in the head of some input
     for item, size in zip(inputs, sizes, strict=True):
         try:
             with _open(item, stdin) as (raw, position):
@@ -141,6 +147,8 @@ def scan_inputs(inputs: Sequence[ScanInput], library: Library, engine: str = "au
                 modes.append("full" if full else "prefilter")
                 reference = (datetime.fromtimestamp(item.path.stat().st_mtime)
                              if item.path is not None and not item.stream else datetime.now())
+                vllm_seen = vllm_seen or vllm_output_seen(
+                    stream.head.decode("utf-8", errors="replace"), reference, item.label)
                 scanner = BlockScanner(matcher, item.label, reference, full=full,
                                        wrap_width=wrap_width)
                 try:
@@ -173,9 +181,12 @@ def scan_inputs(inputs: Sequence[ScanInput], library: Library, engine: str = "au
         incidents=sum(len(a.incidents) for a in result.analyses),
         launches=len(result.analyses), match_timeouts=dict(matcher.timeouts),
         disabled_signatures=dict(matcher.disabled),
+        vllm_output=vllm_seen or totals.findings > 0,
     )
     report = report_dict(library.version, result.analyses, stats, result.digest)
     report["incomplete"] = incomplete
+    report["unrecognised"] = [g.to_dict() for g in unrecognised.ordered()]
+    report["unrecognised_others"] = unrecognised.others
     if recorder is not None:  # each finding links to its launch's snapshot
         recorder.snapshot_at = result.snapshot_at
     report["snapshots"] = result.snapshots

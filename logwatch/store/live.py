@@ -25,6 +25,7 @@ from logwatch.core.incidents import incident_key, problem_key
 from logwatch.core.launches import Launch
 from logwatch.core.library import Library
 from logwatch.core.snapshot import Snapshot
+from logwatch.core.unrecognised import is_generic, synthetic
 from logwatch.store.db import Store
 from logwatch.store.record import snapshot_row
 
@@ -227,9 +228,15 @@ class LiveWriter:
                "outcome": launch.outcome, "exit_code": launch.exit_code,
                "root_cause": root_id, "root_signature": root.signature.id if root else None,
                "root_problem": root.problem if root else None,
-               "fatal_incidents": len(launch.fatal_incidents),
+               "fatal_incidents": sum(1 for i in analysis.incidents if i.signature.fatal),
                "failed_before": failed_before, "updated": now}
         self.store.insert("launches", [row], conflict="REPLACE")
+        self._synthetic_incidents(analysis, ids, lid, digest)
+        settled = [[ids[n], i.signature.fatal] for n, i in enumerate(analysis.incidents)
+                   if is_generic(i.signature)]  # the fallback's verdict, as the scan records
+        if settled:
+            self.store.con.executemany("UPDATE incidents SET fatal = ? WHERE id = ?",
+                                       [[fatal, iid] for iid, fatal in settled])
         self.store.con.execute("UPDATE incidents SET root_cause = coalesce(id = ?, false), "
                                "snapshot_hash = ? "
                                "WHERE launch_id = ?", [root_id, digest, lid])
@@ -246,6 +253,29 @@ class LiveWriter:
                                "(?, id)", [lid, [d["id"] for d in diagnoses]])
         self.store.insert("diagnoses", diagnoses, conflict="REPLACE")
         return LaunchWritten(row, diagnoses, analysis)
+
+    def _synthetic_incidents(self, analysis: LaunchAnalysis, ids: list[str], lid: str,
+                             digest: str) -> None:
+        """Incidents the analysis made without a finding (a `run` child's failure status
+        nothing recognised): their rows, so the launch's root cause names a stored one."""
+        rows: list[dict[str, Any]] = []
+        for index, inc in enumerate(analysis.incidents):
+            if inc not in synthetic([inc]):
+                continue
+            sig = inc.signature
+            rows.append({
+                "id": ids[index], "scan_id": None, "snapshot_hash": digest,
+                "signature": sig.id, "signature_version": sig.version,
+                "library_version": self.library.version, "category": sig.category,
+                "severity": sig.severity, "fatal": sig.fatal, "root_cause": False,
+                "count": inc.count, "first_source": analysis.launch.generation,
+                "first_line": inc.first.lineno, "first_time": None,
+                "last_line": inc.last.lineno, "last_time": None, "processes": [], "ranks": [],
+                "captures": json.dumps(inc.captures, sort_keys=True), "title": sig.title,
+                "explanation": sig.explain(inc.captures), "launch_id": lid,
+                "problem": inc.problem})
+        if rows:
+            self.store.insert("incidents", rows, conflict="REPLACE")
 
     def _aggregate(self, new: list[dict[str, Any]], items: dict[str, LiveFinding],
                    digests: dict[str, str]) -> dict[str, tuple[str, str | None]]:

@@ -47,6 +47,7 @@ class SourceState(TypedDict):
     next_line: int
     idle_s: float
     behind_bytes: NotRequired[int]
+    vllm_output: NotRequired[bool]  # false: no line read so far was vLLM's (not "healthy")
 
 
 class LaunchState(TypedDict):

@@ -1,0 +1,281 @@
+"""Never a false all-clear: failures no signature knows, input with no vLLM line, a child that
+exits non-zero — each is reported as what it is, by the scan, `run` and the daemon alike."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import duckdb
+import pytest
+
+from logwatch.cli.main import EXIT_FATAL_FOUND, EXIT_NO_VLLM_OUTPUT, EXIT_OK
+from logwatch.core.library import Library
+from tests.conftest import SAMPLES
+from tests.following import Running
+from tests.inprocess import logwatch_text
+
+HEAD = "(EngineCore_DP0 pid=77) ERROR 11-20 08:00:12 [core.py:708] "
+KEYERROR_LOG = "".join(HEAD + line + "\n" for line in (
+    "EngineCore failed to start.",
+    "Traceback (most recent call last):",
+    '  File "/venv/lib/python3.12/site-packages/vllm/v1/engine/core.py", line 699, in '
+    "run_engine_core",
+    "    engine_core = EngineCoreProc(*args, **kwargs)",
+    '  File "/venv/lib/python3.12/site-packages/vllm/zorblax/planner.py", line 41, in plan',
+    "    return table[key]",
+    '  File "/venv/lib/python3.12/site-packages/torch/_ops.py", line 9, in __getitem__',
+    "    raise KeyError(key)",
+    "KeyError: 'zorblax_slot_12'",
+))
+
+
+def scan_json(path: Path, *extra: str) -> tuple[int, dict[str, Any]]:
+    done = logwatch_text("scan", "--json", str(path), *extra)
+    assert done.returncode in (EXIT_OK, EXIT_FATAL_FOUND, EXIT_NO_VLLM_OUTPUT), done.stderr
+    return done.returncode, json.loads(done.stdout)
+
+
+def root_of(report: dict[str, Any]) -> dict[str, Any]:
+    assert report["root_cause"] is not None, report["incidents"]
+    root: dict[str, Any] = report["incidents"][report["root_cause"]]
+    return root
+
+
+@pytest.mark.slow  # two scans, the first of this file's: it loads the library
+def test_an_unknown_exception_is_an_unrecognised_fatal_error(tmp_path: Path) -> None:
+    log = tmp_path / "vllm.log"
+    log.write_text(KEYERROR_LOG)
+    code, report = scan_json(log)
+    assert code == EXIT_FATAL_FOUND and report["verdict"] == "unrecognised"
+    root = root_of(report)
+    assert root["signature"] == "generic.uncaught_exception" and root["fatal"]
+    assert root["captures"] == {"exc_type": "KeyError", "message": "'zorblax_slot_12'",
+                                "frame": "vllm/zorblax/planner.py:41 in plan"}
+    assert root["processes"] == ["EngineCore_DP0"]
+    text = logwatch_text("scan", str(log)).stdout
+    assert "unrecognised fatal error (KeyError: 'zorblax_slot_12')" in text
+    assert "looks healthy" not in text
+
+
+def test_enginecore_hit_an_exception_with_an_unknown_cause(tmp_path: Path) -> None:
+    log = tmp_path / "vllm.log"
+    log.write_text(HEAD + "EngineCore hit an exception.\n")
+    code, report = scan_json(log)
+    root = root_of(report)
+    assert code == EXIT_FATAL_FOUND
+    assert (root["signature"], root["captures"]) == ("generic.process_died",
+                                                     {"what": "hit an exception"})
+
+
+def test_a_process_death_is_fatal_and_exit_zero_is_not(tmp_path: Path) -> None:
+    log = tmp_path / "vllm.log"
+    log.write_text("Process SpawnProcess-3 exited with code 0\n"
+                   "(APIServer pid=5) INFO 11-20 08:00:01 [api_server.py:1] started\n"
+                   "Zorblax helper 991 was killed\n")
+    code, report = scan_json(log)
+    assert code == EXIT_FATAL_FOUND
+    assert [(i["signature"], i["captures"]) for i in report["incidents"]] == [
+        ("generic.process_died", {"what": "was killed"})]
+
+
+def test_an_error_line_before_the_server_came_up_is_the_root_cause(tmp_path: Path) -> None:
+    log = tmp_path / "vllm.log"
+    lines = [HEAD + f"Zorblax handshake failed on port {9000 + i}\n" for i in range(50)]
+    log.write_text("".join(lines))
+    code, report = scan_json(log)
+    root = root_of(report)
+    assert code == EXIT_FATAL_FOUND and root["signature"] == "generic.error_line"
+    assert root["count"] == 50
+    # fifty lines, one template, one group with the count
+    assert [(g["template"], g["count"]) for g in report["unrecognised"]] == [
+        ("Zorblax handshake failed on port <num>", 50)]
+
+
+def test_an_error_line_while_serving_is_an_error_not_a_failure(tmp_path: Path) -> None:
+    log = tmp_path / "vllm.log"
+    log.write_text((SAMPLES / "healthy_033_startup.log").read_text()
+                   + "(APIServer pid=1) ERROR 11-20 08:00:12 [serving.py:9] Zorblax request "
+                     "17 failed\n")
+    code, report = scan_json(log)
+    assert report["root_cause"] is None and report["verdict"] == "errors"
+    assert code == EXIT_OK
+    assert [i["signature"] for i in report["incidents"] if i["severity"] == "error"] == [
+        "generic.error_line"]
+
+
+def test_warnings_with_a_traceback_are_not_failures(tmp_path: Path) -> None:
+    log = tmp_path / "vllm.log"
+    warn = "(APIServer pid=1) WARNING 11-20 08:00:12 [utils.py:9] "
+    log.write_text(warn + "Traceback (most recent call last):\n"
+                   + warn + '  File "/venv/vllm/x.py", line 3, in <module>\n'
+                   + warn + "ModuleNotFoundError: No module named 'zorblax'\n")
+    code, report = scan_json(log)
+    assert code == EXIT_OK and report["incidents"] == []
+
+
+def test_a_known_failure_grows_no_unrecognised_root_cause(tmp_path: Path) -> None:
+    code, report = scan_json(SAMPLES / "demo_marlin_and_mtp.log")
+    assert code == EXIT_FATAL_FOUND and report["verdict"] == "failed"
+    roots = [report["incidents"][launch["root_cause"]]["signature"]
+             for launch in report["launches"]]
+    assert roots == ["weights.tensor_size_mismatch", "marlin.repack_tile_n"]
+    generic = [i for i in report["incidents"] if i["signature"].startswith("generic.")]
+    assert all(not i["fatal"] for i in generic), generic
+    assert report["unrecognised"] == []
+
+
+def test_a_second_unknown_error_beside_a_known_cause_is_demoted(tmp_path: Path) -> None:
+    log = tmp_path / "vllm.log"
+    log.write_text((SAMPLES / "hard_wrapped_tile_k.log").read_text().rstrip("\n") + "\n"
+                   + "Zorblax helper 991 was killed\n")
+    _, report = scan_json(log, "--mode", "full")
+    root = root_of(report)
+    assert root["signature"] == "marlin.repack_tile_k"
+    demoted = [i for i in report["incidents"] if i["signature"] == "generic.process_died"]
+    assert len(demoted) == 1 and not demoted[0]["fatal"]
+
+
+@pytest.mark.parametrize("content", [b"", b"root:x:0:0:root:/root:/bin/bash\n"
+                                          b"daemon:x:1:1:daemon:/usr/sbin:/usr/sbin/nologin\n",
+                                     b"-- No entries --\n"],
+                         ids=["empty", "passwd", "journalctl-no-entries"])
+def test_input_with_no_vllm_line_is_not_healthy(tmp_path: Path, content: bytes) -> None:
+    log = tmp_path / "input"
+    log.write_bytes(content)
+    done = logwatch_text("scan", str(log))
+    assert done.returncode == EXIT_NO_VLLM_OUTPUT == 3
+    assert "No vLLM output recognised" in done.stdout and "healthy" not in done.stdout
+    code, report = scan_json(log)
+    assert code == 3 and report["verdict"] == "no_vllm_output"
+    assert report["stats"]["vllm_output"] is False
+
+
+def test_the_exit_code_is_named_in_help() -> None:
+    done = logwatch_text("--help")
+    assert "3 when no line of the input was written by vLLM" in " ".join(done.stdout.split())
+
+
+REMOTE = next((p for p in ("/lib/systemd/systemd-journal-remote",
+                           "/usr/lib/systemd/systemd-journal-remote") if Path(p).exists()), None)
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(REMOTE is None or shutil.which("journalctl") is None,
+                    reason="systemd-journal-remote / journalctl not installed")
+def test_a_journal_with_no_vllm_and_an_empty_one(tmp_path: Path) -> None:
+    from tests.test_journald import append, export_entry
+
+    journal = tmp_path / "j" / "other.journal"
+    journal.parent.mkdir()
+    append(journal, [export_entry("Accepted publickey for alice from 10.0.0.2", 1_700 * 10**12),
+                     export_entry("pam_unix(sshd:session): session opened", 1_701 * 10**12)])
+    for selector in ([], ["-u", "vllm-absent.service"]):  # some entries, then none at all
+        text = subprocess.run(["journalctl", "--file", str(journal), "-o", "short-iso",
+                               "--no-pager", *selector], capture_output=True, check=False,
+                              timeout=60).stdout
+        done = logwatch_text("scan", "-", stdin=text)
+        assert done.returncode == EXIT_NO_VLLM_OUTPUT, (selector, text, done.stdout)
+        assert "No vLLM output recognised" in done.stdout
+
+
+@pytest.mark.slow
+def test_run_with_a_child_that_exits_3_printing_nothing_known(tmp_path: Path) -> None:
+    db = tmp_path / "h.duckdb"
+    child = tmp_path / "child.py"
+    child.write_text("import sys\nprint('warming the zorblax')\nsys.exit(3)\n")
+    done = subprocess.run([sys.executable, "-m", "logwatch", "run", "--db", str(db), "--quiet",
+                           "--gpu-capability", "9.0", "--", sys.executable, str(child)],
+                          capture_output=True, text=True, timeout=120, check=False)
+    assert done.returncode == 3, done.stderr
+    assert "root cause: unrecognised fatal error (exit status 3)" in done.stderr
+    assert "looks healthy" not in done.stderr
+    con = duckdb.connect(str(db), read_only=True)
+    try:
+        launch = con.execute("SELECT outcome, exit_code, root_signature, root_cause "
+                             "FROM launches").fetchall()
+        incidents = con.execute("SELECT id, signature, fatal, root_cause FROM incidents"
+                                ).fetchall()
+    finally:
+        con.close()
+    assert [row[:3] for row in launch] == [("failed", 3, "generic.exit_status")]
+    assert [(i[1], i[2], i[3]) for i in incidents] == [("generic.exit_status", True, True)]
+    assert incidents[0][0] == launch[0][3]
+
+
+@pytest.mark.slow
+def test_daemon_status_says_a_source_gave_no_vllm_output(tmp_path: Path) -> None:
+    log = tmp_path / "other.log"
+    log.write_text("root:x:0:0:root:/root:/bin/bash\n")
+    daemon = Running("--file", str(log), "--db", str(tmp_path / "h.duckdb"),
+                     sock=tmp_path / "lw.sock")
+    try:
+        daemon.wait_status(lambda st: st["lines"] >= 1 and st["sources"]
+                           and st["sources"][0]["vllm_output"] is False, 60,
+                           "the line read, no vLLM output")
+        with log.open("a") as out:
+            out.write(HEAD + "EngineCore hit an exception.\n")
+        daemon.wait_status(lambda st: st["sources"][0]["vllm_output"] is True, 60,
+                           "the vLLM line recognised")
+    finally:
+        assert daemon.stop() == 0, daemon.stderr
+
+
+def test_an_unknown_exception_while_serving_is_an_error_not_a_failure(tmp_path: Path) -> None:
+    log = tmp_path / "vllm.log"
+    serving = "(APIServer pid=1) ERROR 11-20 08:00:12 [serving_chat.py:9] "
+    started = (SAMPLES / "healthy_033_startup.log").read_text().splitlines(keepends=True)
+    log.write_text("".join(started[:40]) + "".join(serving + line + "\n" for line in (
+            "Error in preprocessing prompt inputs",
+            "Traceback (most recent call last):",
+            '  File "/venv/vllm/entrypoints/openai/serving_chat.py", line 9, in create',
+            "ZorblaxError: prompt 17 has no zorblax")))
+    code, report = scan_json(log)
+    [launch] = report["launches"]
+    assert report["root_cause"] is None and report["verdict"] == "errors", report["launches"]
+    assert code == EXIT_OK and launch["outcome"] == "serving"
+    [exc] = [i for i in report["incidents"] if i["signature"] == "generic.uncaught_exception"]
+    assert not exc["fatal"] and exc["captures"]["exc_type"] == "ZorblaxError"
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("case", ["unknown-failures", "known-failure-and-a-kill"])
+def test_the_daemon_and_the_scan_agree_on_unrecognised_failures(
+        tmp_path: Path, library: Library, case: str) -> None:
+    from logwatch.scan.offline import resolve_inputs, scan_inputs
+    from logwatch.scan.triage import SnapshotOptions
+    from logwatch.store.db import open_store
+    from logwatch.store.record import ScanRecorder
+    from tests.test_live_model import InProcessDaemon, _summary, settled
+
+    log = tmp_path / "vllm.log"
+    if case == "unknown-failures":  # launch 2 never came up: its ERROR lines are the cause
+        log.write_bytes((SAMPLES / "unrecognised_frobnicate.log").read_bytes())
+        launches, failed = 3, 2
+    else:  # the kill is demoted: the Marlin error explains the launch
+        log.write_text((SAMPLES / "demo_marlin_and_mtp.log").read_text()
+                       + "Zorblax helper 991 was killed\n")
+        launches, failed = 2, 2
+    recorder = ScanRecorder()
+    report = scan_inputs(resolve_inputs([str(log)]), library, recorder=recorder,
+                         snapshot_options=SnapshotOptions())
+    with open_store(tmp_path / "scan.duckdb") as store:
+        recorder.write(store, report)
+    running = InProcessDaemon(tmp_path, log, library)
+    try:
+        settled(running, launches=launches, failed=failed)
+    finally:
+        running.stop()
+    live, scan = _summary(tmp_path / "h.duckdb"), _summary(tmp_path / "scan.duckdb")
+    assert live == scan
+    generic = [row for row in scan["incidents"] if row[1].startswith("generic.")]
+    if case == "unknown-failures":
+        assert [row[3] for row in scan["launches"]] == [
+            "generic.uncaught_exception", "generic.error_line", "generic.process_died"]
+    else:
+        assert [(row[1], row[4], row[5]) for row in generic] == [
+            ("generic.process_died", False, False)]
