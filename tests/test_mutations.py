@@ -105,6 +105,12 @@ def wrapper_signatures(library: Library, matcher: Matcher) -> set[str]:
 def not_applicable(signature: Signature, mutation: Mutation, library: Library,
                    matcher: Matcher) -> str | None:
     """Why a mutation cannot apply to any example of this signature, if it cannot."""
+    if signature.category == "unrecognised":
+        if mutation.name == "header-stripped" and signature.id == "generic.error_line":
+            return "the fallback for ERROR lines is defined by the header's level"
+        if mutation.name == "v0-embedded":
+            return ("the fallback captures the line it stands for; embedded, the V0 wrapper "
+                    "line is the one it reports")
     if mutation.name == "v0-embedded":
         if signature.severity == "info":
             return "an informational line is logged, never raised: no worker embeds it"
