@@ -12,7 +12,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 from datetime import datetime
 from pathlib import Path
-from typing import IO, Any, BinaryIO
+from typing import IO, TYPE_CHECKING, Any, BinaryIO
 
 from logwatch.core.block_scan import BlockScanner, ScanStats
 from logwatch.core.launches import LaunchBook
@@ -22,7 +22,9 @@ from logwatch.core.report import report_dict
 from logwatch.scan.blocks import read_blocks
 from logwatch.scan.progress import Progress
 from logwatch.scan.triage import SnapshotOptions, triage
-from logwatch.store.record import ScanRecorder
+
+if TYPE_CHECKING:
+    from logwatch.store.record import ScanRecorder
 
 WRAP_SAMPLE_BYTES = 1 << 20
 
