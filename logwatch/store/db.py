@@ -17,7 +17,7 @@ from typing import Any
 
 import duckdb
 
-from logwatch.store.errors import DatabaseError
+from logwatch.store.errors import DatabaseError as DatabaseError  # re-exported
 from logwatch.store.schema import MIGRATIONS, SCHEMA_VERSION, VIEWS
 
 DB_FILENAME = "logwatch.duckdb"
