@@ -19,7 +19,7 @@ from logwatch.core.launches import LaunchBook
 from logwatch.core.library import Library
 from logwatch.core.matcher import Matcher
 from logwatch.core.report import report_dict
-from logwatch.scan.blocks import read_blocks
+from logwatch.scan.blocks import keep_freed_blocks, read_blocks
 from logwatch.scan.progress import Progress
 from logwatch.scan.triage import SnapshotOptions, triage
 
@@ -115,6 +115,7 @@ def scan_inputs(inputs: Sequence[ScanInput], library: Library, engine: str = "au
     """Scan every input and return the report (with snapshots and diagnoses) as a dict."""
     matcher = Matcher(library.signatures, engine=engine)
     book = LaunchBook()
+    keep_freed_blocks()
 
     def record(findings: list[Any]) -> None:
         for finding in findings:
