@@ -122,3 +122,35 @@ def test_fast_paths_give_the_same_incidents(library: Library, tmp_path: Path) ->
     assert full["incidents"]
     assert fast["incidents"] == full["incidents"]
     assert fast["launches"] == full["launches"]
+
+
+@pytest.mark.slow
+def test_two_processes_report_what_one_does(library: Library, tmp_path: Path,
+                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    """A file cut in two for two processes: the same report as one process gives, wherever
+    the cut falls (each half reads on past it as far as a record reaches)."""
+    from logwatch.core import block_scan
+    from logwatch.scan import parallel
+
+    # a scanner that looks less far, so that a small file holds records near the cut
+    monkeypatch.setattr(block_scan, "CONTEXT_BEFORE", 20)
+    monkeypatch.setattr(block_scan, "CONTEXT_AFTER", 20)
+    monkeypatch.setattr(block_scan, "HEADER_SEARCH_BYTES", 2048)
+    monkeypatch.setattr(parallel, "REACH_LINES", 4 * (20 + 20))
+    monkeypatch.setattr(parallel, "REACH_BYTES", 8 * 2048)
+    monkeypatch.setattr(parallel, "SPLIT_MIN_BYTES", 0)
+    cuts = []
+    find_cut = parallel._find_cut
+    monkeypatch.setattr(parallel, "_find_cut", lambda *a: cuts.append(find_cut(*a)) or cuts[-1])
+    log = tmp_path / "dense.log"
+    for seed in (4, 5, 6):
+        log.write_bytes(generated_log(seed, 400))
+        inputs = resolve_inputs([str(log)])
+        one = scan_inputs(inputs, library, engine=ENGINE, mode="prefilter", jobs=1)
+        two = scan_inputs(inputs, library, engine=ENGINE, mode="prefilter", jobs=2)
+        assert one["incidents"]
+        for key in ("launches", "incidents", "diagnoses", "root_cause"):
+            assert two[key] == one[key], (seed, key)
+        for key in ("lines", "bytes", "findings", "matched_lines"):
+            assert two["stats"][key] == one["stats"][key], (seed, key)
+    assert len(cuts) == 3 and all(cuts)

@@ -50,6 +50,8 @@ def build_parser() -> argparse.ArgumentParser:
                       help="full: run the per-line pipeline on every line (slower)")
     scan.add_argument("--db", type=Path, metavar="PATH",
                       help="record the scan in this DuckDB history (re-scanning adds nothing)")
+    scan.add_argument("--jobs", type=int, choices=(1, 2), default=None,
+                      help="processes per large file (default: 2 when two cores are idle)")
     _snapshot_arguments(scan)
 
     snap = sub.add_parser("snapshot", help="the configuration in force: show it, or diff two")
@@ -217,7 +219,8 @@ def _cmd_scan(args: argparse.Namespace) -> int:
     recorder = ScanRecorder() if args.db else None
     try:
         report = run_scan(inputs, library, engine=args.engine, mode=args.mode,
-                          snapshot_options=_snapshot_options(args), recorder=recorder)
+                          snapshot_options=_snapshot_options(args), recorder=recorder,
+                          jobs=args.jobs)
     except InputError as exc:
         _warn(f"logwatch: {exc}")
         return EXIT_USAGE

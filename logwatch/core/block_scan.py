@@ -409,7 +409,8 @@ def _writer_tokens(line: ParsedLine) -> tuple[bytes, ...]:
     if kind != "proc":
         return ()
     process, pid = names
-    tokens = (b"pid=", b"%d" % pid) if isinstance(pid, int) else ()  # "pid=007" is 7
+    # the digits apart from "pid=": "pid=007" names pid 7
+    tokens: tuple[bytes, ...] = (b"pid=", b"%d" % pid) if isinstance(pid, int) else ()
     if isinstance(process, str):
         if not process.isascii():
             return ()

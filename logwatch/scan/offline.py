@@ -20,6 +20,7 @@ from logwatch.core.library import Library
 from logwatch.core.matcher import Matcher
 from logwatch.core.report import report_dict
 from logwatch.scan.blocks import keep_freed_blocks, read_blocks
+from logwatch.scan.parallel import scan_split, two_cores_idle
 from logwatch.scan.progress import Progress
 from logwatch.scan.triage import SnapshotOptions, triage
 
@@ -111,8 +112,11 @@ def scan_inputs(inputs: Sequence[ScanInput], library: Library, engine: str = "au
                 mode: str = "auto", stdin: IO[bytes] | None = None,
                 on_progress: Callable[[int, int], None] | None = None,
                 snapshot_options: SnapshotOptions | None = None,
-                recorder: ScanRecorder | None = None) -> dict[str, Any]:
-    """Scan every input and return the report (with snapshots and diagnoses) as a dict."""
+                recorder: ScanRecorder | None = None, jobs: int | None = None
+                ) -> dict[str, Any]:
+    """Scan every input and return the report (with snapshots and diagnoses) as a dict.
+    `jobs`: 2 scans a large regular file with two processes, 1 with one; None (auto) uses
+    two when the file is large and two cores are idle."""
     matcher = Matcher(library.signatures, engine=engine)
     book = LaunchBook()
     keep_freed_blocks()
@@ -144,17 +148,17 @@ def scan_inputs(inputs: Sequence[ScanInput], library: Library, engine: str = "au
                              if item.path is not None and not item.stream else datetime.now())
                 scanner = BlockScanner(matcher, item.label, reference, full=full,
                                        wrap_width=wrap_width)
-                try:
-                    for block in read_blocks(stream):  # type: ignore[arg-type]
-                        record(scanner.feed(block))
-                        if on_progress is not None:
-                            consumed = position() if position else scanner.stats.bytes
-                            on_progress(done_bytes + consumed, total_bytes)
-                except EOFError:  # a gzip that ends early: shrank under the reader, or broken
-                    if position is None or size is None or position() >= size:
-                        raise
-                read = position() if position else None
-                record(scanner.finish())
+                split = None
+                if (not full and item.path is not None and not item.stream and size
+                        and stream.head[:2] != GZIP_MAGIC and not item.is_gzip
+                        and (jobs == 2 or (jobs is None and two_cores_idle(size)))):
+                    split = scan_split(str(item.path), matcher, item.label, reference, size,
+                                       record)
+                if split is not None:
+                    scanner.stats, read = split, size
+                else:
+                    read = _scan_stream(stream, scanner, record, position, size,
+                                        on_progress, (done_bytes, total_bytes))
                 if recorder is not None:
                     recorder.scanned(item.label, scanner.stats.bytes)
         except (EOFError, OSError, zlib.error, gzip.BadGzipFile) as exc:
@@ -181,6 +185,25 @@ def scan_inputs(inputs: Sequence[ScanInput], library: Library, engine: str = "au
         recorder.snapshot_at = result.snapshot_at
     report["snapshots"] = result.snapshots
     return report
+
+
+def _scan_stream(stream: _Peekable, scanner: BlockScanner,
+                 record: Callable[[list[Any]], None], position: Callable[[], int] | None,
+                 size: int | None, on_progress: Callable[[int, int], None] | None,
+                 done_of_total: tuple[int, int]) -> int | None:
+    """Feed a whole stream to the scanner; the file bytes read (None for a pipe)."""
+    done, total = done_of_total
+    try:
+        for block in read_blocks(stream):  # type: ignore[arg-type]
+            record(scanner.feed(block))
+            if on_progress is not None:
+                on_progress(done + (position() if position else scanner.stats.bytes), total)
+    except EOFError:  # a gzip that ends early: shrank under the reader, or broken
+        if position is None or size is None or position() >= size:
+            raise
+    read = position() if position else None
+    record(scanner.finish())
+    return read
 
 
 class _open:
