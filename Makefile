@@ -66,8 +66,10 @@ fast: $(STAMP)
 	$(BIN)/python -m pytest -q -p no:cacheprovider -m "not slow"; rc=$$?; \
 		if [ $$rc -eq 5 ]; then echo "no tests ran"; exit 0; fi; exit $$rc
 
+# `make bench BENCH_MB=64` for a quick check; the README quotes the 1024 MiB figures.
+BENCH_MB ?= 1024
 bench: $(STAMP)
-	$(BIN)/python benchmarks/scan_bench.py
+	$(BIN)/python benchmarks/scan_bench.py --size-mb $(BENCH_MB)
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache

@@ -1,14 +1,15 @@
-"""Time `logwatch scan` on a realistic large vLLM log against `grep -E` and a plain read.
+"""Time `logwatch scan` against `LC_ALL=C grep -c -E -f PATTERNS` on generated vLLM logs.
 
-    python benchmarks/scan_bench.py [--size-mb 1024] [--keep] [--engine auto|python]
+    python benchmarks/scan_bench.py [--size-mb 1024] [--runs 3] [--engine auto|python]
 
-Generates the log of a vLLM 0.33 server with MTP on a simulated clock (access lines per
-request, some request logs whose prompts quote error fragments as near misses, stats and
-SpecDecoding lines every 10 s, a worker traceback every ~15 minutes), then times three whole
-processes on
-the same file: `cat` (reading alone), `LC_ALL=C grep -c -E -f PATTERNS` with patterns
-translated from the signature library, and `logwatch scan --json`. Both scanners must agree on
-how many lines match. Prints MB/s, ratios and logwatch's peak memory.
+One run prints every figure the README quotes: for the realistic mix (SIZE MiB) and the
+failure-dense mix (SIZE/4 MiB, see bench_logs.py), MB/s of `cat`, grep and logwatch and the
+ratio logwatch/grep of each repetition (grep and logwatch alternate, so both see the same
+load); the same with a library twice today's size; peak RSS of every logwatch run, `--db`
+included; and how long `logwatch --help` takes. Ratios are wall-clock and, in brackets, CPU
+time (user + system), which a busy machine disturbs less. grep counts lines that one of the
+library's single-line patterns matches; multi-line patterns have no grep translation, so the
+two counts agree only where no finding needs a multi-line pattern.
 """
 
 from __future__ import annotations
@@ -16,164 +17,42 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import random
-import re
+import statistics
 import subprocess
 import sys
 import tempfile
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from logwatch.library.files import load_signature_dirs  # noqa: E402
+from bench_logs import (  # noqa: E402
+    DENSE_FAILURE_EVERY_S,
+    DENSE_RPS,
+    doubled_library,
+    generate,
+    grep_patterns,
+)
 
-CHUNKS = 24
-CHUNK_SECONDS = 600
-STATS_INTERVAL_S = 10  # VLLM_LOG_STATS_INTERVAL: one stats and one SpecDecoding line each
-REQUEST_LOG_SHARE = 0.15  # requests whose prompt the request logger prints
-NEAR_MISS_SHARE = 0.0002  # requests whose logged prompt quotes a vLLM error fragment
-FAILURE_EVERY_S = 900  # a worker traceback now and then
-
-
-def _chunk(rng: random.Random, index: int, rps: float) -> str:
-    """Ten minutes of a vLLM 0.33 server with MTP at `rps` requests per second."""
-    out: list[str] = []
-    start = index * CHUNK_SECONDS
-    for second in range(start, start + CHUNK_SECONDS):
-        mm, ss = divmod(second % 3600, 60)
-        ts = f"11-29 {(second // 3600) % 24:02d}:{mm:02d}:{ss:02d}"
-        for _ in range(_poisson(rng, rps)):
-            if rng.random() < REQUEST_LOG_SHARE:
-                out.append(_request_line(rng, ts))
-            out.append(f'INFO:     10.0.{rng.randint(0, 9)}.{rng.randint(1, 250)}:'
-                       f'{rng.randint(30000, 60000)} - "POST /v1/chat/completions HTTP/1.1" '
-                       f'{rng.choice((200, 200, 200, 400))} OK')
-        if second % STATS_INTERVAL_S == 0:
-            out.append(f"(APIServer pid=7001) INFO {ts} [loggers.py:123] Engine 000: Avg prompt "
-                       f"throughput: {rng.uniform(100, 3000):.1f} tokens/s, Avg generation "
-                       f"throughput: {rng.uniform(100, 1500):.1f} tokens/s, Running: "
-                       f"{rng.randint(1, 128)} reqs, Waiting: {rng.randint(0, 60)} reqs, GPU KV "
-                       f"cache usage: {rng.uniform(10, 99.9):.1f}%, Prefix cache hit rate: "
-                       f"{rng.uniform(0, 90):.1f}%")
-            rate = rng.choice((82.4, 79.1, 75.0, 0.0))
-            out.append(f"(APIServer pid=7001) INFO {ts} [metrics.py:101] SpecDecoding metrics: "
-                       f"Mean acceptance length: 2.41, Accepted throughput: 300.00 tokens/s, "
-                       f"Drafted throughput: 400.00 tokens/s, Accepted: 3000 tokens, Drafted: "
-                       f"4000 tokens, Per-position acceptance rate: 0.850, 0.650, Avg Draft "
-                       f"acceptance rate: {rate}%")
-        if rng.random() < 1 / FAILURE_EVERY_S:
-            out.extend(_incident(rng, ts))
-    return "\n".join(out) + "\n"
+TARGETS = {"realistic": 1.0, "dense": 0.3, "realistic, 2 processes": 1.5,
+           "realistic, library x2": 1.0}  # logwatch/grep, wall clock
+RSS_LIMIT_MIB = 100
+HELP_LIMIT_MS = 100
 
 
-def _poisson(rng: random.Random, mean: float) -> int:
-    count, total = 0, rng.expovariate(1.0)
-    while total < mean:
-        count += 1
-        total += rng.expovariate(1.0)
-    return count
+@dataclass
+class Run:
+    wall: float
+    cpu: float
+    out: bytes
+    rss_kib: int
 
 
-def _request_line(rng: random.Random, ts: str) -> str:
-    prompt = (f"Summarise the incident report for ticket {rng.randint(1000, 99999)} in three "
-              f"bullet points.")
-    if rng.random() < NEAR_MISS_SHARE / REQUEST_LOG_SHARE:
-        fragment = rng.choice((
-            "size_n = 40 is not divisible by tile_n_size = 64",
-            "must match the size of tensor b (512)",
-            "CUDA out of memory. Tried to allocate 2.00 GiB",
-            "Engine core initialization failed",
-        ))
-        prompt = f'my logs say "{fragment}" - what now?'
-    return (f"(APIServer pid=7001) INFO {ts} [logger.py:40] Received request "
-            f"chatcmpl-{rng.getrandbits(64):016x}: prompt: '{prompt}', params: "
-            f"SamplingParams(n=1, temperature=0.7, max_tokens=1024).")
-
-
-def _incident(rng: random.Random, ts: str) -> list[str]:
-    h = f"(Worker_TP{rng.randint(0, 3)} pid=9100) ERROR {ts} [multiproc_executor.py:631] "
-    last = rng.choice((
-        "RuntimeError: size_n = 40 is not divisible by tile_n_size = 64",
-        "RuntimeError: The size of tensor a (256) must match the size of tensor b (512) at "
-        "non-singleton dimension 1",
-        "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 1.75 GiB. GPU 1 has a "
-        "total capacity of 79.19 GiB of which 1.02 GiB is free.",
-    ))
-    return [h + "Traceback (most recent call last):",
-            h + '  File "/usr/local/lib/python3.12/dist-packages/vllm/v1/worker/gpu_worker.py", '
-                'line 240, in load_model',
-            h + "    self.model_runner.load_model()",
-            h + last]
-
-
-def generate(path: Path, size_mb: int, rps: float) -> None:
-    rng = random.Random(20261129)
-    chunks = [_chunk(rng, i, rps).encode() for i in range(CHUNKS)]
-    target = size_mb << 20
-    written = 0
-    with open(path, "wb") as out:
-        while written < target:
-            chunk = chunks[rng.randrange(CHUNKS)]
-            out.write(chunk)
-            written += len(chunk)
-
-
-# Python class shorthands in ERE, outside and inside a bracket expression.
-_OUTSIDE = {"d": "[0-9]", "w": "[[:alnum:]_]", "s": "[[:space:]]", "S": "[^[:space:]]"}
-_INSIDE = {"d": "0-9", "w": "[:alnum:]_", "s": "[:space:]", "n": ""}
-# Where a vLLM message starts in a raw line: after the `[file:line] ` tag, a process prefix,
-# or uvicorn's `INFO:     `.
-_MESSAGE_START = r"(^|\] |\) |:[[:space:]]+)"
-
-
-def to_ere(pattern: str) -> str | None:
-    """A signature regex as POSIX ERE for grep, or None if it spans lines."""
-    if r"\n" in pattern.replace(r"[^\n]", ""):
-        return None
-    p = pattern.split("(?=")[0]  # lookahead captures only refine what the prefix matched
-    p = re.sub(r"\(\?P<\w+>", "(", p).replace("(?:", "(").replace(r"[^\n]", ".")
-    out: list[str] = []
-    i, in_class = 0, False
-    while i < len(p):
-        ch = p[i]
-        if ch == "\\" and i + 1 < len(p):
-            nxt = p[i + 1]
-            table = _INSIDE if in_class else _OUTSIDE
-            if nxt in table:
-                out.append(table[nxt])
-            elif nxt in "]'`":
-                out.append(nxt)
-            else:
-                out.append(ch + nxt)
-            i += 2
-            continue
-        if in_class:
-            in_class = ch != "]"
-        elif ch == "[":
-            in_class = True
-        elif ch == "^":
-            ch = _MESSAGE_START
-        elif ch == "?" and out and out[-1] in ("*", "+", "?", "}"):
-            ch = ""  # lazy quantifiers: the same set of matching lines
-        out.append(ch)
-        i += 1
-    return "".join(out).replace("()", "(x?)")  # ERE has no empty group
-
-
-def grep_patterns(path: Path) -> int:
-    library = load_signature_dirs()
-    # the fallback rules (generic.*) hold only under conditions grep cannot express (a
-    # header's level, a traceback before the line): they are not part of the baseline
-    patterns = [ere for sig in library.signatures if sig.category != "unrecognised"
-                for pat in sig.patterns if (ere := to_ere(pat.regex)) is not None]
-    path.write_text("\n".join(patterns) + "\n")
-    return len(patterns)
-
-
-def timed(cmd: list[str], env: dict[str, str] | None = None) -> tuple[float, bytes, int]:
-    """Wall seconds, stdout and peak RSS (KiB) of one process.
+def timed(cmd: list[str], env: dict[str, str] | None = None) -> Run:
+    """One whole process: wall and CPU seconds, stdout (to a file) and peak RSS.
 
     Output goes to a file, never into this process: a child's peak RSS counts the memory of
     the parent it was forked from, so the parent must stay small.
@@ -182,63 +61,131 @@ def timed(cmd: list[str], env: dict[str, str] | None = None) -> tuple[float, byt
         started = time.perf_counter()
         proc = subprocess.Popen(cmd, stdout=sink, env=env)
         _, _, usage = os.wait4(proc.pid, 0)
-        elapsed = time.perf_counter() - started
+        wall = time.perf_counter() - started
         proc.returncode = 0
         sink.seek(0)
         out = sink.read(1 << 20)
-    return elapsed, out, usage.ru_maxrss
+    return Run(wall, usage.ru_utime + usage.ru_stime, out, usage.ru_maxrss)
 
 
-def best_of(runs: int, cmd: list[str], env: dict[str, str] | None = None
-            ) -> tuple[float, bytes, int]:
-    results = [timed(cmd, env) for _ in range(runs)]
-    return min(results, key=lambda r: r[0])
+def side_by_side(runs: int, grep_cmd: list[str], lw_cmd: list[str]
+                 ) -> tuple[list[Run], list[Run]]:
+    """grep and logwatch alternately, `runs` times each."""
+    env = {**os.environ, "LC_ALL": "C"}
+    greps, lws = [], []
+    for _ in range(runs):
+        greps.append(timed(grep_cmd, env))
+        lws.append(timed(lw_cmd))
+    return greps, lws
+
+
+def report_mix(size_mb: float, greps: list[Run], lws: list[Run]) -> float:
+    """Print one mix's figures; return the median wall-clock ratio."""
+    ratios = [g.wall / w.wall for g, w in zip(greps, lws, strict=True)]
+    cpu_ratios = [g.cpu / w.cpu for g, w in zip(greps, lws, strict=True)]
+    grep_best = min(r.wall for r in greps)
+    lw_best = min(r.wall for r in lws)
+    stats = json.loads(lws[0].out)["stats"]
+    grep_lines = int(greps[0].out.strip() or 0)
+    print(f"  grep -c -E -f     {size_mb / grep_best:8.1f} MB/s   matching lines {grep_lines:,}")
+    print(f"  logwatch scan     {size_mb / lw_best:8.1f} MB/s   matching lines "
+          f"{stats['matched_lines']:,}, findings {stats['findings']:,}, "
+          f"peak RSS {max(r.rss_kib for r in lws) / 1024:.0f} MiB, engine {stats['engine']}")
+    print(f"  logwatch/grep     {statistics.median(ratios):5.2f}x  (runs "
+          + " ".join(f"{r:.2f}" for r in ratios) + "; CPU time "
+          + " ".join(f"{r:.2f}" for r in cpu_ratios) + ")")
+    return statistics.median(ratios)
+
+
+def help_ms(runs: int) -> tuple[float, float, float]:
+    """Best wall and CPU milliseconds of `logwatch --help`, and of Python doing nothing.
+    Compiled first, as pip leaves an installed package (PYTHONDONTWRITEBYTECODE or not)."""
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+    subprocess.run([sys.executable, "-m", "compileall", "-q", str(ROOT / "logwatch")],
+                   env=env, check=True, stdout=subprocess.DEVNULL)
+    runs_help = [timed([sys.executable, "-m", "logwatch", "--help"]) for _ in range(runs)]
+    bare = min(timed([sys.executable, "-c", "pass"]).wall for _ in range(runs))
+    return (1000 * min(r.wall for r in runs_help), 1000 * min(r.cpu for r in runs_help),
+            1000 * bare)
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--size-mb", type=int, default=1024)
-    parser.add_argument("--rps", type=float, default=20.0,
-                        help="requests per second of the simulated server (1: a quiet server "
-                             "whose log is mostly stats and SpecDecoding lines, every one a hit)")
+    parser.add_argument("--size-mb", type=float, default=1024,
+                        help="size of the realistic mix in MiB (the dense one is a quarter)")
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--engine", default="auto", choices=("auto", "hyperscan", "python"))
-    parser.add_argument("--keep", action="store_true", help="keep the generated log")
+    parser.add_argument("--keep", action="store_true", help="keep the generated logs")
     args = parser.parse_args()
 
     workdir = Path(tempfile.mkdtemp(prefix="logwatch-bench-"))
-    log, patterns = workdir / "vllm-bench.log", workdir / "patterns.ere"
+    logs = {"realistic": workdir / "realistic.log", "dense": workdir / "dense.log"}
     started = time.perf_counter()
-    generate(log, args.size_mb, args.rps)
-    size_mb = log.stat().st_size / 1e6
-    print(f"generated {size_mb:,.0f} MB ({args.rps:g} requests/s) in "
-          f"{time.perf_counter() - started:.1f} s: {log}")
-    count = grep_patterns(patterns)
-    print(f"{count} single-line signature patterns translated to ERE for grep")
+    generate(logs["realistic"], args.size_mb, rps=20.0)
+    generate(logs["dense"], args.size_mb / 4, rps=DENSE_RPS,
+             failure_every_s=DENSE_FAILURE_EVERY_S)
+    sizes = {k: p.stat().st_size / 1e6 for k, p in logs.items()}
+    print(f"generated in {time.perf_counter() - started:.0f} s under {workdir}; "
+          f"{os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f} at the start")
+    patterns = workdir / "patterns.ere"
+    print(f"{grep_patterns(patterns)} single-line signature patterns translated to ERE for grep")
+    lw = [sys.executable, "-m", "logwatch", "scan", "--json", "--engine", args.engine,
+          "--mode", "prefilter", "--jobs", "1"]
+    grep = ["grep", "-c", "-E", "-f", str(patterns)]
 
-    env = {**os.environ, "LC_ALL": "C"}
-    cat_s, _, _ = best_of(args.runs, ["sh", "-c", 'cat "$0" | wc -l', str(log)])
-    grep_s, grep_out, _ = best_of(args.runs, ["grep", "-c", "-E", "-f", str(patterns),
-                                              str(log)], env)
-    lw_cmd = [sys.executable, "-m", "logwatch", "scan", "--json", "--engine", args.engine,
-              "--mode", "prefilter", str(log)]
-    lw_s, lw_out, lw_rss = best_of(args.runs, lw_cmd)
-    report = json.loads(lw_out)
-    grep_lines = int(grep_out.strip() or 0)
-    lw_lines = report["stats"]["matched_lines"]
+    results: dict[str, float] = {}
+    rss: list[int] = []
+    agree = True
+    for name, log in logs.items():
+        cat = min(timed(["sh", "-c", 'cat "$0" | wc -l', str(log)]).wall
+                  for _ in range(args.runs))
+        print(f"{name} mix, {sizes[name]:,.0f} MB: cat | wc -l {sizes[name] / cat:.0f} MB/s")
+        greps, lws = side_by_side(args.runs, [*grep, str(log)], [*lw, str(log)])
+        results[name] = report_mix(sizes[name], greps, lws)
+        rss += [r.rss_kib for r in lws]
+        if name == "realistic":
+            agree = int(greps[0].out.strip() or 0) == json.loads(lws[0].out)["stats"][
+                "matched_lines"]
 
-    def rate(seconds: float) -> str:
-        return f"{size_mb / seconds:8.1f} MB/s ({seconds:6.2f} s)"
+    print(f"realistic mix, two processes (load average now {os.getloadavg()[0]:.1f}; the "
+          f"goal assumes both cores free):")
+    two = [*lw[:-1], "2", str(logs["realistic"])]
+    greps, lws = side_by_side(args.runs, [*grep, str(logs["realistic"])], two)
+    results["realistic, 2 processes"] = report_mix(sizes["realistic"], greps, lws)
+    rss += [r.rss_kib for r in lws]
 
-    print(f"cat (read only)     {rate(cat_s)}")
-    print(f"grep -c -E -f       {rate(grep_s)}   matching lines: {grep_lines:,}")
-    print(f"logwatch scan       {rate(lw_s)}   matching lines: {lw_lines:,}   "
-          f"engine {report['stats']['engine']}, peak RSS {lw_rss / 1024:.0f} MiB")
-    print(f"ratio logwatch/grep {grep_s / lw_s:5.2f}x   logwatch/cat {cat_s / lw_s:5.2f}x")
-    agree = grep_lines == lw_lines
-    print("agreement on matching lines:", "yes" if agree else "NO")
+    double = doubled_library(workdir)
+    double_patterns = workdir / "patterns-x2.ere"
+    grep_patterns(double_patterns, double)
+    print(f"realistic mix, library twice today's ({double}):")
+    greps, lws = side_by_side(args.runs, ["grep", "-c", "-E", "-f", str(double_patterns),
+                                          str(logs["realistic"])],
+                              [*lw, "--library", str(double), str(logs["realistic"])])
+    results["realistic, library x2"] = report_mix(sizes["realistic"], greps, lws)
+    rss += [r.rss_kib for r in lws]
+
+    db_run = timed([*lw, "--db", str(workdir / "history.duckdb"), str(logs["dense"])])
+    rss.append(db_run.rss_kib)
+    print(f"dense mix with --db: {sizes['dense'] / db_run.wall:.1f} MB/s, "
+          f"peak RSS {db_run.rss_kib / 1024:.0f} MiB")
+    help_time, help_cpu, bare = help_ms(5)
+    print(f"logwatch --help: {help_time:.0f} ms, {help_cpu:.0f} ms CPU (best of 5; python -c "
+          f"pass: {bare:.0f} ms)")
+
+    print("targets:")
+    for name, ratio in results.items():
+        goal = TARGETS[name]
+        print(f"  {name:24s} {ratio:5.2f}x grep (goal >= {goal}x)  "
+              f"{'met' if ratio >= goal else 'MISSED'}")
+    peak = max(rss) / 1024
+    print(f"  {'peak RSS, every run':24s} {peak:5.0f} MiB (goal <= {RSS_LIMIT_MIB})  "
+          f"{'met' if peak <= RSS_LIMIT_MIB else 'MISSED'}")
+    print(f"  {'logwatch --help':24s} {help_time:5.0f} ms (goal < {HELP_LIMIT_MS})  "
+          f"{'met' if help_time < HELP_LIMIT_MS else 'MISSED'}")
+    print("agreement with grep on the realistic mix's matching lines:", "yes" if agree else "NO")
     if not args.keep:
-        log.unlink()
+        for path in (*logs.values(), workdir / "history.duckdb"):
+            path.unlink(missing_ok=True)
     return 0 if agree else 1
 
 

@@ -8,11 +8,13 @@ import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from logwatch import __version__
-from logwatch.core.library import Library, LibraryError
 from logwatch.core.visible import json_escaped, visible
+
+if TYPE_CHECKING:  # the library, duckdb and regex load only for commands that use them
+    from logwatch.core.library import Library
 
 EXIT_OK = 0
 EXIT_FATAL_FOUND = 1
@@ -52,6 +54,8 @@ def build_parser() -> argparse.ArgumentParser:
                       help="full: run the per-line pipeline on every line (slower)")
     scan.add_argument("--db", type=Path, metavar="PATH",
                       help="record the scan in this DuckDB history (re-scanning adds nothing)")
+    scan.add_argument("--jobs", type=int, choices=(1, 2), default=None,
+                      help="processes per large file (default: 2 when two cores are idle)")
     _snapshot_arguments(scan)
 
     snap = sub.add_parser("snapshot", help="the configuration in force: show it, or diff two")
@@ -215,8 +219,10 @@ def _cmd_scan(args: argparse.Namespace) -> int:
         print("logwatch: stdin (-) can be given once", file=sys.stderr)
         return EXIT_USAGE
     library = _load(args)
-    from logwatch.store.db import DatabaseError, open_store
-    from logwatch.store.record import ScanRecorder
+    if args.db:  # DuckDB loads only for a scan that records
+        from logwatch.store.db import open_store
+        from logwatch.store.record import ScanRecorder
+    from logwatch.store.errors import DatabaseError
 
     if args.db and Path(args.db).exists():
         try:  # a damaged or locked history is refused now, not after a long scan
@@ -227,7 +233,8 @@ def _cmd_scan(args: argparse.Namespace) -> int:
     recorder = ScanRecorder() if args.db else None
     try:
         report = run_scan(inputs, library, engine=args.engine, mode=args.mode,
-                          snapshot_options=_snapshot_options(args), recorder=recorder)
+                          snapshot_options=_snapshot_options(args), recorder=recorder,
+                          jobs=args.jobs)
     except InputError as exc:
         _warn(f"logwatch: {exc}")
         return EXIT_USAGE
@@ -466,10 +473,11 @@ def _cmd_history(args: argparse.Namespace) -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)  # --help and usage errors import nothing more
+    from logwatch.core.library import LibraryError
     from logwatch.daemon.socket_trust import UnsafeSocketPath
-    from logwatch.store.db import DatabaseError
+    from logwatch.store.errors import DatabaseError
 
-    args = build_parser().parse_args(argv)
     try:
         if args.command == "scan":
             return _cmd_scan(args)

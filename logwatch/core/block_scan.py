@@ -9,6 +9,7 @@ gives. `full=True` runs the per-line pipeline everywhere (hard-wrapped logs, cro
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Final, Literal
@@ -229,10 +230,15 @@ class BlockScanner:
         """The record holding the hit line, from the smallest window that settles it; None
         when it may go on past what has been read so far."""
         before = after = INITIAL_CONTEXT
+        tokens = _writer_tokens(lines.get(hit[0], hit))
         while True:
             low = max(lines.first, hit[0] - before)
             high = min(hit[0] + after, lines.last)
-            window = [lines.get(n, hit) for n in range(low, high + 1)]
+            if tokens and lines.plain(low, high, hit):  # only its writer's lines matter
+                window = [lines.get(n, hit) for n in range(low, high + 1)
+                          if n == hit[0] or lines.may_hold(n, hit, tokens)]
+            else:
+                window = [lines.get(n, hit) for n in range(low, high + 1)]
             assembler = Assembler(ordered=False)
             records = [r for ln in window for r in assembler.feed(ln)] + assembler.flush()
             record = next(r for r in records if any(ln.lineno == hit[0] for ln in r.lines))
@@ -338,6 +344,34 @@ class _Lines:
         """Byte offset of a line already read through `get`."""
         return self._starts.get(lineno)
 
+    def _offset(self, lineno: int, anchor: tuple[int, int]) -> int:
+        start = self._starts.get(lineno)
+        if start is None:
+            start = self._starts[lineno] = _walk(self.buf, anchor, lineno)
+        return start
+
+    def _end(self, lineno: int, anchor: tuple[int, int]) -> int:
+        """Offset of the newline ending a line (or the buffer's end)."""
+        end = self.buf.find(b"\n", self._offset(lineno, anchor))
+        end = len(self.buf) if end < 0 else end
+        self._starts[lineno + 1] = end + 1
+        return end
+
+    def plain(self, low: int, high: int, anchor: tuple[int, int]) -> bool:
+        """Lines low..high hold nothing that unwrapping rewrites (colour, markup, escapes,
+        JSON): a line's writer is then named by bytes the line itself holds."""
+        start, end = self._offset(low, anchor), self._end(high, anchor)
+        return _REWRITTEN.search(self.buf, start, end) is None
+
+    def may_hold(self, lineno: int, anchor: tuple[int, int], tokens: tuple[bytes, ...]
+                 ) -> bool:
+        """Whether a line may be the writer's whose `tokens` these are (in `plain` lines, a
+        line without them is not); a line parsed already is simply taken."""
+        if lineno in self._cache:
+            return True
+        start, end = self._offset(lineno, anchor), self._end(lineno, anchor)
+        return all(self.buf.find(token, start, end) >= 0 for token in tokens)
+
     def get(self, lineno: int, anchor: tuple[int, int]) -> ParsedLine:
         line = self._cache.get(lineno)
         if line is None:
@@ -357,6 +391,31 @@ class _Lines:
             if lineno <= self.last and (self.final or end < len(self.buf)):
                 self._cache[lineno] = line  # a complete line: the same in later buffers
         return line
+
+
+# Where unwrapping (normalize.unwrap, vllm_format's JSON lines) may delete or decode text, so
+# that a line's writer could be named by bytes the line does not hold as such: colour codes in
+# every form, HTML tags and entities, escapes, JSON, carriage returns, markdown. A step that
+# rewrites other text must add its trigger here (test_fast_path_equivalence checks samples).
+_REWRITTEN = re.compile(
+    rb"[\x1b\\\r{`]|\^\[|\[[0-9;]*m(?![\w\]])|\*\*|&(?:lt|gt|quot|#39|amp);"
+    rb"|</?(?i:font|b|span|strong)[\s>]")
+
+
+def _writer_tokens(line: ParsedLine) -> tuple[bytes, ...]:
+    """Bytes every line of this line's writer holds (its process name, `pid=N`); empty when
+    the writer is not named by a process prefix (a rank, the unprefixed stream)."""
+    kind, *names = line.stream_key
+    if kind != "proc":
+        return ()
+    process, pid = names
+    # the digits apart from "pid=": "pid=007" names pid 7
+    tokens: tuple[bytes, ...] = (b"pid=", b"%d" % pid) if isinstance(pid, int) else ()
+    if isinstance(process, str):
+        if not process.isascii():
+            return ()
+        tokens += (process.encode(),)
+    return tokens
 
 
 def _header_bytes(line: ParsedLine) -> tuple[bytes, int] | None:

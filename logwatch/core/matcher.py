@@ -86,13 +86,25 @@ class Matcher:
         self.pattern_timeouts: Counter[tuple[str, int]] = Counter()  # (id, pattern index)
         self.skipped: Counter[str] = Counter()  # not tried: the record's budget was spent
         self.disabled: dict[str, str] = {}  # signature id -> why
+        # candidates by the set of literals found, while no signature has run over
+        self._candidates: dict[frozenset[int], list[CompiledPattern]] = {}
 
     def candidates(self, text: str, literal_ids: Iterable[int] | None = None
                    ) -> list[CompiledPattern]:
         """Patterns whose literals occur in `text` (or the given literal ids), library order,
         except that signatures which ran over before come last; disabled ones are left out."""
+        ids = frozenset(self.scanner.present(text) if literal_ids is None else literal_ids)
+        if self.timeouts or self.disabled:  # rare: order by what ran over, uncached
+            return self._ordered_candidates(ids)
+        found = self._candidates.get(ids)
+        if found is None:
+            if len(self._candidates) >= 4096:  # each is a set of literals seen on one line
+                self._candidates.clear()
+            found = self._candidates[ids] = self._ordered_candidates(ids)
+        return found
+
+    def _ordered_candidates(self, ids: frozenset[int]) -> list[CompiledPattern]:
         seen: dict[tuple[str, int], CompiledPattern] = {}
-        ids = self.scanner.present(text) if literal_ids is None else literal_ids
         for literal_id in ids:
             for pattern in self._by_literal[literal_id]:
                 seen.setdefault((pattern.signature.id, pattern.index), pattern)
@@ -126,11 +138,12 @@ class Matcher:
                 match = pattern.regex.search(message, timeout=_left(budget_ends,
                                                                     reserve_ends))
                 while match is not None:
-                    names = [k for k, v in match.groupdict().items() if v is not None]
-                    if names and not looked:
+                    captures = {k: v for k, v in match.groupdict().items() if v is not None}
+                    if captures and not looked:
                         secrets, looked = spans_for_parts(message), True
-                    captures = {k: redact_slice(message, match.start(k), match.end(k),
-                                                secrets) for k in names}
+                    if secrets is not None:
+                        captures = {k: redact_slice(message, match.start(k), match.end(k),
+                                                    secrets) for k in captures}
                     if not signature.conditions or signature.conditions_hold(captures):
                         findings.append(self._finding(signature, captures, record,
                                                       match.start()))

@@ -2,12 +2,32 @@
 
 from __future__ import annotations
 
+import ctypes
+import sys
 from collections.abc import Iterator
 from typing import BinaryIO
 
 BLOCK_BYTES = 8 << 20
 MAX_LINE_BYTES = 1 << 20
 CUT_MARKER = b" \xe2\x80\xa6[line cut by logwatch: over 1 MiB]"
+
+
+# glibc's mallopt parameters (malloc.h)
+_M_TRIM_THRESHOLD, _M_MMAP_THRESHOLD = -1, -3
+
+
+def keep_freed_blocks() -> None:
+    """Have glibc serve blocks from the heap and keep freed ones for the next block. By
+    default each block of several MiB is mapped afresh and unmapped when freed, and every
+    block then costs a page fault per 4 KiB (~3 per KiB read: read, join, scan buffer)."""
+    if not sys.platform.startswith("linux"):
+        return
+    try:
+        libc = ctypes.CDLL(None)
+        libc.mallopt(_M_MMAP_THRESHOLD, 32 << 20)  # glibc's maximum
+        libc.mallopt(_M_TRIM_THRESHOLD, 256 << 20)
+    except (OSError, AttributeError):  # not glibc (musl has no mallopt): only slower
+        pass
 
 
 def read_blocks(stream: BinaryIO, block_bytes: int = BLOCK_BYTES,

@@ -12,7 +12,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 from datetime import datetime
 from pathlib import Path
-from typing import IO, Any, BinaryIO
+from typing import IO, TYPE_CHECKING, Any, BinaryIO
 
 from logwatch.core.block_scan import BlockScanner, ScanStats
 from logwatch.core.launches import LaunchBook
@@ -23,10 +23,13 @@ from logwatch.core.report import report_dict
 from logwatch.core.templates import TemplateGroups
 from logwatch.core.unrecognised import is_generic, vllm_output_seen
 from logwatch.core.vllm_format import parse_line
-from logwatch.scan.blocks import read_blocks
+from logwatch.scan.blocks import keep_freed_blocks, read_blocks
+from logwatch.scan.parallel import scan_split, two_cores_idle
 from logwatch.scan.progress import Progress
 from logwatch.scan.triage import SnapshotOptions, triage
-from logwatch.store.record import ScanRecorder
+
+if TYPE_CHECKING:
+    from logwatch.store.record import ScanRecorder
 
 WRAP_SAMPLE_BYTES = 1 << 20
 
@@ -110,14 +113,17 @@ def scan_inputs(inputs: Sequence[ScanInput], library: Library, engine: str = "au
                 mode: str = "auto", stdin: IO[bytes] | None = None,
                 on_progress: Callable[[int, int], None] | None = None,
                 snapshot_options: SnapshotOptions | None = None,
-                recorder: ScanRecorder | None = None,
+                recorder: ScanRecorder | None = None, jobs: int | None = None,
                 matcher: Matcher | None = None) -> dict[str, Any]:
     """Scan every input and return the report (with snapshots and diagnoses) as a dict.
 
-    `matcher`: one already built from `library` (many small scans of one library)."""
+    `jobs`: 2 scans a large regular file with two processes, 1 with one; None (auto) uses
+    two when the file is large and two cores are idle. `matcher`: one already built from
+    `library` (many small scans of one library)."""
     matcher = matcher or Matcher(library.signatures, engine=engine)
     book = LaunchBook()
     unrecognised = TemplateGroups()
+    keep_freed_blocks()
 
     def record(findings: list[Any]) -> None:
         for finding in findings:
@@ -151,17 +157,17 @@ def scan_inputs(inputs: Sequence[ScanInput], library: Library, engine: str = "au
                     stream.head.decode("utf-8", errors="replace"), reference, item.label)
                 scanner = BlockScanner(matcher, item.label, reference, full=full,
                                        wrap_width=wrap_width)
-                try:
-                    for block in read_blocks(stream):  # type: ignore[arg-type]
-                        record(scanner.feed(block))
-                        if on_progress is not None:
-                            consumed = position() if position else scanner.stats.bytes
-                            on_progress(done_bytes + consumed, total_bytes)
-                except EOFError:  # a gzip that ends early: shrank under the reader, or broken
-                    if position is None or size is None or position() >= size:
-                        raise
-                read = position() if position else None
-                record(scanner.finish())
+                split = None
+                if (not full and item.path is not None and not item.stream and size
+                        and stream.head[:2] != GZIP_MAGIC and not item.is_gzip
+                        and (jobs == 2 or (jobs is None and two_cores_idle(size)))):
+                    split = scan_split(str(item.path), matcher, item.label, reference, size,
+                                       record)
+                if split is not None:
+                    scanner.stats, read = split, size
+                else:
+                    read = _scan_stream(stream, scanner, record, position, size,
+                                        on_progress, (done_bytes, total_bytes))
                 if recorder is not None:
                     recorder.scanned(item.label, scanner.stats.bytes)
         except (EOFError, OSError, zlib.error, gzip.BadGzipFile) as exc:
@@ -191,6 +197,25 @@ def scan_inputs(inputs: Sequence[ScanInput], library: Library, engine: str = "au
         recorder.snapshot_at = result.snapshot_at
     report["snapshots"] = result.snapshots
     return report
+
+
+def _scan_stream(stream: _Peekable, scanner: BlockScanner,
+                 record: Callable[[list[Any]], None], position: Callable[[], int] | None,
+                 size: int | None, on_progress: Callable[[int, int], None] | None,
+                 done_of_total: tuple[int, int]) -> int | None:
+    """Feed a whole stream to the scanner; the file bytes read (None for a pipe)."""
+    done, total = done_of_total
+    try:
+        for block in read_blocks(stream):  # type: ignore[arg-type]
+            record(scanner.feed(block))
+            if on_progress is not None:
+                on_progress(done + (position() if position else scanner.stats.bytes), total)
+    except EOFError:  # a gzip that ends early: shrank under the reader, or broken
+        if position is None or size is None or position() >= size:
+            raise
+    read = position() if position else None
+    record(scanner.finish())
+    return read
 
 
 class _open:

@@ -17,13 +17,10 @@ from typing import Any
 
 import duckdb
 
+from logwatch.store.errors import DatabaseError as DatabaseError  # re-exported
 from logwatch.store.schema import MIGRATIONS, SCHEMA_VERSION, VIEWS
 
 DB_FILENAME = "logwatch.duckdb"
-
-
-class DatabaseError(Exception):
-    """The database cannot be used; the message says why and what to do."""
 
 
 # what DuckDB says of a file whose bytes are not what it wrote (a checksum, the header)

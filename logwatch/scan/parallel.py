@@ -1,0 +1,200 @@
+"""Scan one large file with two processes when two cores are idle: the same findings, in order.
+
+The file is cut at a newline near its middle. This process scans the first half and reads on
+past the cut as far as a record or a hit's neighbourhood can reach; a forked child scans the
+second half after a lead-in just as long, counting the lines before it for their numbers. Each
+side keeps only the findings on its own lines, so every record is assembled from the lines
+one process would have had at hand, and each finding is reported once.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+import pickle
+import tempfile
+from collections.abc import Callable, Iterator
+from dataclasses import replace
+from datetime import datetime
+from typing import IO, BinaryIO
+
+from logwatch.core.block_scan import (
+    CONTEXT_AFTER,
+    CONTEXT_BEFORE,
+    HEADER_SEARCH_BYTES,
+    BlockScanner,
+    ScanStats,
+)
+from logwatch.core.findings import Finding
+from logwatch.core.matcher import Matcher
+from logwatch.scan.blocks import read_blocks
+
+SPLIT_MIN_BYTES = 64 << 20  # below this a second process costs more than it saves
+# How far either side reads beyond the cut: a hit's window reaches CONTEXT lines and its
+# header search HEADER_SEARCH_BYTES; a record found from a hit before the cut spans at most
+# one window more. Both bounds are doubled again for margin; reading them costs little.
+REACH_LINES = 4 * (CONTEXT_BEFORE + CONTEXT_AFTER)
+REACH_BYTES = 8 * HEADER_SEARCH_BYTES
+COUNT_BYTES = 8 << 20
+
+
+def two_cores_idle(size: int) -> bool:
+    """Worth splitting: a large file, and a second core nobody else is using."""
+    cpus = os.cpu_count() or 1
+    return size >= SPLIT_MIN_BYTES and cpus >= 2 and os.getloadavg()[0] <= cpus - 1.5
+
+
+def _find_cut(stream: BinaryIO, size: int) -> int:
+    """Offset just after a newline near the middle (0: none found within 1 MiB)."""
+    stream.seek(size // 2)
+    newline = stream.read(1 << 20).find(b"\n")
+    cut = 0 if newline < 0 else size // 2 + newline + 1
+    return cut if cut < size else 0
+
+
+def _reach(stream: BinaryIO, cut: int, forward: bool, size: int) -> int:
+    """A newline-aligned offset REACH_LINES lines and REACH_BYTES bytes from the cut."""
+    span = max(REACH_BYTES, 1 << 20)
+    while True:
+        start = cut if forward else max(cut - span, 0)
+        stream.seek(start)
+        data = stream.read(min(span, size - start) if forward else cut - start)
+        if forward:
+            pos = REACH_BYTES
+            for _ in range(REACH_LINES):
+                pos = data.find(b"\n", pos) + 1
+                if pos == 0:
+                    break
+            if pos or start + len(data) >= size:
+                return size if pos == 0 else start + pos
+        else:
+            pos = len(data) - REACH_BYTES
+            for _ in range(REACH_LINES + 1):
+                pos = data.rfind(b"\n", 0, max(pos, 0))
+                if pos < 0:
+                    break
+            if pos >= 0 or start == 0:
+                return 0 if pos < 0 else start + pos + 1
+        span *= 4
+
+
+def _count_lines(stream: BinaryIO, end: int) -> int:
+    """Newlines in the first `end` bytes, read a buffer at a time."""
+    stream.seek(0)
+    count, left = 0, end
+    buffer = bytearray(COUNT_BYTES)
+    view = memoryview(buffer)
+    while left > 0:
+        got = stream.readinto(view[: min(left, COUNT_BYTES)])  # type: ignore[attr-defined]
+        if not got:
+            break
+        count += buffer.count(b"\n", 0, got)
+        left -= got
+    return count
+
+
+class _Window:
+    """A byte range of a file as a stream."""
+
+    def __init__(self, stream: BinaryIO, start: int, end: int) -> None:
+        stream.seek(start)
+        self._stream, self._left = stream, end - start
+
+    def read(self, n: int = -1) -> bytes:
+        n = self._left if n < 0 else min(n, self._left)
+        data = self._stream.read(n)
+        self._left -= len(data)
+        return data
+
+
+def _blocks(stream: BinaryIO, start: int, end: int) -> Iterator[bytes]:
+    return read_blocks(_Window(stream, start, end))  # type: ignore[arg-type]
+
+
+def _second_half(path: str, matcher: Matcher, label: str, reference: datetime,
+                 lead: int, cut: int, size: int, spool: IO[bytes]) -> None:
+    """The child: number the lines, scan from the lead-in on, spool findings after the cut."""
+    with open(path, "rb") as stream:
+        scanner = BlockScanner(matcher, label, reference,
+                               start_line=_count_lines(stream, lead) + 1)
+        for block in _blocks(stream, lead, cut):  # the lead-in: context, not its findings
+            scanner.feed(block)
+        cut_line = scanner.stats.lines + 1
+        for block in _blocks(stream, cut, size):
+            _spool(spool, [f for f in scanner.feed(block) if f.lineno >= cut_line])
+        _spool(spool, [f for f in scanner.finish() if f.lineno >= cut_line])
+        pickle.dump(("stats", scanner.stats, dict(matcher.timeouts), dict(matcher.disabled)),
+                    spool, pickle.HIGHEST_PROTOCOL)
+        spool.flush()
+
+
+def _spool(spool: IO[bytes], findings: list[Finding]) -> None:
+    if findings:
+        pickle.dump(("findings", findings), spool, pickle.HIGHEST_PROTOCOL)
+
+
+def scan_split(path: str, matcher: Matcher, label: str, reference: datetime, size: int,
+               record: Callable[[list[Finding]], None]) -> ScanStats | None:
+    """Scan with two processes, passing findings to `record` in line order; None when the
+    file has no cut to make (no newline near its middle)."""
+    kept: list[int] = [0, 0, 0]  # findings, distinct lines among them, the last line
+
+    def count_and_record(findings: list[Finding]) -> None:
+        for finding in findings:  # in line order: a new line is one not seen last
+            kept[0] += 1
+            if finding.lineno != kept[2]:
+                kept[1], kept[2] = kept[1] + 1, finding.lineno
+        record(findings)
+
+    stats = _scan_halves(path, matcher, label, reference, size, count_and_record)
+    if stats is not None:
+        stats.findings, stats.matched_lines = kept[:2]
+    return stats
+
+
+def _scan_halves(path: str, matcher: Matcher, label: str, reference: datetime, size: int,
+                 record: Callable[[list[Finding]], None]) -> ScanStats | None:
+    with open(path, "rb") as stream:
+        cut = _find_cut(stream, size)
+        if not cut:
+            return None
+        lead, tail = _reach(stream, cut, False, size), _reach(stream, cut, True, size)
+        with tempfile.TemporaryFile(prefix="logwatch-split-") as spool:
+            child = multiprocessing.get_context("fork").Process(
+                target=_second_half,
+                args=(path, matcher, label, reference, lead, cut, size, spool))
+            child.start()
+            try:
+                first = BlockScanner(matcher, label, reference)
+                for block in _blocks(stream, 0, cut):
+                    record(first.feed(block))  # all on lines before the cut
+                cut_line = first.stats.lines + 1
+                for block in _blocks(stream, cut, tail):  # the lead-out: context only
+                    record([f for f in first.feed(block) if f.lineno < cut_line])
+                record([f for f in first.finish() if f.lineno < cut_line])
+            finally:
+                child.join()
+            if child.exitcode != 0:
+                raise OSError(f"the process scanning the second half failed ({child.exitcode})")
+            spool.seek(0)
+            return _merge_second(spool, matcher, record, first.stats, size)
+
+
+def _merge_second(spool: IO[bytes], matcher: Matcher, record: Callable[[list[Finding]], None],
+                  first: ScanStats, size: int) -> ScanStats:
+    signatures = {s.id: s for s in matcher.signatures}
+    while True:
+        kind, *rest = pickle.load(spool)
+        if kind == "findings":
+            # the child's copies of each signature, swapped for this process's own
+            record([replace(f, signature=signatures[f.signature.id]) for f in rest[0]])
+            continue
+        second, timeouts, disabled = rest
+        matcher.timeouts.update(timeouts)
+        for signature_id, why in disabled.items():
+            matcher.disabled.setdefault(signature_id, why)
+        stats = ScanStats(lines=second.lines, bytes=size)
+        for name in ("hits", "lines_parsed", "records", "replaced_chars"):  # work done,
+            # the overlap's included
+            setattr(stats, name, getattr(first, name) + getattr(second, name))
+        return stats

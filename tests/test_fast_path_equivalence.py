@@ -1,0 +1,156 @@
+"""The prefiltered scan's fast paths give what the straightforward per-line pipeline gives.
+
+A generated failure-dense log (interleaved worker tracebacks, raw stderr copies, same-second
+bursts of one header, every sample log's formats) is scanned both ways, in blocks cut so that
+hits and tracebacks straddle block boundaries: same findings, line numbers, record spans and
+captures, and the same incidents in the report.
+"""
+
+from __future__ import annotations
+
+import io
+import random
+from datetime import datetime
+from pathlib import Path
+
+import pytest
+
+from logwatch.core import prefilter
+from logwatch.core.block_scan import BlockScanner
+from logwatch.core.library import Library
+from logwatch.core.matcher import Matcher
+from logwatch.scan.blocks import read_blocks
+from logwatch.scan.offline import resolve_inputs, scan_inputs
+from tests.conftest import SAMPLES
+
+REF = datetime(2026, 11, 30)
+ENGINE = "hyperscan" if prefilter._hs is not None else "python"
+ERRORS = (
+    "RuntimeError: size_n = 40 is not divisible by tile_n_size = 64",
+    "RuntimeError: The size of tensor a (256) must match the size of tensor b (512) at "
+    "non-singleton dimension 1",
+    "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 1.75 GiB. GPU 1 has a "
+    "total capacity of 79.19 GiB of which 1.02 GiB is free.",
+)
+
+
+def _traceback(rng: random.Random, ts: str, ranks: int) -> list[str]:
+    """`ranks` workers printing one traceback each at once, their lines interleaved."""
+    per_rank = []
+    error = rng.choice(ERRORS)
+    for rank in range(ranks):
+        head = f"(Worker_TP{rank} pid={9100 + rank}) ERROR {ts} [multiproc_executor.py:631] "
+        body = ["Traceback (most recent call last):",
+                '  File "/usr/lib/python3.12/site-packages/vllm/v1/worker/gpu_worker.py", '
+                "line 240, in load_model",
+                "    self.model_runner.load_model(**kwargs)",
+                "    ^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^"]
+        if rng.random() < 0.3:
+            body += ["ValueError: inner", "",
+                     "The above exception was the direct cause of the following exception:",
+                     "", "Traceback (most recent call last):", '  File "<frozen runpy>", line 1']
+        per_rank.append([head + text for text in [*body, error]])
+    out = []
+    while any(per_rank):
+        lines = rng.choice([p for p in per_rank if p])
+        out.append(lines.pop(0))
+    if rng.random() < 0.3:  # the same traceback again as a raw stderr copy
+        out += ["Traceback (most recent call last):", '  File "x.py", line 3, in f',
+                "    g()", error]
+    return out
+
+
+def generated_log(seed: int, events: int) -> bytes:
+    rng = random.Random(seed)
+    # each sample once: a copy of one repeats its headers, and the full pipeline joins a
+    # logger record across any distance to the next line with its exact header
+    samples = [p.read_text() for p in sorted(SAMPLES.glob("*.log"))
+               if "hard_wrapped" not in p.name]
+    rng.shuffle(samples)
+    out: list[str] = []
+    for second in range(events):
+        ts = f"11-29 10:{second // 60 % 60:02d}:{second % 60:02d}"
+        out += [f'INFO:     10.0.0.{rng.randint(1, 9)}:4000 - "POST /v1/chat/completions '
+                f'HTTP/1.1" 200 OK'] * rng.randint(0, 6)
+        kind = rng.random()
+        if kind < 0.4:  # a burst of one header: the joining check's hard case
+            for _ in range(rng.randint(1, 5)):
+                out.append(f"(APIServer pid=7001) INFO {ts} [metrics.py:101] SpecDecoding "
+                           f"metrics: Mean acceptance length: 1.10, Accepted: 1 tokens, "
+                           f"Drafted: 9 tokens, Avg Draft acceptance rate: "
+                           f"{rng.choice((5.5, 75.0, 0.0))}%")
+            if rng.random() < 0.2:
+                out.append(f"(APIServer pid=7001) INFO {ts} [metrics.py:101]   (continued)")
+        elif kind < 0.75:
+            out += _traceback(rng, ts, rng.choice((1, 1, 2, 4, 8)))
+        elif kind < 0.85 and samples:
+            out += samples.pop().splitlines()
+        else:
+            out.append(f"(EngineCore_DP0 pid=8000) ERROR {ts} [core.py:700] EngineCore "
+                       f"failed to start.")
+    return ("\n".join(out) + "\n").encode()
+
+
+def spans(data: bytes, library: Library, block: int, full: bool
+          ) -> list[tuple[str, int, int, int, dict[str, str]]]:
+    scanner = BlockScanner(Matcher(library.signatures, engine=ENGINE), "t", REF, full=full)
+    found = [f for chunk in read_blocks(io.BytesIO(data), block_bytes=block)
+             for f in scanner.feed(chunk)] + scanner.finish()
+    return [(f.signature.id, f.lineno, f.record_lineno, f.record_last_lineno, f.captures)
+            for f in found]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("seed", [1, 2])
+def test_fast_paths_equal_the_full_pipeline_across_block_boundaries(library: Library,
+                                                                    seed: int) -> None:
+    data = generated_log(seed, 400)
+    reference = spans(data, library, 8 << 20, full=True)
+    assert len(reference) > 300
+    assert any(f[3] - f[2] >= 4 for f in reference)  # multi-line records among them
+    for block in (1009, 4096, 65536):  # blocks a traceback's lines straddle
+        assert spans(data, library, block, full=False) == reference, block
+
+
+@pytest.mark.slow
+def test_fast_paths_give_the_same_incidents(library: Library, tmp_path: Path) -> None:
+    log = tmp_path / "dense.log"
+    log.write_bytes(generated_log(3, 300))
+    inputs = resolve_inputs([str(log)])
+    full = scan_inputs(inputs, library, engine=ENGINE, mode="full")
+    fast = scan_inputs(inputs, library, engine=ENGINE, mode="prefilter")
+    assert full["incidents"]
+    assert fast["incidents"] == full["incidents"]
+    assert fast["launches"] == full["launches"]
+
+
+@pytest.mark.slow
+def test_two_processes_report_what_one_does(library: Library, tmp_path: Path,
+                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    """A file cut in two for two processes: the same report as one process gives, wherever
+    the cut falls (each half reads on past it as far as a record reaches)."""
+    from logwatch.core import block_scan
+    from logwatch.scan import parallel
+
+    # a scanner that looks less far, so that a small file holds records near the cut
+    monkeypatch.setattr(block_scan, "CONTEXT_BEFORE", 20)
+    monkeypatch.setattr(block_scan, "CONTEXT_AFTER", 20)
+    monkeypatch.setattr(block_scan, "HEADER_SEARCH_BYTES", 2048)
+    monkeypatch.setattr(parallel, "REACH_LINES", 4 * (20 + 20))
+    monkeypatch.setattr(parallel, "REACH_BYTES", 8 * 2048)
+    monkeypatch.setattr(parallel, "SPLIT_MIN_BYTES", 0)
+    cuts = []
+    find_cut = parallel._find_cut
+    monkeypatch.setattr(parallel, "_find_cut", lambda *a: cuts.append(find_cut(*a)) or cuts[-1])
+    log = tmp_path / "dense.log"
+    for seed in (4, 5, 6):
+        log.write_bytes(generated_log(seed, 400))
+        inputs = resolve_inputs([str(log)])
+        one = scan_inputs(inputs, library, engine=ENGINE, mode="prefilter", jobs=1)
+        two = scan_inputs(inputs, library, engine=ENGINE, mode="prefilter", jobs=2)
+        assert one["incidents"]
+        for key in ("launches", "incidents", "diagnoses", "root_cause"):
+            assert two[key] == one[key], (seed, key)
+        for key in ("lines", "bytes", "findings", "matched_lines"):
+            assert two["stats"][key] == one["stats"][key], (seed, key)
+    assert len(cuts) == 3 and all(cuts)
