@@ -7,27 +7,17 @@ The files are read directly (tomllib, the Markdown text), not through logwatch's
 
 from __future__ import annotations
 
-import io
-import os
 import re
-import tarfile
 import tomllib
 from pathlib import Path
 
 import pytest
 
+from tests.vllm_sources import SOURCES, read_sources
+
 ROOT = Path(__file__).resolve().parent.parent
 DOC = ROOT / "docs" / "vllm-messages.md"
 DOC_REF = "docs/vllm-messages.md#"
-
-# Read when the module is collected: the session fixtures in conftest.py later point
-# XDG_CACHE_HOME at a temporary directory.
-SOURCES = Path(
-    os.environ.get("LOGWATCH_VLLM_SOURCES")
-    or Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
-    / "logwatch-tests" / "vllm-sdist"
-)
-
 
 def _signatures() -> dict[str, dict]:
     found: dict[str, dict] = {}
@@ -167,36 +157,13 @@ def test_source_checks_table_is_well_formed() -> None:
         assert path.startswith(("vllm/", "csrc/")) and fragment, (release, path, fragment)
 
 
-def _read_sources(release: str, paths: set[str]) -> dict[str, str] | None:
-    """The given files of one release from SOURCES (an unpacked tree or an sdist), or None
-    when that release is not there."""
-    for name in (release, f"vllm-{release}"):
-        tree = SOURCES / name
-        if tree.is_dir():
-            return {p: (tree / p).read_text(encoding="utf-8", errors="replace")
-                    for p in paths if (tree / p).is_file()}
-    sdist = SOURCES / f"vllm-{release}.tar.gz"
-    if not sdist.is_file():
-        return None
-    found: dict[str, str] = {}
-    with tarfile.open(sdist) as archive:
-        for member in archive:
-            relative = member.name.split("/", 1)[-1]
-            if relative in paths and member.isfile():
-                data = archive.extractfile(member)
-                assert data is not None
-                found[relative] = io.TextIOWrapper(data, encoding="utf-8",
-                                                   errors="replace").read()
-    return found
-
-
 def test_source_fragments_are_in_vllm_sources() -> None:
     by_release: dict[str, list[tuple[str, str]]] = {}
     for release, path, fragment in _source_checks():
         by_release.setdefault(release, []).append((path, fragment))
     checked, problems = 0, []
     for release, rows in sorted(by_release.items()):
-        files = _read_sources(release, {path for path, _ in rows})
+        files = read_sources(release, {path for path, _ in rows})
         if files is None:
             continue
         for path, fragment in rows:
