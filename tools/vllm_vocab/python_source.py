@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ast
 import re
+from collections.abc import Mapping
 
 from tools.vllm_vocab.template import Message, escape, field
 
@@ -68,8 +69,13 @@ def _format(text: str, args: list[ast.expr], keywords: list[ast.keyword]) -> str
     return "".join(out)
 
 
-def template_of(node: ast.expr) -> str | None:
-    """The template a message expression prints, or None when it has no literal wording."""
+def template_of(node: ast.expr, known: Mapping[str, str] | None = None) -> str | None:
+    """The template a message expression prints, or None when it has no literal wording.
+    `known` holds the templates of local names assigned earlier (`msg = f"..."`), which an
+    f-string field or a `+` naming them is replaced by."""
+    known = known or {}
+    if isinstance(node, ast.Name) and node.id in known:
+        return known[node.id]
     if isinstance(node, ast.Constant) and isinstance(node.value, str):
         return escape(node.value)
     if isinstance(node, ast.JoinedStr):
@@ -78,10 +84,12 @@ def template_of(node: ast.expr) -> str | None:
             if isinstance(value, ast.Constant):
                 parts.append(escape(str(value.value)))
             elif isinstance(value, ast.FormattedValue):
-                parts.append(field(ast.unparse(value.value)))
+                inner = value.value
+                inlined = known.get(inner.id) if isinstance(inner, ast.Name) else None
+                parts.append(inlined if inlined is not None else field(ast.unparse(inner)))
         return "".join(parts)
     if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Add):
-        left, right = template_of(node.left), template_of(node.right)
+        left, right = template_of(node.left, known), template_of(node.right, known)
         if left is None and right is None:
             return None
         return (left or field(ast.unparse(node.left))) + (right or field(ast.unparse(node.right)))
@@ -116,9 +124,7 @@ class _Visitor(ast.NodeVisitor):
         self.assigned: list[dict[str, str]] = [{}]
 
     def _message(self, node: ast.expr) -> str | None:
-        if isinstance(node, ast.Name):
-            return self.assigned[-1].get(node.id)
-        return template_of(node)
+        return template_of(node, self.assigned[-1])
 
     def _add(self, kind: str, label: str, template: str | None, node: ast.AST) -> None:
         if template is not None and template.strip():
@@ -135,7 +141,7 @@ class _Visitor(ast.NodeVisitor):
 
     def visit_Assign(self, node: ast.Assign) -> None:
         if len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
-            template = template_of(node.value)
+            template = template_of(node.value, self.assigned[-1])
             if template is not None:
                 self.assigned[-1][node.targets[0].id] = template
             else:
@@ -145,7 +151,7 @@ class _Visitor(ast.NodeVisitor):
     def visit_AugAssign(self, node: ast.AugAssign) -> None:
         if isinstance(node.target, ast.Name) and isinstance(node.op, ast.Add):
             known = self.assigned[-1].get(node.target.id)
-            more = template_of(node.value)
+            more = template_of(node.value, self.assigned[-1])
             if known is not None and more is not None:
                 self.assigned[-1][node.target.id] = known + more
         self.generic_visit(node)

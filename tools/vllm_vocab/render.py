@@ -8,6 +8,7 @@ import posixpath
 from tools.vllm_vocab.curated import Curated
 from tools.vllm_vocab.sources import release_key
 from tools.vllm_vocab.template import fill, pieces
+from tools.vllm_vocab.vocabulary import raised_as
 from tools.vllm_vocab.values import plausible
 
 STAMP = "12-01 03:12:44"
@@ -18,7 +19,6 @@ CORE_TAG = "[core.py:708] "
 # Config classes are pydantic dataclasses from this release on: a ValueError raised while one
 # is validated reaches the log as pydantic's ValidationError with "Value error, <message>".
 PYDANTIC_CONFIG_FROM = (0, 11, 0)
-_CHECK_CLASS = {"TORCH_CHECK_NOT_IMPLEMENTED": "NotImplementedError"}
 
 
 def message_text(entry: Curated) -> str:
@@ -42,7 +42,7 @@ def _exception(entry: Curated) -> tuple[list[str], str]:
                   f"    return torch.ops._C.{op}(",
                   f'  File "{SITE}torch/_ops.py", line 1243, in __call__',
                   "    return self._op(*args, **kwargs)"]
-        return frames, f"{_CHECK_CLASS.get(entry.label, 'RuntimeError')}: {text}"
+        return frames, f"{raised_as(entry.kind, entry.label)}: {text}"
     if entry.kind == "assert" and text.startswith("assert "):
         return _frame(entry, text), "AssertionError"  # a bare assert: its line is the clue
     statement = "assert" if entry.kind == "assert" else f"raise {entry.label}("

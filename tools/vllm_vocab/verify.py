@@ -7,23 +7,22 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from tools.vllm_vocab.curated import Curated
-from tools.vllm_vocab.template import shape
-from tools.vllm_vocab.vocabulary import release_messages
+from tools.vllm_vocab.vocabulary import release_messages, wording_key
 
 
 def verify(entries: Sequence[Curated], root: Path, available: Sequence[str]) -> list[str]:
     """Problems, one line each: a claimed release that lacks the wording, or a release at hand
     that has it but is not claimed."""
-    wanted = {(e.kind, e.label, shape(e.template)) for e in entries}
+    wanted = {wording_key(e.kind, e.label, e.template) for e in entries}
     found: dict[tuple[str, str, str], set[str]] = {key: set() for key in wanted}
     for release in available:
         for message in release_messages(root / release):
-            key = (message.kind, message.label, shape(message.template))
+            key = wording_key(message.kind, message.label, message.template)
             if key in found:
                 found[key].add(release)
     problems = []
     for entry in entries:
-        has = found[(entry.kind, entry.label, shape(entry.template))]
+        has = found[wording_key(entry.kind, entry.label, entry.template)]
         claimed = set(entry.releases) & set(available)
         for release in sorted(claimed - has):
             problems.append(f"{entry.id}: not in {release}")

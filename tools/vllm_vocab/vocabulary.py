@@ -60,6 +60,22 @@ def release_messages(tree: Path, cache: Path | None = None) -> list[Message]:
     return found
 
 
+# What a C++ check raises in Python: the macro's name is not in the log, the class is.
+CHECK_CLASSES = {"TORCH_CHECK_NOT_IMPLEMENTED": "NotImplementedError"}
+
+
+def raised_as(kind: str, label: str) -> str:
+    """The class or level a log shows for a message site."""
+    if kind == "torch_check":
+        return CHECK_CLASSES.get(label, "RuntimeError")
+    return label
+
+
+def wording_key(kind: str, label: str, template: str) -> tuple[str, str, str]:
+    """Two sites print the same wording when this key is equal, across files and releases."""
+    return kind, raised_as(kind, label), shape(template)
+
+
 @dataclass(slots=True)
 class Wording:
     """One wording across releases: where the newest release has it, and every release."""
@@ -84,7 +100,7 @@ def merge(per_release: Sequence[tuple[str, list[Message]]]) -> list[Wording]:
     merged: dict[tuple[str, str, str], Wording] = {}
     for release, found in sorted(per_release, key=lambda item: release_key(item[0])):
         for message in found:
-            key = (message.kind, message.label, shape(message.template))
+            key = wording_key(message.kind, message.label, message.template)
             entry = merged.get(key)
             if entry is None:
                 entry = merged[key] = Wording(
@@ -92,7 +108,8 @@ def merge(per_release: Sequence[tuple[str, list[Message]]]) -> list[Wording]:
                     area_of(message.file, literal_text(message.template)),
                     message.file, message.function, message.line)
             else:  # the newest release's site and spelling win
-                entry.template, entry.file = message.template, message.file
+                entry.label, entry.template = message.label, message.template
+                entry.file = message.file
                 entry.function, entry.line = message.function, message.line
             if not entry.releases or entry.releases[-1] != release:
                 entry.releases.append(release)

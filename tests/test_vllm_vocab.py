@@ -1,0 +1,240 @@
+"""tools/vllm_vocab: the extractor on small Python and C++ snippets written here, the merge
+across releases, the rendering of a curated message as log text, and its classification by
+logwatch's real scan."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from pathlib import Path
+
+import pytest
+
+from logwatch.core.library import Library
+from logwatch.core.vllm_format import parse_line
+from tools.vllm_vocab import cpp_source, python_source
+from tools.vllm_vocab.areas import area_of
+from tools.vllm_vocab.coverage import classify, is_generic, measure
+from tools.vllm_vocab.curated import Curated, CuratedError, load
+from tools.vllm_vocab.render import render
+from tools.vllm_vocab.template import fill, shape
+from tools.vllm_vocab.vocabulary import merge, release_messages
+
+PYTHON = '''
+class Config:
+    def check(self, size_n, quant_method):
+        raise ValueError(
+            f"Weight output_size_per_partition = {size_n} is not divisible by "
+            "min_thread_n = 64. Consider reducing tensor_parallel_size."
+        )
+
+    def bare(self, quant_method):
+        assert isinstance(quant_method, FusedMoEMethodBase)
+        assert size > 0, "size must be positive, got %d" % size
+
+def free(requested, free_gib):
+    msg = (f"Free memory on device ({free_gib}/{requested} GiB) on startup "
+           "is less than desired")
+    msg += " GPU memory utilization."
+    raise ValueError(msg)
+
+def logs(name, a):
+    logger.warning_once("Using %s for %s", name, a.kind)
+    self.logger.error("Unknown vLLM environment variable detected: {}".format(name))
+    other.error("not a logger")
+    raise RuntimeError("literal {braces} stay literal")
+    raise KeyError
+'''
+
+CPP = '''
+// TORCH_CHECK(false, "a commented-out check");
+torch::Tensor gptq_marlin_repack(torch::Tensor& b_q_weight, int64_t size_k,
+                                 int64_t size_n, int64_t num_bits) {
+  TORCH_CHECK(size_n % marlin::tile_n_size == 0, "size_n = ", size_n,
+              " is not divisible by tile_n_size = ", marlin::tile_n_size);
+  /* a block comment, (unbalanced */
+  STD_TORCH_CHECK(num_bits == 4 || num_bits == 8,
+                  "num_bits must be 4 or 8. Got = ", num_bits);
+  TORCH_CHECK_NOT_IMPLEMENTED(false, "No compiled nvfp4 quantization kernel for SM ",
+                              get_sm_version_num(), ". Recompile with \\"the\\" arch.");
+  TORCH_CHECK(a.is_cuda());
+}
+'''
+
+
+def test_python_sites_become_templates() -> None:
+    found = {(m.kind, m.label, m.template, m.function)
+             for m in python_source.messages(PYTHON, "vllm/x.py")}
+    assert ("raise", "ValueError", "Weight output_size_per_partition = {size_n} is not "
+            "divisible by min_thread_n = 64. Consider reducing tensor_parallel_size.",
+            "Config.check") in found
+    assert ("assert", "AssertionError", "assert isinstance(quant_method, FusedMoEMethodBase)",
+            "Config.bare") in found
+    assert ("assert", "AssertionError", "size must be positive, got {size}",
+            "Config.bare") in found
+    assert ("raise", "ValueError", "Free memory on device ({free_gib}/{requested} GiB) on "
+            "startup is less than desired GPU memory utilization.", "free") in found
+    assert ("log", "WARNING", "Using {name} for {a.kind}", "logs") in found
+    assert ("log", "ERROR", "Unknown vLLM environment variable detected: {name}",
+            "logs") in found
+    assert ("raise", "RuntimeError", "literal {{braces}} stay literal", "logs") in found
+    assert not any("not a logger" in t for _, _, t, _ in found)
+    assert len(found) == 7  # `raise KeyError` has no message
+
+
+def test_a_file_that_does_not_parse_gives_nothing() -> None:
+    assert python_source.messages("def broken(:\n", "vllm/bad.py") == []
+
+
+def test_torch_checks_join_strings_and_expressions() -> None:
+    found = cpp_source.messages(CPP, "csrc/quantization/marlin/gptq_marlin_repack.cu")
+    assert [(m.label, m.template, m.function, m.line) for m in found] == [
+        ("TORCH_CHECK", "size_n = {size_n} is not divisible by tile_n_size = "
+         "{marlin::tile_n_size}", "gptq_marlin_repack", 5),
+        ("STD_TORCH_CHECK", "num_bits must be 4 or 8. Got = {num_bits}",
+         "gptq_marlin_repack", 8),
+        ("TORCH_CHECK_NOT_IMPLEMENTED", 'No compiled nvfp4 quantization kernel for SM '
+         '{get_sm_version_num()}. Recompile with "the" arch.', "gptq_marlin_repack", 10),
+    ]
+
+
+def test_an_unclosed_check_is_skipped() -> None:
+    assert cpp_source.messages('TORCH_CHECK(x, "never closed"', "csrc/a.cu") == []
+
+
+def test_templates_fill_and_compare_by_wording() -> None:
+    template = "size_n = {size_n} is not divisible by {{literal}} {tile}"
+    assert fill(template, {"size_n": "2880"}, default="64") == (
+        "size_n = 2880 is not divisible by {literal} 64")
+    assert shape(template) == shape("size_n = {n} is not divisible by {{literal}} {t}")
+    assert shape(template) != shape("size_n = {n} is not divisible by {t}")
+
+
+def test_merge_keeps_one_wording_with_its_releases() -> None:
+    old = python_source.messages('def f(n):\n    raise ValueError(f"bad {n} here")\n',
+                                 "vllm/config.py")
+    new = python_source.messages('def f(size):\n    raise ValueError(f"bad {size} here")\n',
+                                 "vllm/config/model.py")
+    changed = python_source.messages('def f(n):\n    raise ValueError(f"worse {n}")\n',
+                                     "vllm/config/model.py")
+    merged = merge([("0.11.0", new + changed), ("0.9.2", old)])
+    assert [(w.template, w.releases, w.files) for w in merged] == [
+        ("bad {size} here", ["0.9.2", "0.11.0"], ["vllm/config.py", "vllm/config/model.py"]),
+        ("worse {n}", ["0.11.0"], ["vllm/config/model.py"]),
+    ]
+
+
+def test_a_release_tree_is_read_once_then_cached(tmp_path: Path) -> None:
+    tree = tmp_path / "0.25.1"
+    for relative, text in {
+        "vllm/layer.py": 'raise ValueError("from vllm")\n',
+        "vllm/tests/test_x.py": 'raise ValueError("from a test")\n',
+        "benchmarks/b.py": 'raise ValueError("from a benchmark")\n',
+        "csrc/k.cu": 'void k() { TORCH_CHECK(ok, "from csrc"); }\n',
+    }.items():
+        (tree / relative).parent.mkdir(parents=True, exist_ok=True)
+        (tree / relative).write_text(text, encoding="utf-8")
+    cache = tmp_path / "cache"
+    first = release_messages(tree, cache)
+    assert sorted(m.template for m in first) == ["from csrc", "from vllm"]
+    (tree / "vllm" / "layer.py").write_text('raise ValueError("changed")\n', encoding="utf-8")
+    assert release_messages(tree, cache) == first  # the tree's own mtime is the key
+    assert len(list(cache.iterdir())) == 1
+
+
+@pytest.mark.parametrize(("path", "text", "area"), [
+    ("csrc/quantization/marlin/marlin.cu", "size_n = {} is not divisible", "marlin"),
+    ("vllm/model_executor/layers/quantization/modelopt.py", "NVFP4 weight_scale was never "
+     "loaded", "quantization configs"),
+    ("csrc/quantization/fp4/nvfp4_quant_entry.cu", "No compiled nvfp4 kernel",
+     "nvfp4/mxfp4 backends"),
+    ("vllm/config/speculative.py", "draft model vocab", "speculative decoding/MTP"),
+    ("vllm/config/model.py", "max_model_len too large", "config validation"),
+    ("vllm/v1/worker/gpu_worker.py", "Free memory on device", "worker/engine/memory"),
+    ("vllm/platforms/interface.py", "the NCCL library failed", "distributed"),
+])
+def test_areas_by_path_then_wording(path: str, text: str, area: str) -> None:
+    assert area_of(path, text) == area
+
+
+def _entry(**changes: object) -> Curated:
+    fields: dict[str, object] = dict(
+        id="memory.no_cache_blocks", area="worker/engine/memory", kind="raise",
+        label="ValueError", template="No available memory for the cache blocks. Try "
+        "increasing `gpu_memory_utilization` when initializing the engine.",
+        file="vllm/v1/core/kv_cache_utils.py", function="check_enough_kv_cache_memory",
+        releases=("0.10.2", "0.11.0"), fatal=True, process="engine")
+    fields.update(changes)
+    return Curated(**fields)  # type: ignore[arg-type]
+
+
+def _parsed(text: str) -> list[tuple[str | None, str | None, str]]:
+    lines = [parse_line("<t>", n, raw, datetime(2026, 12, 1))
+             for n, raw in enumerate(text.splitlines(), 1)]
+    return [(p.process, p.level, p.message) for p in lines]
+
+
+def test_an_engine_error_is_a_traceback_after_the_engine_core_failure() -> None:
+    lines = _parsed(render(_entry()))
+    assert lines[0] == ("EngineCore_DP0", "ERROR", "EngineCore failed to start.")
+    message = "ValueError: " + _entry().template
+    assert ("EngineCore_DP0", "ERROR", message) in lines
+    assert lines[-1][0] == "APIServer"
+    assert lines[-1][2].startswith("RuntimeError: Engine core initialization failed.")
+
+
+def test_an_api_server_error_has_no_engine_line() -> None:
+    entry = _entry(process="api", template="Unknown vLLM environment variable detected: "
+                   "{env}", file="vllm/platforms/interface.py", values={"env": "VLLM_X"})
+    lines = _parsed(render(entry))
+    assert {process for process, _, _ in lines} == {"APIServer"}
+    assert lines[-1][2] == "ValueError: Unknown vLLM environment variable detected: VLLM_X"
+
+
+def test_a_config_validator_error_arrives_through_pydantic() -> None:
+    entry = _entry(process="api", template="max_model_len {n} is too large",
+                   file="vllm/config/model.py", function="ModelConfig.__post_init__",
+                   releases=("0.11.0",), values={"n": "9"})
+    messages = [m for _, _, m in _parsed(render(entry))]
+    assert messages[-3].endswith("ValidationError: 1 validation error for ModelConfig")
+    assert messages[-2].startswith("  Value error, max_model_len 9 is too large [type=")
+
+
+def test_a_torch_check_and_a_bare_assert_and_a_log_line() -> None:
+    check = _entry(kind="torch_check", label="TORCH_CHECK", template="size_n = {size_n} is "
+                   "not divisible", file="csrc/quantization/marlin/gptq_marlin_repack.cu")
+    assert "RuntimeError: size_n = 2880 is not divisible" in render(check)
+    bare = _entry(kind="assert", label="AssertionError",
+                  template="assert isinstance(quant_method, FusedMoEMethodBase)")
+    messages = [m for _, _, m in _parsed(render(bare))]
+    assert "    assert isinstance(quant_method, FusedMoEMethodBase)" in messages
+    assert "AssertionError" in messages
+    log = _entry(kind="log", label="WARNING", template="Marlin padding {n}", fatal=False)
+    assert _parsed(render(log)) == [("EngineCore_DP0", "WARNING", "Marlin padding 2880")]
+
+
+def test_logwatch_classifies_specific_generic_and_healthy(library: Library) -> None:
+    unknown = _entry(id="x.unknown", template="the frobnicator exploded")
+    warning = _entry(id="x.warning", kind="log", label="WARNING", fatal=False,
+                     template="the frobnicator is warm")
+    outcomes = measure([_entry(), unknown, warning], library)
+    assert [o.outcome for o in outcomes] == ["specific", "generic", "healthy"]
+    assert "memory.no_cache_blocks" in outcomes[0].signatures
+    assert all(is_generic(s) for s in outcomes[1].signatures)
+    assert classify({"incidents": []}) == ("healthy", ())
+
+
+def test_the_curated_file_rejects_bad_entries(tmp_path: Path) -> None:
+    path = tmp_path / "curated.toml"
+    entry = ('[[message]]\nid = "a"\narea = "marlin"\nkind = "raise"\nlabel = "E"\n'
+             'template = "t"\nfile = "f"\nreleases = ["0.9.2"]\nfatal = true\n')
+    path.write_text(entry + entry, encoding="utf-8")
+    with pytest.raises(CuratedError, match="appears twice"):
+        load(path)
+    path.write_text(entry.replace('"marlin"', '"kernels"'), encoding="utf-8")
+    with pytest.raises(CuratedError, match="unknown area"):
+        load(path)
+    path.write_text(entry.replace('releases = ["0.9.2"]\n', ""), encoding="utf-8")
+    with pytest.raises(CuratedError, match="missing 'releases'"):
+        load(path)
+    path.write_text(entry, encoding="utf-8")
+    assert load(path)[0].releases == ("0.9.2",)
