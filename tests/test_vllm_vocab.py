@@ -13,8 +13,9 @@ from logwatch.core.library import Library
 from logwatch.core.vllm_format import parse_line
 from tools.vllm_vocab import cpp_source, python_source
 from tools.vllm_vocab.areas import area_of
-from tools.vllm_vocab.coverage import classify, is_generic, measure
+from tools.vllm_vocab.coverage import classify, is_generic, markdown, measure
 from tools.vllm_vocab.curated import Curated, CuratedError, load
+from tools.vllm_vocab.readme import MarkersMissing, current, replaced, section
 from tools.vllm_vocab.render import render
 from tools.vllm_vocab.template import fill, shape
 from tools.vllm_vocab.vocabulary import merge, release_messages
@@ -238,3 +239,19 @@ def test_the_curated_file_rejects_bad_entries(tmp_path: Path) -> None:
         load(path)
     path.write_text(entry, encoding="utf-8")
     assert load(path)[0].releases == ("0.9.2",)
+
+
+@pytest.mark.slow
+def test_the_readme_coverage_section_is_what_the_command_computes(library: Library) -> None:
+    """`make vocab` wrote it from this repository's curated set and signatures; no vLLM
+    sources are needed to check it."""
+    body = markdown(measure(load(), library))
+    text = (Path(__file__).resolve().parent.parent / "README.md").read_text(encoding="utf-8")
+    assert current(text) == section(body), "README coverage is stale: run `make vocab`"
+
+
+def test_the_readme_section_is_replaced_between_its_markers() -> None:
+    text = f"intro\n{section('old table')}\noutro\n"
+    assert replaced(text, "new table") == f"intro\n{section('new table')}\noutro\n"
+    with pytest.raises(MarkersMissing):
+        current("no markers here")

@@ -43,6 +43,11 @@ def cmd_extract(args: argparse.Namespace) -> int:
     shown = [w for w in words
              if (not args.area or w.area == args.area) and (not args.kind or w.kind == args.kind)
              and (pattern is None or pattern.search(w.template) or pattern.search(w.file))]
+    if args.toml:
+        from tools.vllm_vocab.stubs import slug, stub
+
+        print("\n".join(stub(word, slug(word)) for word in shown))
+        return 0
     for word in shown:
         if args.json:
             print(json.dumps(asdict(word)))
@@ -96,6 +101,8 @@ def parser() -> argparse.ArgumentParser:
     extract.add_argument("--kind", choices=curated_set.KINDS, help="only this kind")
     extract.add_argument("--grep", help="only templates or files matching this regex")
     extract.add_argument("--json", action="store_true", help="one JSON object per line")
+    extract.add_argument("--toml", action="store_true",
+                         help="as curated.toml entries, to review and paste")
     extract.set_defaults(run=cmd_extract)
     verify = sub.add_parser("verify", help="check the curated set against the sources")
     verify.add_argument("--sources", default=str(default_root()))

@@ -11,7 +11,8 @@ from tools.vllm_vocab.template import Message, escape, field
 LOG_LEVELS = {"error": "ERROR", "exception": "ERROR", "critical": "CRITICAL",
               "warning": "WARNING", "warn": "WARNING", "fatal": "CRITICAL"}
 # printf conversions as the logging module and `%` formatting accept them
-_PERCENT = re.compile(r"%(?:\((\w+)\))?[#0\- +]*(?:\*|\d+)?(?:\.(?:\*|\d+))?[hlL]?([diouxXeEfFgGcrsa%])")
+_PERCENT = re.compile(
+    r"%(?:\((\w+)\))?[#0\- +]*(?:\*|\d+)?(?:\.(?:\*|\d+))?[hlL]?([diouxXeEfFgGcrsa%])")
 _FORMAT = re.compile(r"\{\{|\}\}|\{([^{}!:]*)(?:![rsa])?(?::[^{}]*)?\}")
 
 
@@ -177,6 +178,7 @@ class _Visitor(ast.NodeVisitor):
         level = _level(node)
         if level is not None and node.args:
             first = node.args[0]
+            template: str | None
             if isinstance(first, ast.Constant) and isinstance(first.value, str) and \
                     len(node.args) > 1:
                 template = _percent(first.value, list(node.args[1:]))

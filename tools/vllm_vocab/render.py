@@ -8,8 +8,8 @@ import posixpath
 from tools.vllm_vocab.curated import Curated
 from tools.vllm_vocab.sources import release_key
 from tools.vllm_vocab.template import fill, pieces
-from tools.vllm_vocab.vocabulary import raised_as
 from tools.vllm_vocab.values import plausible
+from tools.vllm_vocab.vocabulary import raised_as
 
 STAMP = "12-01 03:12:44"
 SITE = "/usr/local/lib/python3.12/dist-packages/"

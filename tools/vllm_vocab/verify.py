@@ -10,13 +10,14 @@ from tools.vllm_vocab.curated import Curated
 from tools.vllm_vocab.vocabulary import release_messages, wording_key
 
 
-def verify(entries: Sequence[Curated], root: Path, available: Sequence[str]) -> list[str]:
+def verify(entries: Sequence[Curated], root: Path, available: Sequence[str],
+           cache: Path | None = None) -> list[str]:
     """Problems, one line each: a claimed release that lacks the wording, or a release at hand
     that has it but is not claimed."""
     wanted = {wording_key(e.kind, e.label, e.template) for e in entries}
     found: dict[tuple[str, str, str], set[str]] = {key: set() for key in wanted}
     for release in available:
-        for message in release_messages(root / release):
+        for message in release_messages(root / release, cache):
             key = wording_key(message.kind, message.label, message.template)
             if key in found:
                 found[key].add(release)
