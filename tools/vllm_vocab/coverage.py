@@ -14,7 +14,7 @@ from logwatch.library.files import load_signature_dirs
 from logwatch.scan.offline import ScanInput, scan_inputs
 from tools.vllm_vocab.areas import AREAS
 from tools.vllm_vocab.curated import Curated
-from tools.vllm_vocab.render import render
+from tools.vllm_vocab.render import headline, render
 
 GENERIC = frozenset({"engine.core_failed_to_start", "engine.init_failed",
                      "engine.worker_failed", "engine.dead"})
@@ -126,6 +126,7 @@ def misses(outcomes: Sequence[Outcome], detail: bool = False) -> str:
                             f" ({len(entry.releases)} releases)")
                 out.append(f"  - {entry.kind} {entry.label} in `{entry.file}` "
                            f"{entry.function}; {releases}")
-                out.append(f"  - `{entry.template}`")
+                out.append(f"  - template: `` {entry.template} ``")
+                out.append(f"  - rendered: `` {headline(entry)} ``")
         out.append("")
     return "\n".join(out)

@@ -111,3 +111,11 @@ def render(entry: Curated) -> str:
     else:
         lines = _engine_failure(entry)
     return "\n".join(lines) + "\n"
+
+
+def headline(entry: Curated) -> str:
+    """The one line that carries the message, as the log shows it (placeholders filled)."""
+    if entry.kind == "log":
+        return message_text(entry).split("\n")[0]
+    _, error = _exception(entry)
+    return error.split("\n")[0]

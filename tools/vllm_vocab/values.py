@@ -7,10 +7,15 @@ import re
 
 # (pattern on the placeholder name, value); first match wins
 _BY_NAME: tuple[tuple[str, str], ...] = (
-    (r"device_name|gpu_name|device\b", "NVIDIA H200"),
-    (r"capability|\bcap\b|min_cap|sm\b|arch", "90"),
-    (r"gib|_gb\b|GiB|memory|mem\b|bytes|free|total|usage|util", "0.9"),
+    (r"device_name|gpu_name", "NVIDIA H200"),
+    (r"device", "cuda:0"),
+    (r"min_capability|required|min_cap", "100"),
+    (r"capability|\bcap\b|version_num|sm_version|\bsm\b", "90"),
+    (r"util", "0.92"),
+    (r"cuda_memory|bytes", "76374687744"),
+    (r"gib|_gb\b|memory|mem\b|free|total|usage", "71.21"),
     (r"max_model_len|max_seq_len|model_len|seq_len", "262144"),
+    (r"gpu_count|available_gpus|device_count", "4"),
     (r"world_size|tensor_parallel|tp_size|tp\b|num_gpus|gpus|ranks?\b", "8"),
     (r"heads", "12"),
     (r"group_size|group", "128"),
@@ -20,7 +25,8 @@ _BY_NAME: tuple[tuple[str, str], ...] = (
     (r"quant|method|scheme|format", "modelopt_fp4"),
     (r"backend|kernel|impl", "FLASHINFER_CUTLASS"),
     (r"layer|prefix|module|param|weight|name|key", "model.layers.3.mlp.experts.w13_weight"),
-    (r"model|arch|path|repo", "nvidia/Qwen3-Next-80B-A3B-Instruct-NVFP4"),
+    (r"architecture|arch", "Qwen3NextForCausalLM"),
+    (r"model|path|repo", "nvidia/Qwen3-Next-80B-A3B-Instruct-NVFP4"),
     (r"env|var", "VLLM_USE_FLASHINFER_MOE_FP4"),
     (r"version", "0.25.1"),
     (r"str\(e\)|err|exc|\be\b|reason|msg|message", "CUDA error: invalid argument"),
