@@ -53,10 +53,17 @@ def _prefixed(prefix: str, tag: str, lines: list[str], level: str = "ERROR") -> 
     return [f"{prefix}{level} {STAMP} {tag}{line}" for line in lines]
 
 
-def _pydantic(entry: Curated) -> bool:
+def _pydantic_owner(entry: Curated) -> str | None:
+    """The config class whose validation raised it, when pydantic wraps the error: raises in
+    vllm/config run while a config dataclass validates (its __post_init__ or what it calls)."""
     newest = max(entry.releases, key=release_key)
-    return (entry.file.startswith("vllm/config") and release_key(newest) >= PYDANTIC_CONFIG_FROM
-            and ("__post_init__" in entry.function or "validat" in entry.function))
+    if not entry.file.startswith("vllm/config/") or release_key(newest) < PYDANTIC_CONFIG_FROM:
+        return None
+    owner = entry.function.split(".")[0]
+    if owner.endswith("Config"):
+        return owner
+    stem = posixpath.splitext(posixpath.basename(entry.file))[0]
+    return "VllmConfig" if stem in ("vllm", "__init__") else stem.title() + "Config"
 
 
 def _engine_failure(entry: Curated) -> list[str]:
@@ -85,8 +92,8 @@ def _api_failure(entry: Curated) -> list[str]:
             '  File "/usr/local/bin/vllm", line 10, in <module>', "    sys.exit(main())",
             f'  File "{SITE}vllm/engine/arg_utils.py", line 1100, in create_engine_config',
             "    model_config = self.create_model_config()", *frames]
-    if _pydantic(entry):
-        owner = entry.function.split(".")[0]
+    owner = _pydantic_owner(entry)
+    if owner is not None:
         message = error.split(": ", 1)[-1]
         error = (f"pydantic_core._pydantic_core.ValidationError: 1 validation error for {owner}"
                  f"\n  Value error, {message} [type=value_error, input_value=ArgsKwargs((), "
