@@ -73,8 +73,17 @@ def cmd_verify(args: argparse.Namespace) -> int:
 def cmd_coverage(args: argparse.Namespace) -> int:
     from tools.vllm_vocab.coverage import load_signatures, markdown, measure, misses
 
+    from logwatch.core.library import LibraryError
+
     entries = curated_set.load(Path(args.curated))
-    outcomes = measure(entries, load_signatures([Path(d) for d in args.signatures]))
+    try:
+        library = load_signatures([Path(d) for d in args.signatures])
+    except LibraryError as exc:
+        raise SystemExit(f"cannot load {' + '.join(args.signatures) or 'the signatures'}: "
+                         f"{exc}\n(a branch whose signatures need its own code: run this "
+                         "command from that worktree with PYTHONPATH pointing at this one)"
+                         ) from None
+    outcomes = measure(entries, library)
     body = markdown(outcomes)
     print(body)
     if args.write_readme:
