@@ -255,3 +255,11 @@ def test_the_readme_section_is_replaced_between_its_markers() -> None:
     assert replaced(text, "new table") == f"intro\n{section('new table')}\noutro\n"
     with pytest.raises(MarkersMissing):
         current("no markers here")
+
+
+def test_the_repository_curated_set_loads() -> None:
+    entries = load()
+    assert len(entries) >= 150
+    assert {e.area for e in entries} >= {"marlin", "quantization configs",
+                                          "nvfp4/mxfp4 backends", "speculative decoding/MTP",
+                                          "worker/engine/memory", "config validation"}

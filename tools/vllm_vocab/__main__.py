@@ -63,7 +63,9 @@ def cmd_verify(args: argparse.Namespace) -> int:
     from tools.vllm_vocab.verify import verify
 
     root = Path(args.sources)
-    problems = verify(curated_set.load(Path(args.curated)), root, releases(root))
+    wanted = set(curated_set.matrix(Path(args.curated)))
+    available = [r for r in releases(root) if not wanted or r in wanted]
+    problems = verify(curated_set.load(Path(args.curated)), root, available)
     for problem in problems:
         print(problem)
     print(f"{len(problems)} problems", file=sys.stderr)

@@ -56,13 +56,23 @@ def _entry(raw: dict[str, object], where: str) -> Curated:
     return entry
 
 
+def matrix(path: Path = CURATED) -> list[str]:
+    """The releases the curated set was drawn from and is checked against."""
+    data = tomllib.loads(path.read_text(encoding="utf-8"))
+    return [str(r) for r in data.get("matrix", [])]
+
+
 def load(path: Path = CURATED) -> list[Curated]:
     """Every curated entry, ids unique."""
     data = tomllib.loads(path.read_text(encoding="utf-8"))
     entries = [_entry(raw, f"{path.name} message {n + 1}")
                for n, raw in enumerate(data.get("message", []))]
+    releases = set(matrix(path))
     seen: set[str] = set()
     for entry in entries:
+        if releases and not releases.issuperset(entry.releases):
+            raise CuratedError(f"{path.name} ({entry.id}): releases outside the matrix: "
+                               f"{sorted(set(entry.releases) - releases)}")
         if entry.id in seen:
             raise CuratedError(f"{path.name}: id {entry.id!r} appears twice")
         seen.add(entry.id)
