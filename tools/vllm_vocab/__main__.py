@@ -73,9 +73,8 @@ def cmd_verify(args: argparse.Namespace) -> int:
 
 
 def cmd_coverage(args: argparse.Namespace) -> int:
-    from tools.vllm_vocab.coverage import load_signatures, markdown, measure, misses
-
     from logwatch.core.library import LibraryError
+    from tools.vllm_vocab.coverage import load_signatures, markdown, measure, misses
 
     entries = curated_set.load(Path(args.curated))
     try:

@@ -33,7 +33,7 @@ _RULES: tuple[tuple[str, re.Pattern[str], re.Pattern[str]], ...] = (
                 r"transformers_utils/config", re.I),
      re.compile(r"max_model_len|is not divisible by tensor|environment variable|"
                 r"--[a-z-]+ ", re.I)),
-    ("model loading", re.compile(r"model_loader|vllm/model_executor/models/|weight_utils|"
+    ("model loading", re.compile(r"model_loader|vllm/(model_executor/)?models/|weight_utils|"
                                  r"transformers_utils|model_executor/parameter", re.I),
      re.compile(r"checkpoint|safetensors|load(ing)? weights|architecture", re.I)),
     ("worker/engine/memory",

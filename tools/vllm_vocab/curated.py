@@ -31,6 +31,9 @@ class Curated:
     process: str  # engine: raised in EngineCore or a worker; api: in the API server
     signature: str | None = None  # the signature expected to name it, when one is meant to
     values: dict[str, str] = field(default_factory=dict)  # placeholder values to render with
+    # the pydantic config class whose validation runs the raising code (API-server errors
+    # from quantization configs and the model registry), when it is not the file's own class
+    wrapped_by: str | None = None
 
 
 def _entry(raw: dict[str, object], where: str) -> Curated:
@@ -43,6 +46,7 @@ def _entry(raw: dict[str, object], where: str) -> Curated:
             fatal=bool(raw["fatal"]), process=str(raw.get("process", "engine")),
             signature=str(raw["signature"]) if raw.get("signature") else None,
             values={str(k): str(v) for k, v in dict(raw.get("values", {})).items()},  # type: ignore[call-overload]
+            wrapped_by=str(raw["wrapped_by"]) if raw.get("wrapped_by") else None,
         )
     except KeyError as exc:
         raise CuratedError(f"{where}: missing {exc.args[0]!r}") from exc

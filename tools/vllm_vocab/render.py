@@ -55,9 +55,14 @@ def _prefixed(prefix: str, tag: str, lines: list[str], level: str = "ERROR") -> 
 
 def _pydantic_owner(entry: Curated) -> str | None:
     """The config class whose validation raised it, when pydantic wraps the error: raises in
-    vllm/config run while a config dataclass validates (its __post_init__ or what it calls)."""
+    vllm/config run while a config dataclass validates (its __post_init__ or what it calls), and
+    so do those the entry names a `wrapped_by` class for."""
     newest = max(entry.releases, key=release_key)
-    if not entry.file.startswith("vllm/config/") or release_key(newest) < PYDANTIC_CONFIG_FROM:
+    if release_key(newest) < PYDANTIC_CONFIG_FROM:
+        return None
+    if entry.wrapped_by:
+        return entry.wrapped_by
+    if not entry.file.startswith("vllm/config/"):
         return None
     owner = entry.function.split(".")[0]
     if owner.endswith("Config"):

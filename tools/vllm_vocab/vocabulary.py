@@ -115,6 +115,8 @@ def merge(per_release: Sequence[tuple[str, list[Message]]]) -> list[Wording]:
                 entry.releases.append(release)
             if message.file not in entry.files:
                 entry.files.append(message.file)
+    for entry in merged.values():  # the newest site decides the area
+        entry.area = area_of(entry.file, literal_text(entry.template))
     return sorted(merged.values(), key=lambda w: (w.area, w.file, w.line))
 
 
