@@ -12,6 +12,7 @@ import pytest
 from logwatch.core.library import Library
 from logwatch.core.vllm_format import parse_line
 from tools.vllm_vocab import cpp_source, python_source
+from tools.vllm_vocab.__main__ import MISSES, misses_page
 from tools.vllm_vocab.areas import area_of
 from tools.vllm_vocab.coverage import classify, is_generic, markdown, measure
 from tools.vllm_vocab.curated import Curated, CuratedError, load
@@ -243,11 +244,13 @@ def test_the_curated_file_rejects_bad_entries(tmp_path: Path) -> None:
 
 @pytest.mark.slow
 def test_the_readme_coverage_section_is_what_the_command_computes(library: Library) -> None:
-    """`make vocab` wrote it from this repository's curated set and signatures; no vLLM
-    sources are needed to check it."""
-    body = markdown(measure(load(), library))
+    """`make vocab` wrote it (and docs/vocab-misses.md) from this repository's curated set and
+    signatures; no vLLM sources are needed to check it."""
+    outcomes = measure(load(), library)
     text = (Path(__file__).resolve().parent.parent / "README.md").read_text(encoding="utf-8")
-    assert current(text) == section(body), "README coverage is stale: run `make vocab`"
+    assert current(text) == section(markdown(outcomes)), "README coverage is stale: `make vocab`"
+    assert MISSES.read_text(encoding="utf-8") == misses_page(outcomes), (
+        "docs/vocab-misses.md is stale: run `make vocab`")
 
 
 def test_the_readme_section_is_replaced_between_its_markers() -> None:
