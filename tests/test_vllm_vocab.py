@@ -19,7 +19,7 @@ from tools.vllm_vocab.curated import Curated, CuratedError, load
 from tools.vllm_vocab.readme import MarkersMissing, current, replaced, section
 from tools.vllm_vocab.render import render
 from tools.vllm_vocab.template import fill, shape
-from tools.vllm_vocab.vocabulary import merge, release_messages
+from tools.vllm_vocab.vocabulary import merge, release_messages, vocabulary
 
 PYTHON = '''
 class Config:
@@ -141,6 +141,20 @@ def test_a_release_tree_is_read_once_then_cached(tmp_path: Path) -> None:
     (tree / "vllm" / "layer.py").write_text('raise ValueError("changed")\n', encoding="utf-8")
     assert release_messages(tree, cache) == first  # the tree's own mtime is the key
     assert len(list(cache.iterdir())) == 1
+
+
+def test_releases_read_in_parallel_merge_the_same(tmp_path: Path) -> None:
+    for release, wording in (("0.9.2", "old wording"), ("0.10.0", "new wording")):
+        layer = tmp_path / "src" / release / "vllm" / "layer.py"
+        layer.parent.mkdir(parents=True)
+        layer.write_text(f'raise ValueError("{wording}")\nraise ValueError("kept")\n',
+                         encoding="utf-8")
+    serial = vocabulary(tmp_path / "src", ["0.9.2", "0.10.0"], cache=tmp_path / "a")
+    parallel = vocabulary(tmp_path / "src", ["0.9.2", "0.10.0"], jobs=2, cache=tmp_path / "b")
+    assert serial == parallel
+    assert sorted((w.template, w.releases) for w in serial) == [
+        ("kept", ["0.9.2", "0.10.0"]), ("new wording", ["0.10.0"]),
+        ("old wording", ["0.9.2"])]
 
 
 @pytest.mark.parametrize(("path", "text", "area"), [

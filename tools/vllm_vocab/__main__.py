@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import re
 import sys
 from collections.abc import Sequence
@@ -43,8 +44,8 @@ def cmd_extract(args: argparse.Namespace) -> int:
     from tools.vllm_vocab.vocabulary import vocabulary
 
     root = Path(args.sources)
-    words = vocabulary(root, _releases(root, args.releases),
-                       progress=lambda r: print(f"reading {r}", file=sys.stderr))
+    words = vocabulary(root, _releases(root, args.releases), jobs=args.jobs,
+                       progress=lambda r: print(f"read {r}", file=sys.stderr))
     pattern = re.compile(args.grep, re.I) if args.grep else None
     shown = [w for w in words
              if (not args.area or w.area == args.area) and (not args.kind or w.kind == args.kind)
@@ -126,6 +127,8 @@ def parser() -> argparse.ArgumentParser:
     extract.add_argument("--kind", choices=curated_set.KINDS, help="only this kind")
     extract.add_argument("--grep", help="only templates or files matching this regex")
     extract.add_argument("--json", action="store_true", help="one JSON object per line")
+    extract.add_argument("--jobs", type=int, default=os.cpu_count() or 1,
+                         help="processes reading releases not cached yet (default: CPUs)")
     extract.add_argument("--toml", action="store_true",
                          help="as curated.toml entries, to review and paste")
     extract.set_defaults(run=cmd_extract)

@@ -7,6 +7,7 @@ import hashlib
 import json
 import os
 from collections.abc import Callable, Sequence
+from concurrent.futures import ProcessPoolExecutor
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -121,11 +122,22 @@ def merge(per_release: Sequence[tuple[str, list[Message]]]) -> list[Wording]:
 
 
 def vocabulary(root: Path, releases: Sequence[str],
-               progress: Callable[[str], None] | None = None) -> list[Wording]:
-    """The merged vocabulary of the given releases under root."""
-    per_release = []
-    for release in releases:
-        if progress is not None:
-            progress(release)
-        per_release.append((release, release_messages(root / release)))
+               progress: Callable[[str], None] | None = None, jobs: int = 1,
+               cache: Path | None = None) -> list[Wording]:
+    """The merged vocabulary of the given releases under root; releases not cached yet are
+    read by `jobs` processes at once."""
+    trees = [root / release for release in releases]
+    per_release: list[tuple[str, list[Message]]] = []
+    if jobs > 1 and len(trees) > 1:
+        with ProcessPoolExecutor(max_workers=jobs) as pool:
+            futures = [pool.submit(release_messages, tree, cache) for tree in trees]
+            for tree, future in zip(trees, futures, strict=True):
+                per_release.append((tree.name, future.result()))
+                if progress is not None:
+                    progress(tree.name)
+    else:
+        for tree in trees:
+            if progress is not None:
+                progress(tree.name)
+            per_release.append((tree.name, release_messages(tree, cache)))
     return merge(per_release)
