@@ -3,8 +3,9 @@ wording is printed by every release the entry claims, and by no other release of
 matrix at hand.
 
 Needs unpacked release trees under $LOGWATCH_VLLM_SOURCES (see tests/vllm_sources.py); skips
-with the reason otherwise. The extraction is cached per release in the user's cache directory,
-read here before the test session points $XDG_CACHE_HOME elsewhere."""
+with the reason otherwise. The extraction is cached per release beside the sdists' default place
+($XDG_CACHE_HOME/logwatch-tests/vllm-vocab, read before the test session points
+$XDG_CACHE_HOME elsewhere): the first run reads every release (minutes), later ones seconds."""
 
 from __future__ import annotations
 
@@ -17,7 +18,8 @@ from tests.vllm_sources import SOURCES, release_trees
 from tools.vllm_vocab.curated import load, matrix
 from tools.vllm_vocab.verify import verify
 
-CACHE = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "logwatch-vocab"
+CACHE = (Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
+         / "logwatch-tests" / "vllm-vocab")
 
 
 @pytest.mark.slow
@@ -29,4 +31,4 @@ def test_every_curated_wording_is_in_the_releases_it_claims() -> None:
     if not available:
         pytest.skip(f"no unpacked vLLM release trees for the curated releases under {SOURCES} "
                     "(set LOGWATCH_VLLM_SOURCES to a directory of trees named <version>)")
-    assert verify(entries, SOURCES, available, cache=CACHE) == []
+    assert verify(entries, SOURCES, available, cache=CACHE, jobs=os.cpu_count() or 1) == []

@@ -72,7 +72,7 @@ def cmd_verify(args: argparse.Namespace) -> int:
     root = Path(args.sources)
     wanted = set(curated_set.matrix(Path(args.curated)))
     available = [r for r in releases(root) if not wanted or r in wanted]
-    problems = verify(curated_set.load(Path(args.curated)), root, available)
+    problems = verify(curated_set.load(Path(args.curated)), root, available, jobs=args.jobs)
     for problem in problems:
         print(problem)
     print(f"{len(problems)} problems", file=sys.stderr)
@@ -135,6 +135,8 @@ def parser() -> argparse.ArgumentParser:
     verify = sub.add_parser("verify", help="check the curated set against the sources")
     verify.add_argument("--sources", default=str(default_root()))
     verify.add_argument("--curated", default=str(curated_set.CURATED))
+    verify.add_argument("--jobs", type=int, default=os.cpu_count() or 1,
+                        help="processes reading releases not cached yet (default: CPUs)")
     verify.set_defaults(run=cmd_verify)
     coverage = sub.add_parser("coverage", help="measure logwatch on the curated set")
     coverage.add_argument("--signatures", action="append", default=[], metavar="DIR",

@@ -7,15 +7,17 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from tools.vllm_vocab.curated import Curated
-from tools.vllm_vocab.vocabulary import release_messages, wording_key
+from tools.vllm_vocab.vocabulary import release_messages, vocabulary, wording_key
 
 
 def verify(entries: Sequence[Curated], root: Path, available: Sequence[str],
-           cache: Path | None = None) -> list[str]:
+           cache: Path | None = None, jobs: int = 1) -> list[str]:
     """Problems, one line each: a claimed release that lacks the wording, or a release at hand
     that has it but is not claimed."""
     wanted = {wording_key(e.kind, e.label, e.template) for e in entries}
     found: dict[tuple[str, str, str], set[str]] = {key: set() for key in wanted}
+    # read (and cache) every release first, several at once when asked
+    vocabulary(root, available, jobs=jobs, cache=cache)
     for release in available:
         for message in release_messages(root / release, cache):
             key = wording_key(message.kind, message.label, message.template)
