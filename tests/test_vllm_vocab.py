@@ -280,3 +280,26 @@ def test_the_repository_curated_set_loads() -> None:
     assert {e.area for e in entries} >= {"marlin", "quantization configs",
                                           "nvfp4/mxfp4 backends", "speculative decoding/MTP",
                                           "worker/engine/memory", "config validation"}
+
+
+def test_sdists_are_unpacked_once_for_the_sources_test(tmp_path: Path,
+                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    import io
+    import tarfile
+
+    from tests import vllm_sources
+
+    sources = tmp_path / "sdists"
+    sources.mkdir()
+    with tarfile.open(sources / "vllm-0.25.1.tar.gz", "w:gz") as archive:
+        for name, text in (("vllm-0.25.1/vllm/layer.py", b'raise ValueError("x")\n'),
+                           ("vllm-0.25.1/docs/index.md", b"left out\n")):
+            info = tarfile.TarInfo(name)
+            info.size = len(text)
+            archive.addfile(info, io.BytesIO(text))
+    monkeypatch.setattr(vllm_sources, "SOURCES", sources)
+    monkeypatch.setattr(vllm_sources, "UNPACKED", tmp_path / "unpacked")
+    root, releases = vllm_sources.release_trees({"0.25.1", "0.33.0"})
+    assert (root, releases) == (tmp_path / "unpacked", ["0.25.1"])
+    assert [m.template for m in release_messages(root / "0.25.1", tmp_path / "c")] == ["x"]
+    assert not (root / "0.25.1" / "docs").exists()

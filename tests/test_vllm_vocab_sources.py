@@ -2,7 +2,7 @@
 wording is printed by every release the entry claims, and by no other release of the curated
 matrix at hand.
 
-Needs unpacked release trees under $LOGWATCH_VLLM_SOURCES (see tests/vllm_sources.py); skips
+Needs release trees or sdists under $LOGWATCH_VLLM_SOURCES (see tests/vllm_sources.py); skips
 with the reason otherwise. The extraction is cached per release beside the sdists' default place
 ($XDG_CACHE_HOME/logwatch-tests/vllm-vocab, read before the test session points
 $XDG_CACHE_HOME elsewhere): the first run reads every release (minutes), later ones seconds."""
@@ -27,8 +27,8 @@ def test_every_curated_wording_is_in_the_releases_it_claims() -> None:
     entries = load()
     wanted = set(matrix())
     assert wanted, "curated.toml names its release matrix"
-    available = [r for r in release_trees() if r in wanted]
+    root, available = release_trees(wanted)
     if not available:
-        pytest.skip(f"no unpacked vLLM release trees for the curated releases under {SOURCES} "
-                    "(set LOGWATCH_VLLM_SOURCES to a directory of trees named <version>)")
-    assert verify(entries, SOURCES, available, cache=CACHE, jobs=os.cpu_count() or 1) == []
+        pytest.skip(f"no vLLM sources for the curated releases under {SOURCES} (set "
+                    "LOGWATCH_VLLM_SOURCES to trees named <version> or vllm-<version>.tar.gz)")
+    assert verify(entries, root, available, cache=CACHE, jobs=os.cpu_count() or 1) == []
