@@ -29,7 +29,7 @@ _BY_NAME: tuple[tuple[str, str], ...] = (
     (r"model|path|repo", "nvidia/Qwen3-Next-80B-A3B-Instruct-NVFP4"),
     (r"env|var", "VLLM_USE_FLASHINFER_MOE_FP4"),
     (r"version", "0.25.1"),
-    (r"str\(e\)|err|exc|\be\b|reason|msg|message", "CUDA error: invalid argument"),
+    (r"str\(e\)|err|exc|\be\b|reason|msg|message", "operation not permitted"),
 )
 _COMPILED = tuple((re.compile(pattern, re.I), value) for pattern, value in _BY_NAME)
 DEFAULT = "7"
