@@ -21,7 +21,7 @@ _RULES: tuple[tuple[str, re.Pattern[str], re.Pattern[str]], ...] = (
                 re.I),
      re.compile(r"\bMTP\b|speculative|draft model|num_speculative_tokens|eagle", re.I)),
     ("quantization configs",
-     re.compile(r"quantization|quant_utils|model_executor/kernels/(linear|mixed_precision|"
+     re.compile(r"quantization|quant_utils|fused_moe/oracle|model_executor/kernels/(linear|mixed_precision|"
                 r"scaled_mm)", re.I),
      re.compile(r"quantiz|\bAWQ\b|GPTQ|\bFP8\b|compressed.tensors|modelopt|\bquark\b|"
                 r"weight_scale|block_n|block_k|capability", re.I)),
