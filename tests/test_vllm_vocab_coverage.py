@@ -43,6 +43,13 @@ def test_an_engine_error_is_a_traceback_after_the_engine_core_failure() -> None:
     assert lines[-1][2].startswith("RuntimeError: Engine core initialization failed.")
 
 
+def test_releases_before_0_10_2_name_the_engine_core_0_and_prefix_no_api_line() -> None:
+    lines = _parsed(render(_entry(releases=("0.8.5", "0.9.2"))))
+    assert lines[0] == ("EngineCore_0", "ERROR", "EngineCore failed to start.")
+    assert lines[-1] == (None, None, "RuntimeError: Engine core initialization failed. See root "
+                         "cause above. Failed core proc(s): {}")
+
+
 def test_an_api_server_error_has_no_engine_line() -> None:
     entry = _entry(process="api", template="Unknown vLLM environment variable detected: "
                    "{env}", file="vllm/platforms/interface.py", values={"env": "VLLM_X"})

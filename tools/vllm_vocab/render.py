@@ -15,6 +15,16 @@ STAMP = "12-01 03:12:44"
 SITE = "/usr/local/lib/python3.12/dist-packages/"
 ENGINE = "(EngineCore_DP0 pid=2391) "
 API = "(APIServer pid=2210) "
+# Before this release the engine process was EngineCore_0 and API-server lines had no prefix.
+PREFIXES_FROM = (0, 10, 2)
+EARLY_ENGINE = "(EngineCore_0 pid=2391) "
+
+
+def _prefixes(entry: Curated) -> tuple[str, str]:
+    """The (engine, API server) line prefixes of the newest release that prints the message."""
+    if release_key(max(entry.releases, key=release_key)) < PREFIXES_FROM:
+        return EARLY_ENGINE, ""
+    return ENGINE, API
 CORE_TAG = "[core.py:708] "
 # Config classes are pydantic dataclasses from this release on: a ValueError raised while one
 # is validated reaches the log as pydantic's ValidationError with "Value error, <message>".
@@ -75,9 +85,10 @@ def _engine_failure(entry: Curated) -> list[str]:
     frames, error = _exception(entry)
     tail = [f'  File "{SITE}vllm/v1/engine/core.py", line 699, in run_engine_core',
             "    engine_core = EngineCoreProc(*args, **kwargs)", *frames, *error.split("\n")]
-    lines = _prefixed(ENGINE, CORE_TAG, ["EngineCore failed to start.",
+    engine, api = _prefixes(entry)
+    lines = _prefixed(engine, CORE_TAG, ["EngineCore failed to start.",
                                         "Traceback (most recent call last):", *tail])
-    lines += ["Process EngineCore_DP0:", "Traceback (most recent call last):",
+    lines += [f"Process {engine[1:].split()[0]}:", "Traceback (most recent call last):",
               '  File "/usr/lib/python3.12/multiprocessing/process.py", line 314, in _bootstrap',
               "    self.run()", *tail]
     api_tail = [
@@ -86,7 +97,7 @@ def _engine_failure(entry: Curated) -> list[str]:
         "    raise RuntimeError(",
         "RuntimeError: Engine core initialization failed. See root cause above. "
         "Failed core proc(s): {}"]
-    return lines + [API + line for line in api_tail]
+    return lines + [api + line for line in api_tail]
 
 
 def _api_failure(entry: Curated) -> list[str]:
@@ -104,11 +115,13 @@ def _api_failure(entry: Curated) -> list[str]:
                  f"\n  Value error, {message} [type=value_error, input_value=ArgsKwargs((), "
                  "{}), input_type=ArgsKwargs]\n    For further information visit "
                  "https://errors.pydantic.dev/2.11/v/value_error")
-    return [API + line for line in [*head, *error.split("\n")]]
+    api = _prefixes(entry)[1]
+    return [api + line for line in [*head, *error.split("\n")]]
 
 
 def _log_line(entry: Curated) -> list[str]:
-    prefix = API if entry.process == "api" else ENGINE
+    engine, api = _prefixes(entry)
+    prefix = api if entry.process == "api" else engine
     tag = f"[{posixpath.basename(entry.file)}:233] "
     first, *rest = message_text(entry).split("\n")
     return [f"{prefix}{entry.label} {STAMP} {tag}{first}", *(prefix + line for line in rest)]
