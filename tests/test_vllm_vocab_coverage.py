@@ -132,3 +132,12 @@ def test_the_repository_curated_set_loads() -> None:
     assert {e.area for e in entries} >= {"marlin", "quantization configs",
                                           "nvfp4/mxfp4 backends", "speculative decoding/MTP",
                                           "worker/engine/memory", "config validation"}
+
+
+def test_a_curated_file_that_is_not_toml_is_a_clear_error(tmp_path: Path) -> None:
+    path = tmp_path / "curated.toml"
+    path.write_text("matrix = [\n", encoding="utf-8")
+    with pytest.raises(CuratedError, match=r"curated\.toml: "):
+        load(path)
+    with pytest.raises(CuratedError, match="No such file"):
+        load(tmp_path / "missing.toml")

@@ -5,6 +5,7 @@ from __future__ import annotations
 import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from tools.vllm_vocab.areas import AREAS
 
@@ -60,15 +61,21 @@ def _entry(raw: dict[str, object], where: str) -> Curated:
     return entry
 
 
+def _read(path: Path) -> dict[str, Any]:
+    try:
+        return tomllib.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
+        raise CuratedError(f"{path}: {exc}") from exc
+
+
 def matrix(path: Path = CURATED) -> list[str]:
     """The releases the curated set was drawn from and is checked against."""
-    data = tomllib.loads(path.read_text(encoding="utf-8"))
-    return [str(r) for r in data.get("matrix", [])]
+    return [str(r) for r in _read(path).get("matrix", [])]
 
 
 def load(path: Path = CURATED) -> list[Curated]:
     """Every curated entry, ids unique."""
-    data = tomllib.loads(path.read_text(encoding="utf-8"))
+    data = _read(path)
     entries = [_entry(raw, f"{path.name} message {n + 1}")
                for n, raw in enumerate(data.get("message", []))]
     releases = set(matrix(path))
