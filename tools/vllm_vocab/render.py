@@ -47,7 +47,9 @@ def _exception(entry: Curated) -> tuple[list[str], str]:
     """The innermost frames and the exception text (`Class: message` or `AssertionError`)."""
     text = message_text(entry)
     if entry.kind == "torch_check":
-        op = posixpath.splitext(posixpath.basename(entry.file))[0]
+        # the custom op is named after the C++ entry point the check sits in
+        op = entry.function if entry.function.isidentifier() else \
+            posixpath.splitext(posixpath.basename(entry.file))[0]
         frames = [f'  File "{SITE}vllm/_custom_ops.py", line 1022, in {op}',
                   f"    return torch.ops._C.{op}(",
                   f'  File "{SITE}torch/_ops.py", line 1243, in __call__',
