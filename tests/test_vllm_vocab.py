@@ -184,3 +184,23 @@ def test_sdists_are_unpacked_once_for_the_sources_test(tmp_path: Path,
     assert (root, releases) == (tmp_path / "unpacked", ["0.25.1"])
     assert [m.template for m in release_messages(root / "0.25.1", tmp_path / "c")] == ["x"]
     assert not (root / "0.25.1" / "docs").exists()
+
+
+def test_extract_prints_candidates_the_curated_loader_accepts(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str],
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    from tools.vllm_vocab.__main__ import main
+    from tools.vllm_vocab.curated import load
+
+    layer = tmp_path / "src" / "0.25.1" / "vllm" / "config" / "model.py"
+    layer.parent.mkdir(parents=True)
+    layer.write_text("class ModelConfig:\n    def __post_init__(self, n):\n"
+                     "        raise ValueError(f\"max_model_len {n} is 'too' large\")\n",
+                     encoding="utf-8")
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    assert main(["extract", "--sources", str(tmp_path / "src"), "--toml", "--jobs", "1"]) == 0
+    stubs = capsys.readouterr().out
+    (tmp_path / "curated.toml").write_text(stubs, encoding="utf-8")
+    [entry] = load(tmp_path / "curated.toml")
+    assert (entry.template, entry.releases, entry.process, entry.fatal) == (
+        "max_model_len {n} is 'too' large", ("0.25.1",), "api", True)
