@@ -141,3 +141,24 @@ def test_a_curated_file_that_is_not_toml_is_a_clear_error(tmp_path: Path) -> Non
         load(path)
     with pytest.raises(CuratedError, match="No such file"):
         load(tmp_path / "missing.toml")
+
+
+@pytest.mark.slow
+def test_the_coverage_command_prints_the_table_and_writes_the_misses(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from tools.vllm_vocab.__main__ import main
+
+    curated = tmp_path / "curated.toml"
+    curated.write_text(
+        'matrix = ["0.25.1"]\n'
+        '[[message]]\nid = "engine.frobnicator"\narea = "worker/engine/memory"\nkind = "raise"\n'
+        'label = "RuntimeError"\ntemplate = "the frobnicator exploded"\n'
+        'file = "vllm/v1/worker/gpu_worker.py"\nreleases = ["0.25.1"]\nfatal = true\n',
+        encoding="utf-8")
+    misses_file = tmp_path / "misses.md"
+    assert main(["coverage", "--curated", str(curated), "--misses", str(misses_file)]) == 0
+    table = capsys.readouterr().out
+    assert "| worker/engine/memory | 1 | 0 (0%) | 1 (100%) | 0 (0%) |" in table
+    written = misses_file.read_text(encoding="utf-8")
+    assert "`engine.frobnicator` [fatal; generic (" in written
+    assert "RuntimeError: the frobnicator exploded" in written
