@@ -1,0 +1,1 @@
+"""Developer tools that live beside logwatch but are not shipped with it."""

@@ -1,0 +1,1 @@
+"""vLLM's error vocabulary: extracted from its sources, curated, and measured against logwatch."""

@@ -1,0 +1,132 @@
+"""Each curated message rendered as real log text, run through logwatch's offline scan, and
+classified: a specific signature names it, only a generic one does, or it looks healthy."""
+
+from __future__ import annotations
+
+import io
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from logwatch.core.library import Library
+from logwatch.library.files import load_signature_dirs
+from logwatch.scan.offline import ScanInput, scan_inputs
+from tools.vllm_vocab.areas import AREAS
+from tools.vllm_vocab.curated import Curated
+from tools.vllm_vocab.render import headline, render
+
+GENERIC = frozenset({"engine.core_failed_to_start", "engine.init_failed",
+                     "engine.worker_failed", "engine.dead"})
+OUTCOMES = ("specific", "generic", "healthy")
+
+
+def is_generic(signature_id: str) -> bool:
+    """The signatures that say only that something failed, not what."""
+    return signature_id in GENERIC or signature_id.startswith("generic.")
+
+
+@dataclass(frozen=True, slots=True)
+class Outcome:
+    entry: Curated
+    outcome: str  # specific, generic, healthy
+    signatures: tuple[str, ...]  # the specific ones, or the generic ones when none is
+
+    @property
+    def unexpected(self) -> bool:
+        """A specific signature named it, but not the one the curated entry expects."""
+        return (self.outcome == "specific" and self.entry.signature is not None
+                and self.entry.signature not in self.signatures)
+
+
+def load_signatures(directories: Sequence[Path]) -> Library:
+    """The repository's library, or the given directories layered in order (the first is the
+    base with its library.toml; a later one overrides an earlier one signature by signature)."""
+    if not directories:
+        return load_signature_dirs()
+    return load_signature_dirs(list(directories[1:]), base=directories[0])
+
+
+def classify(report: dict[str, Any]) -> tuple[str, tuple[str, ...]]:
+    incidents = report["incidents"]
+    specific = sorted({i["signature"] for i in incidents if not is_generic(i["signature"])
+                       and i["severity"] != "info"})
+    if specific:
+        return "specific", tuple(specific)
+    fatal = sorted({i["signature"] for i in incidents if i["fatal"]})
+    return ("generic", tuple(fatal)) if fatal else ("healthy", ())
+
+
+def measure(entries: Sequence[Curated], library: Library) -> list[Outcome]:
+    """Scan each entry's rendered log in this process, one scan per message."""
+    outcomes = []
+    for entry in entries:
+        data = io.BytesIO(render(entry).encode("utf-8"))
+        report = scan_inputs([ScanInput(f"<{entry.id}>", None, stream=True)], library,
+                             stdin=data)
+        outcome, signatures = classify(report)
+        outcomes.append(Outcome(entry, outcome, signatures))
+    return outcomes
+
+
+def table(outcomes: Sequence[Outcome]) -> list[tuple[str, dict[str, int]]]:
+    """Counts per area (areas in their fixed order, empty ones left out) and a total row."""
+    rows = []
+    for area in AREAS:
+        counts = {name: sum(1 for o in outcomes if o.entry.area == area and o.outcome == name)
+                  for name in OUTCOMES}
+        if sum(counts.values()):
+            rows.append((area, counts))
+    rows.append(("all", {name: sum(1 for o in outcomes if o.outcome == name)
+                         for name in OUTCOMES}))
+    return rows
+
+
+def _percent(part: int, whole: int) -> str:
+    return f"{100 * part / whole:.0f}%" if whole else "-"
+
+
+def markdown(outcomes: Sequence[Outcome]) -> str:
+    """The coverage table as Markdown (what the README shows)."""
+    fatal = [o for o in outcomes if o.entry.fatal]
+    lines = ["| area | messages | specific | generic only | healthy |",
+             "| --- | ---: | ---: | ---: | ---: |"]
+    for area, counts in table(outcomes):
+        total = sum(counts.values())
+        name = f"**{area}**" if area == "all" else area
+        lines.append(f"| {name} | {total} | " + " | ".join(
+            f"{counts[o]} ({_percent(counts[o], total)})" for o in OUTCOMES) + " |")
+    healthy_fatal = sum(1 for o in fatal if o.outcome == "healthy")
+    lines.append("")
+    lines.append(f"{len(outcomes)} curated messages ({len(fatal)} fatal); fatal messages "
+                 f"reported healthy: {healthy_fatal}.")
+    return "\n".join(lines)
+
+
+def misses(outcomes: Sequence[Outcome], detail: bool = False) -> str:
+    """Every message not named by a specific signature (or named by another than expected),
+    by area; with detail, each one's template, releases and source file."""
+    out: list[str] = []
+    for area in AREAS:
+        missed = [o for o in outcomes if o.entry.area == area
+                  and (o.outcome != "specific" or o.unexpected)]
+        if not missed:
+            continue
+        out.append(f"## {area} ({len(missed)})")
+        out.append("")
+        for o in missed:
+            entry = o.entry
+            said = ", ".join(o.signatures) or "nothing"
+            fatal = "fatal" if entry.fatal else "not fatal"
+            note = (f"expected {entry.signature}, got {said}" if o.unexpected
+                    else f"{o.outcome} ({said})")
+            out.append(f"- `{entry.id}` [{fatal}; {note}]")
+            if detail:
+                releases = (f"{entry.releases[0]}–{entry.releases[-1]}"
+                            f" ({len(entry.releases)} releases)")
+                out.append(f"  - {entry.kind} {entry.label} in `{entry.file}` "
+                           f"{entry.function}; {releases}")
+                out.append(f"  - template: `` {entry.template} ``")
+                out.append(f"  - rendered: `` {headline(entry)} ``")
+        out.append("")
+    return "\n".join(out)
