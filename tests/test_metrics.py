@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from logwatch.daemon.metrics import parse_listen, render
-from tests.conftest import ROOT, SAMPLES
+from tests.conftest import LIBRARY_VERSION, ROOT, SAMPLES
 
 
 def free_port() -> int:
@@ -64,4 +64,4 @@ def test_a_running_daemon_serves_its_numbers(tmp_path: Path) -> None:
     assert f'logwatch_lag_bytes{{source="{source}"}} 0' in text
     assert 'logwatch_findings_total{signature="marlin.repack_tile_n",version="1"} 4' in text
     assert 'logwatch_incidents{fatal="true"}' in text
-    assert 'logwatch_library_info{version="0.1.0"} 1' in text
+    assert f'logwatch_library_info{{version="{LIBRARY_VERSION}"}} 1' in text
