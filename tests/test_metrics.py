@@ -6,6 +6,7 @@ import socket
 import subprocess
 import sys
 import time
+import tomllib
 import urllib.error
 import urllib.request
 from pathlib import Path
@@ -62,6 +63,8 @@ def test_a_running_daemon_serves_its_numbers(tmp_path: Path) -> None:
     source = f"file:{log}"
     assert f'logwatch_lines_read_total{{source="{source}"}} 118' in text
     assert f'logwatch_lag_bytes{{source="{source}"}} 0' in text
-    assert 'logwatch_findings_total{signature="marlin.repack_tile_n",version="1"} 4' in text
+    tile_n = tomllib.loads((ROOT / "signatures" / "marlin" / "repack_tile_n.toml").read_text())
+    assert (f'logwatch_findings_total{{signature="marlin.repack_tile_n",'
+            f'version="{tile_n["version"]}"}} 4') in text
     assert 'logwatch_incidents{fatal="true"}' in text
     assert f'logwatch_library_info{{version="{LIBRARY_VERSION}"}} 1' in text
