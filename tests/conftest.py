@@ -10,6 +10,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import tomllib
 import warnings
 from collections.abc import Iterator
 from pathlib import Path
@@ -22,6 +23,8 @@ from tests import hermetic
 
 ROOT = Path(__file__).resolve().parent.parent
 SAMPLES = ROOT / "samples" / "logs"
+# The shipped library's version, read rather than repeated: every signature change bumps it.
+LIBRARY_VERSION = tomllib.loads((ROOT / "signatures" / "library.toml").read_text())["version"]
 _SYSTEM_AT_START = pytest.StashKey[hermetic.Snapshot]()
 
 

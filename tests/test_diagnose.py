@@ -129,3 +129,15 @@ def test_unexplained_fatal_incidents_keep_their_signature_explanation(library: L
     (diag,) = report["diagnoses"]
     assert diag["cause"] == "memory.kv_cache_too_small"
     assert "max_model_len = 262144" in diag["summary"]
+
+
+def test_modelopt_nan_scale_is_the_mtp_ignore_list_gap(library: Library) -> None:
+    # 0.30+ reports a BF16-stored MTP layer built NVFP4 as a never-loaded (NaN) block scale
+    report = triage("modelopt_nan_scale_mtp.log", library,
+                    model_dir=str(MODELS / "deepseek-v3-modelopt-nvfp4-legacy"),
+                    gpu_capability=100)
+    diag = report["diagnoses"][0]
+    assert diag["signature"] == "nvfp4.weight_scale_not_loaded"
+    assert diag["cause"] == "mtp_ignore_list_gap"
+    assert "model.layers.61.mlp.experts.*.down_proj" in diag["details"][0]
+    assert remedy(diag, "fix_mtp_ignore_list")["applicable"] is True

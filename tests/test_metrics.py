@@ -15,9 +15,7 @@ import pytest
 
 from logwatch.core.library import Library
 from logwatch.daemon.metrics import parse_listen, render
-from tests.conftest import ROOT, SAMPLES
-
-SHIPPED_VERSION = tomllib.loads((ROOT / "signatures" / "library.toml").read_text())["version"]
+from tests.conftest import LIBRARY_VERSION, ROOT, SAMPLES
 
 
 def free_port() -> int:
@@ -66,9 +64,8 @@ def test_a_running_daemon_serves_its_numbers(tmp_path: Path, library: Library) -
     source = f"file:{log}"
     assert f'logwatch_lines_read_total{{source="{source}"}} 118' in text
     assert f'logwatch_lag_bytes{{source="{source}"}} 0' in text
-    signature = library.get("marlin.repack_tile_n")
-    assert signature is not None
+    tile_n = tomllib.loads((ROOT / "signatures" / "marlin" / "repack_tile_n.toml").read_text())
     assert (f'logwatch_findings_total{{signature="marlin.repack_tile_n",'
-            f'version="{signature.version}"}} 4') in text
+            f'version="{tile_n["version"]}"}} 4') in text
     assert 'logwatch_incidents{fatal="true"}' in text
-    assert f'logwatch_library_info{{version="{SHIPPED_VERSION}"}} 1' in text
+    assert f'logwatch_library_info{{version="{LIBRARY_VERSION}"}} 1' in text

@@ -28,9 +28,8 @@ from logwatch.library.files import read_library
 from logwatch.library.vetted import VettedCache, library_digest
 from logwatch.library.worker import load_bounded
 from logwatch.store.db import Store, open_store
-from tests.conftest import ROOT
+from tests.conftest import LIBRARY_VERSION, ROOT
 from tests.test_library_loader import GOOD
-from tests.test_metrics import SHIPPED_VERSION
 
 # `regex` handles `(a+)+$` well, but `(a|aa)+$` is Fibonacci-exponential: 40 a's take ~40 s
 # without a bound, 60 a's longer than anyone waits.
@@ -273,7 +272,7 @@ def test_the_daemon_keeps_working_while_a_reload_runs_over(tmp_path: Path) -> No
     found_before = {int(e.captures["n"]) for e in events if isinstance(e, FindingEvent)}
     assert during, "no status answer saw the reload running"
     assert found_before & set(during), "no finding was recorded while the reload ran"
-    assert status["reloading"] is False and status["library"] == SHIPPED_VERSION
+    assert status["reloading"] is False and status["library"] == LIBRARY_VERSION
 
 
 def test_reload_requests_while_one_runs_make_one_more(tmp_path: Path,

@@ -18,6 +18,7 @@ CATEGORIES = (
     "kv_cache_insufficient", "gpu_memory_insufficient", "nccl_error", "cuda_error",
     "model_unsupported", "model_not_found", "engine_core_failed", "worker_failed",
     "unknown_env_var", "lifecycle", "unrecognised", "unclassified",
+    "quant_tp_split", "missing_dependency",
 )
 # What kind of fix a finding calls for; the remedy planner keys on these.
 REMEDIES = (
