@@ -18,12 +18,14 @@ CATEGORIES = (
     "kv_cache_insufficient", "gpu_memory_insufficient", "nccl_error", "cuda_error",
     "model_unsupported", "model_not_found", "engine_core_failed", "worker_failed",
     "unknown_env_var", "lifecycle",
+    "config_invalid", "spec_decode_config", "startup_timeout", "numerical_error",
 )
 # What kind of fix a finding calls for; the remedy planner keys on these.
 REMEDIES = (
     "none", "investigate", "switch_to_w4a4", "fix_mtp_ignore_list", "align_tensor_parallel",
     "fix_ignore_list", "fix_quantization_flag", "reduce_memory", "fix_model_path",
     "upgrade_vllm", "change_backend", "check_hardware", "fix_environment", "disable_mtp",
+    "fix_arguments",
 )
 _OPERATORS: dict[str, Callable[[float, float], bool]] = {
     "<": operator.lt, "<=": operator.le, ">": operator.gt, ">=": operator.ge,
