@@ -19,6 +19,7 @@ CATEGORIES = (
     "model_unsupported", "model_not_found", "engine_core_failed", "worker_failed",
     "unknown_env_var", "lifecycle",
     "config_invalid", "spec_decode_config", "startup_timeout", "numerical_error",
+    "weight_name_mismatch",
 )
 # What kind of fix a finding calls for; the remedy planner keys on these.
 REMEDIES = (
