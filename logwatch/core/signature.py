@@ -14,12 +14,12 @@ STATUSES = ("experimental", "stable", "deprecated")
 CATEGORIES = (
     "marlin_tile", "marlin_shape", "marlin_padding", "nvfp4_marlin_fallback", "nvfp4_backend",
     "tensor_size_mismatch", "weight_shape_mismatch", "mtp_draft_load", "mtp_low_acceptance",
+    "config_invalid", "spec_decode_config", "startup_timeout", "numerical_error",
+    "weight_name_mismatch",
     "mixed_shard_scheme", "quant_method_mismatch", "quant_unsupported_gpu", "cuda_oom",
     "kv_cache_insufficient", "gpu_memory_insufficient", "nccl_error", "cuda_error",
     "model_unsupported", "model_not_found", "engine_core_failed", "worker_failed",
     "unknown_env_var", "lifecycle",
-    "config_invalid", "spec_decode_config", "startup_timeout", "numerical_error",
-    "weight_name_mismatch",
 )
 # What kind of fix a finding calls for; the remedy planner keys on these.
 REMEDIES = (
