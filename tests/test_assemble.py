@@ -113,6 +113,36 @@ def test_python_313_markers_and_elisions_continue_the_traceback() -> None:
     assert spans(records(text)) == [(1, 6)]
 
 
+def test_pydantic_errors_after_the_exception_line_stay_in_the_record() -> None:
+    p = "(APIServer pid=1) "
+    text = "\n".join([
+        p + "Traceback (most recent call last):",
+        p + '  File "a.py", line 1, in f',
+        p + "pydantic_core._pydantic_core.ValidationError: 1 validation error for ParallelConfig",
+        p + "  Value error, World size (8) is larger than the number of available GPUs (4) in "
+            "this node. If this is intentional and you are using:",
+        p + "- ray, set '--distributed-executor-backend ray'.",
+        p + "- multiprocessing, set '--nnodes' appropriately. [type=value_error, "
+            "input_value=ArgsKwargs(()), input_type=ArgsKwargs]",
+        p + "    For further information visit https://errors.pydantic.dev/2.12/v/value_error",
+        p + "something else printed later",
+        "(APIServer pid=1) INFO 11-29 22:38:00 [api_server.py:1] next start",
+    ])
+    recs = records(text)
+    assert spans(recs) == [(1, 7), (8, 8), (9, 9)]
+    assert recs[0].message.splitlines()[3].startswith("  Value error, World size (8)")
+
+
+def test_an_exception_line_that_is_not_pydantic_ends_the_raw_record() -> None:
+    text = "\n".join([
+        "Traceback (most recent call last):",
+        '  File "a.py", line 1, in f',
+        "ValueError: bad",
+        "  indented output of something else",
+    ])
+    assert spans(records(text)) == [(1, 3), (4, 4)]
+
+
 def test_one_line_worker_exception_header_starts_a_traceback() -> None:
     h = "(VllmWorkerProcess pid=235) ERROR 08-05 23:29:38 multiproc_worker_utils.py:226] "
     text = "\n".join([

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import heapq
 import itertools
+import re
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field, replace
 
@@ -23,6 +24,11 @@ CHAIN_MARKERS = ("The above exception was the direct cause",
 TRAILERS = ("frame #", "Exception raised from ", "CUDA kernel errors might be",
              "For debugging consider passing", "Compile with `TORCH_USE_CUDA_DSA`",
              "Search for `cudaError")
+# pydantic's ValidationError (vLLM's configuration classes from 0.9.2) prints its errors on
+# the lines after the exception line: "  Value error, <vLLM's message> [type=...]", then an
+# indented documentation link. They are the message, so they stay in the record.
+_PYDANTIC_HEAD = re.compile(r"ValidationError: \d+ validation errors? for \w+\s*$")
+_PYDANTIC_ITEM_END = re.compile(r"\[type=\w+[^\n]*\]\s*$")
 MAX_RECORD_LINES = 1000  # a runaway record is cut here so memory stays bounded
 QUIET_WRITER_LINES = 2000  # a writer silent this many lines has finished its record
 
@@ -52,7 +58,8 @@ def _continues(current: _Open, line: ParsedLine) -> str | None:
 
     States: "plain" (an ordinary message), "process" (after multiprocessing's `Process X:`),
     "frames" (inside a traceback), "after_exception" (the exception line was seen), "chain"
-    (after "The above exception was the direct cause ...").
+    (after "The above exception was the direct cause ..."), "pydantic" (inside a
+    ValidationError's error text) and "pydantic_end" (after an error's `[type=...]`).
     """
     last = current.record.lines[-1]
     same_logger_call = line.kind == "vllm" and last.kind == "vllm" \
@@ -78,10 +85,17 @@ def _continues(current: _Open, line: ParsedLine) -> str | None:
         return state
     if state == "chain":
         return None
+    if state == "pydantic":
+        return "pydantic_end" if _PYDANTIC_ITEM_END.search(message) else "pydantic"
+    if state == "pydantic_end" and indented:
+        return "pydantic_end" if stripped.startswith("For further information") else "pydantic"
     if message.startswith(TRAILERS):
         return "after_exception"
     if state == "frames":
-        return "frames" if indented else "after_exception"  # unindented: the exception line
+        if indented:
+            return "frames"
+        # unindented: the exception line
+        return "pydantic" if _PYDANTIC_HEAD.search(message) else "after_exception"
     # After the exception line only the same logger call continues (a multi-line message);
     # an unprefixed writer has moved on to something else.
     return "after_exception" if same_logger_call else None

@@ -14,6 +14,8 @@ STATUSES = ("experimental", "stable", "deprecated")
 CATEGORIES = (
     "marlin_tile", "marlin_shape", "marlin_padding", "nvfp4_marlin_fallback", "nvfp4_backend",
     "tensor_size_mismatch", "weight_shape_mismatch", "mtp_draft_load", "mtp_low_acceptance",
+    "config_invalid", "spec_decode_config", "startup_timeout", "numerical_error",
+    "weight_name_mismatch",
     "mixed_shard_scheme", "quant_method_mismatch", "quant_unsupported_gpu", "cuda_oom",
     "kv_cache_insufficient", "gpu_memory_insufficient", "nccl_error", "cuda_error",
     "model_unsupported", "model_not_found", "engine_core_failed", "worker_failed",
@@ -25,6 +27,7 @@ REMEDIES = (
     "none", "investigate", "switch_to_w4a4", "fix_mtp_ignore_list", "align_tensor_parallel",
     "fix_ignore_list", "fix_quantization_flag", "reduce_memory", "fix_model_path",
     "upgrade_vllm", "change_backend", "check_hardware", "fix_environment", "disable_mtp",
+    "fix_arguments",
 )
 _OPERATORS: dict[str, Callable[[float, float], bool]] = {
     "<": operator.lt, "<=": operator.le, ">": operator.gt, ">=": operator.ge,
