@@ -68,8 +68,11 @@ def test_enginecore_hit_an_exception_with_an_unknown_cause(tmp_path: Path) -> No
     code, report = scan_json(log)
     root = root_of(report)
     assert code == EXIT_FATAL_FOUND
-    assert (root["signature"], root["captures"]) == ("generic.process_died",
+    # 0.7.3-0.8.4's wording of "EngineCore failed to start": the engine's own signature,
+    # a consequence whose cause no signature knows, and the launch failed
+    assert (root["signature"], root["captures"]) == ("engine.core_failed_to_start",
                                                      {"what": "hit an exception"})
+    assert report["verdict"] == "failed"
 
 
 def test_a_process_death_is_fatal_and_exit_zero_is_not(tmp_path: Path) -> None:
