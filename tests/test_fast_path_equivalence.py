@@ -93,9 +93,13 @@ def generated_log(seed: int, events: int) -> bytes:
 
 def spans(data: bytes, library: Library, block: int, full: bool
           ) -> list[tuple[str, int, int, int, dict[str, str]]]:
-    scanner = BlockScanner(Matcher(library.signatures, engine=ENGINE), "t", REF, full=full)
+    # a generous budget: the match budget counts the process's CPU time, which other threads
+    # of a long test session also spend, and a record that ran over would differ by design
+    matcher = Matcher(library.signatures, engine=ENGINE, timeout=10.0, disable_after=None)
+    scanner = BlockScanner(matcher, "t", REF, full=full)
     found = [f for chunk in read_blocks(io.BytesIO(data), block_bytes=block)
              for f in scanner.feed(chunk)] + scanner.finish()
+    assert not matcher.timeouts
     return [(f.signature.id, f.lineno, f.record_lineno, f.record_last_lineno, f.captures)
             for f in found]
 
