@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test check lint typecheck unit fast bench vocab clean system-deps
+.PHONY: demo test check lint typecheck unit fast bench vocab clean system-deps vllm-sources
 
 # Tools the tests drive for real (logrotate, journal files). Installed with apt when running
 # as root; elsewhere the tests that need them skip and say why.
@@ -50,7 +50,16 @@ system-deps:
 		DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing >/dev/null; \
 	elif [ -n "$$missing" ]; then echo "not installed (tests will skip):$$missing"; fi
 
-unit: $(STAMP) system-deps
+# vLLM's own sources for the oracle tests (tests/vllm_sources.py): the releases where the
+# ignore-list rules change, fetched once into the tests' cache. `make vllm-sources
+# VLLM_RELEASES="..."` for more (docs/ignore-rules.md lists the whole matrix); offline, the
+# tests that need them skip and say why.
+VLLM_RELEASES ?= 0.11.2 0.25.1 0.26.0 0.33.0
+
+vllm-sources: $(STAMP)
+	@$(BIN)/python -m tools.fetch_vllm_sdists $(VLLM_RELEASES)
+
+unit: $(STAMP) system-deps vllm-sources
 	$(BIN)/python -m pytest -q -p no:cacheprovider; rc=$$?; if [ $$rc -eq 5 ]; then echo "no tests ran"; exit 0; fi; exit $$rc
 
 test: lint typecheck unit
