@@ -230,6 +230,20 @@ def _padding_remedy(snap: Snapshot, scheme: str, experts_only: bool) -> Remedy |
 MTP_CATEGORIES = ("tensor_size_mismatch", "weight_shape_mismatch", "mtp_draft_load")
 
 
+def mtp_module_details(missing: Sequence[str], extra: Sequence[str],
+                       key: str = "ignore") -> list[str]:
+    """The MTP modules the ignore list gets wrong, named: BF16 ones it misses, quantized ones
+    it names."""
+    details = []
+    if missing:
+        details.append(f"MTP modules stored BF16 but not in the {key} list ({len(missing)}): "
+                       + ", ".join(missing) + ".")
+    if extra:
+        details.append(f"MTP modules stored quantized but in the {key} list ({len(extra)}): "
+                       + ", ".join(extra) + ".")
+    return details
+
+
 def rule_mtp_ignore(incident: Incident, ctx: Context) -> Diagnosis | None:
     category = incident.signature.category
     if category not in MTP_CATEGORIES and category != "mtp_low_acceptance":
@@ -252,13 +266,7 @@ def rule_mtp_ignore(incident: Incident, ctx: Context) -> Diagnosis | None:
             {"speculative_config": snap.launch.get("speculative_config")}, 0.4)
     missing, extra = uncovered_mtp_modules(snap), mtp.ignored_quantized_at(release)
     quant = snap.model.quant if snap.model else None
-    details = []
-    if missing:
-        details.append(f"MTP modules stored BF16 but not in the ignore list ({len(missing)}): "
-                       + ", ".join(missing) + ".")
-    if extra:
-        details.append(f"MTP modules stored quantized but ignored ({len(extra)}): "
-                       + ", ".join(extra) + ".")
+    details = mtp_module_details(missing, extra)
     if errors := mtp.load_errors_at(release):
         details.append("vLLM refuses the model over these MTP modules, whatever they store "
                        "(an entry naming a Quark MoE layer before 0.26, or entries covering "

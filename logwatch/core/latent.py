@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import replace
 
-from logwatch.core.diagnose import Context, Diagnosis, Remedy, w4a4_remedy
+from logwatch.core.diagnose import Context, Diagnosis, Remedy, mtp_module_details, w4a4_remedy
 from logwatch.core.incidents import Incident
 from logwatch.core.marlin_split import REPACK_SCHEMES, aligned_sizes, untileable
 from logwatch.core.mtp_coverage import snapshot_release, suggest_mtp_entries, uncovered_mtp_modules
@@ -73,13 +73,7 @@ def _mtp(snapshot: Snapshot) -> Diagnosis | None:
     in_use = snapshot.uses_mtp
     key = model.quant.ignore_key or "ignore"
     when = "" if in_use else " If this checkpoint is served with MTP speculative decoding,"
-    details = []
-    if missing:
-        details.append(f"MTP modules stored BF16 but not in the {key} list ({len(missing)}): "
-                       + ", ".join(missing) + ".")
-    if extra:
-        details.append(f"MTP modules stored quantized but in the {key} list ({len(extra)}): "
-                       + ", ".join(extra) + ".")
+    details = mtp_module_details(missing, extra, key)
     details.append("vLLM builds the MTP draft with the target's quantization unless the "
                    "ignore list names a module: the draft's layers and its stored weights "
                    "disagree (a load error, or a draft that is never accepted).")
