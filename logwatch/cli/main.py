@@ -207,7 +207,7 @@ def _load(args: argparse.Namespace, check: bool = True) -> Library:
 
 
 def _cmd_scan(args: argparse.Namespace) -> int:
-    from logwatch.core.report import incomplete_warning, render_text
+    from logwatch.core.report_text import incomplete_warning, render_text
     from logwatch.scan.offline import InputError, resolve_inputs, run_scan
 
     try:
@@ -449,7 +449,8 @@ def _cmd_run(args: argparse.Namespace) -> int:
     code = 128 - code if code < 0 else code
     analysis = daemon.launches.newest(source.name)
     if code != 0 and analysis is not None:  # the moment the operator wants the triage
-        from logwatch.core.report import render_text, report_dict
+        from logwatch.core.report import report_dict
+        from logwatch.core.report_text import render_text
 
         report = report_dict(library.version, [analysis], {"lines": daemon.lines, "files": 1},
                              lambda snap: snap.content_hash())
