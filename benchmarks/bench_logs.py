@@ -14,6 +14,7 @@ import re
 import shutil
 from pathlib import Path
 
+from logwatch.core.unrecognised import is_generic
 from logwatch.library.files import default_signature_dir, load_signature_dirs
 
 CHUNKS = 24
@@ -160,7 +161,7 @@ def grep_patterns(path: Path, library_dir: Path | None = None) -> int:
     library = load_signature_dirs(base=library_dir)
     # the fallback rules (generic.*) hold only under conditions grep cannot express (a
     # header's level, a traceback before the line): they are not part of the baseline
-    patterns = [ere for sig in library.signatures if sig.category != "unrecognised"
+    patterns = [ere for sig in library.signatures if not is_generic(sig)
                 for pat in sig.patterns if (ere := to_ere(pat.regex)) is not None]
     path.write_text("\n".join(patterns) + "\n")
     return len(patterns)

@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 
 from logwatch.core.library import Library
+from logwatch.core.matcher import Matcher
 from logwatch.library.files import load_signature_dirs
 from tests import hermetic
 
@@ -106,6 +107,14 @@ def umask_kept() -> Iterator[None]:
 @pytest.fixture(scope="session")
 def library() -> Library:
     return load_signature_dirs()
+
+
+def roomy_matcher(library: Library, engine: str = "auto") -> Matcher:
+    """A matcher for tests that compare two scans of one input: a budget no record runs over
+    and no signature disabled. The match budget counts the process's CPU time, which other
+    threads of a long test session spend too, and a record that ran over differs by design;
+    callers check `matcher.timeouts` is empty afterwards."""
+    return Matcher(library.signatures, engine=engine, timeout=10.0, disable_after=None)
 
 
 @pytest.fixture(scope="session", autouse=True)

@@ -13,7 +13,7 @@ from logwatch.core.block_scan import BlockScanner
 from logwatch.core.library import Library
 from logwatch.core.matcher import Matcher
 from logwatch.scan.blocks import CUT_MARKER, read_blocks
-from tests.conftest import SAMPLES
+from tests.conftest import SAMPLES, roomy_matcher
 
 REF = datetime(2026, 11, 30)
 ENGINES = ["python"] + (["hyperscan"] if prefilter._hs is not None else [])
@@ -21,13 +21,14 @@ ENGINES = ["python"] + (["hyperscan"] if prefilter._hs is not None else [])
 
 def findings(data: bytes, library: Library, block: int, engine: str, full: bool = False
              ) -> list[tuple[str, int, dict[str, str]]]:
-    matcher = Matcher(library.signatures, engine=engine, timeout=10.0, disable_after=None)
-    scanner = BlockScanner(matcher, "t", REF, full=full)  # a roomy budget: see below
+    matcher = roomy_matcher(library, engine)
+    scanner = BlockScanner(matcher, "t", REF, full=full)
     out = []
     for chunk in read_blocks(io.BytesIO(data), block_bytes=block):
         out += scanner.feed(chunk)
     out += scanner.finish()
     assert scanner.stats.lines == data.count(b"\n") + (0 if data.endswith(b"\n") else 1)
+    assert not matcher.timeouts
     return [(f.signature.id, f.lineno, f.captures) for f in out]
 
 
@@ -65,10 +66,7 @@ def test_a_burst_of_same_header_lines_matches_the_full_pipeline(library: Library
     data = hit * 1500 + middle + hit * 1500
 
     def spans(full: bool, block: int) -> list[tuple[str, int, int, int]]:
-        # a roomy budget: it counts the process's CPU time, which other threads of a long
-        # test session spend too, and a record that ran over differs by design
-        matcher = Matcher(library.signatures, engine=ENGINES[-1], timeout=10.0,
-                          disable_after=None)
+        matcher = roomy_matcher(library, ENGINES[-1])
         scanner = BlockScanner(matcher, "t", REF, full=full)
         out = [f for chunk in read_blocks(io.BytesIO(data), block_bytes=block)
                for f in scanner.feed(chunk)] + scanner.finish()

@@ -18,10 +18,9 @@ import pytest
 from logwatch.core import prefilter
 from logwatch.core.block_scan import BlockScanner
 from logwatch.core.library import Library
-from logwatch.core.matcher import Matcher
 from logwatch.scan.blocks import read_blocks
 from logwatch.scan.offline import resolve_inputs, scan_inputs
-from tests.conftest import SAMPLES
+from tests.conftest import SAMPLES, roomy_matcher
 
 REF = datetime(2026, 11, 30)
 ENGINE = "hyperscan" if prefilter._hs is not None else "python"
@@ -93,9 +92,7 @@ def generated_log(seed: int, events: int) -> bytes:
 
 def spans(data: bytes, library: Library, block: int, full: bool
           ) -> list[tuple[str, int, int, int, dict[str, str]]]:
-    # a generous budget: the match budget counts the process's CPU time, which other threads
-    # of a long test session also spend, and a record that ran over would differ by design
-    matcher = Matcher(library.signatures, engine=ENGINE, timeout=10.0, disable_after=None)
+    matcher = roomy_matcher(library, ENGINE)
     scanner = BlockScanner(matcher, "t", REF, full=full)
     found = [f for chunk in read_blocks(io.BytesIO(data), block_bytes=block)
              for f in scanner.feed(chunk)] + scanner.finish()

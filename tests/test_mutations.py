@@ -22,6 +22,7 @@ from logwatch.core.block_scan import BlockScanner
 from logwatch.core.library import Library
 from logwatch.core.matcher import Matcher
 from logwatch.core.signature import Signature
+from logwatch.core.unrecognised import is_generic
 from logwatch.library.files import load_signature_dirs
 from logwatch.scan.offline import ScanInput, scan_inputs
 from tests.mutations import MUTATIONS, Mutation, NotApplicable, in_context, v0_embedded
@@ -105,7 +106,7 @@ def wrapper_signatures(library: Library, matcher: Matcher) -> set[str]:
 def not_applicable(signature: Signature, mutation: Mutation, library: Library,
                    matcher: Matcher) -> str | None:
     """Why a mutation cannot apply to any example of this signature, if it cannot."""
-    if signature.category == "unrecognised":
+    if is_generic(signature):
         if mutation.name == "header-stripped" and signature.id == "generic.error_line":
             return "the fallback for ERROR lines is defined by the header's level"
         if mutation.name == "v0-embedded":

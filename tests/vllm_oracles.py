@@ -40,15 +40,21 @@ def _config_utils(release: str, ns: dict[str, Any]) -> None:
           ["find_matching_patterns", "is_equal_or_regex_match"], ns)
 
 
-def ct_should_ignore(release: str) -> Callable[..., Any]:
+def _should_ignore(release: str, method: str, label: str) -> Callable[..., Any]:
+    """`should_ignore_layer` of compressed-tensors or Quark (their utils.py share its shape),
+    with the matching helpers it calls."""
     ns = _common(release)
     _config_utils(release, ns)
-    found = _load(release, QDIR + "compressed_tensors/utils.py",
+    found = _load(release, QDIR + f"{method}/utils.py",
                   ["should_ignore_layer", "check_equal_or_regex_match",
                    "_is_equal_or_regex_match"], ns)
     function = found["should_ignore_layer"]
-    assert function is not None, f"{release}: compressed-tensors has no should_ignore_layer"
+    assert function is not None, f"{release}: {label} has no should_ignore_layer"
     return function
+
+
+def ct_should_ignore(release: str) -> Callable[..., Any]:
+    return _should_ignore(release, "compressed_tensors", "compressed-tensors")
 
 
 TARGETS = ["Linear", "FusedMoE"]  # a config group targeting Linear; vLLM adds FusedMoE
@@ -66,14 +72,7 @@ def ct_find_matched_target(release: str) -> Callable[..., Any]:
 
 
 def quark_should_ignore(release: str) -> Callable[..., Any]:
-    ns = _common(release)
-    _config_utils(release, ns)
-    found = _load(release, QDIR + "quark/utils.py",
-                  ["should_ignore_layer", "check_equal_or_regex_match",
-                   "_is_equal_or_regex_match"], ns)
-    function = found["should_ignore_layer"]
-    assert function is not None, f"{release}: Quark has no should_ignore_layer"
-    return function
+    return _should_ignore(release, "quark", "Quark")
 
 
 # Layer classes the dispatch code tests with isinstance; an MoE layer is both of vLLM's names.

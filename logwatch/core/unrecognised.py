@@ -25,7 +25,6 @@ from logwatch.core.records import Record
 from logwatch.core.signature import Signature
 from logwatch.core.vllm_format import parse_line
 
-GENERIC_CATEGORY = FALLBACK_CATEGORY
 UNCAUGHT = "generic.uncaught_exception"
 PROCESS_DIED = "generic.process_died"
 ERROR_LINE = "generic.error_line"
@@ -41,7 +40,7 @@ _FRAME = re.compile(r'^\s*File "(?P<path>[^"]+)", line (?P<line>\d+), in (?P<fun
 # Not a pattern, so not a file: a child's non-zero exit that nothing in its output explains.
 EXIT_SIGNATURE = Signature(
     id=EXIT_STATUS, version=1, status="stable", severity="error", fatal=True,
-    category=GENERIC_CATEGORY,
+    category=FALLBACK_CATEGORY,
     title="Unrecognised fatal error: the process exited with a failure status",
     patterns=(), remedy="investigate", examples=(), counter_examples=(),
     key_captures=("exit_code",), vllm_versions="any",
@@ -52,7 +51,7 @@ EXIT_SIGNATURE = Signature(
 
 def is_generic(signature: Signature) -> bool:
     """A fallback rule (`generic.*`), as opposed to one that names a specific cause."""
-    return signature.category == GENERIC_CATEGORY
+    return signature.category == FALLBACK_CATEGORY
 
 
 def innermost_frame(record: Record, before_line: int) -> str | None:
