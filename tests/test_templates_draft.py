@@ -85,6 +85,12 @@ def test_draft_from_a_log_is_tested_linted_and_names_the_failure(tmp_path: Path)
     assert root["signature"] == body["id"] and after["verdict"] == "failed"
     assert after["unrecognised"] == []  # the line is known now
 
+    edited = drafted.read_text() + "# reviewed by the operator\n"
+    drafted.write_text(edited)  # drafting the same group again never replaces it
+    again = logwatch_text("signatures", "draft", str(log), "--group", "1", "--out", str(extra))
+    assert again.returncode == 1 and "exists and is kept" in again.stderr
+    assert drafted.read_text() == edited and list(extra.glob("*.toml")) == [drafted]
+
 
 @pytest.mark.slow
 def test_draft_masks_secrets_in_its_example(tmp_path: Path) -> None:

@@ -149,7 +149,13 @@ def draft(library: Library, log: str | None, db: Path | None, number: int,
         return 0
     out.mkdir(parents=True, exist_ok=True)
     path = out / f"{signature_id(pattern_template(group))}.toml"
-    path.write_text(text, encoding="utf-8")
+    try:  # a draft already there may be one the operator has been editing: never replaced
+        with open(path, "x", encoding="utf-8") as file:
+            file.write(text)
+    except FileExistsError:
+        _say(f"logwatch: signatures draft: {path} exists and is kept; move it, or draft to "
+             "another --out directory", file=sys.stderr)
+        return 1
     _say(f"wrote {path}: review it, then `logwatch signatures --signatures {out} test`",
          file=sys.stderr)
     return 0
