@@ -93,6 +93,23 @@ def test_draft_from_a_log_is_tested_linted_and_names_the_failure(tmp_path: Path)
 
 
 @pytest.mark.slow
+def test_a_draft_from_a_line_longer_than_its_evidence_passes_its_own_test(tmp_path: Path
+                                                                          ) -> None:
+    """The example of a long line is cut (findings.MAX_EVIDENCE_CHARS): the pattern asks for
+    no more than the example shows."""
+    log, extra = tmp_path / "vllm.log", tmp_path / "site-signatures"
+    detail = " ".join(f"shard {i} of zorblax table {i * 7} lost" for i in range(60))
+    log.write_text(HEAD + f"Zorblax planner failed: {detail}\n")
+    done = logwatch_text("signatures", "draft", str(log), "--out", str(extra))
+    assert done.returncode == 0, done.stderr
+    [drafted] = list(extra.glob("*.toml"))
+    body = tomllib.loads(drafted.read_text())
+    assert body["examples"][0]["text"].endswith("…[cut]")
+    checked = logwatch_text("signatures", "--signatures", str(extra), "test")
+    assert checked.returncode == 0, checked.stdout + checked.stderr
+
+
+@pytest.mark.slow
 def test_draft_masks_secrets_in_its_example(tmp_path: Path) -> None:
     log = tmp_path / "vllm.log"
     secret = "hf_" + "Zq8" * 12

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import re
 
+from logwatch.core.findings import CUT_MARKER
 from logwatch.core.templates import TemplateGroup, split_template, template_of
 
 # Bounded classes: no capture can run away, and none can swallow the fixed text after it.
@@ -72,14 +73,29 @@ def near_miss(example: str, literal: str) -> str:
     return example.replace(literal, literal[::-1], 1)
 
 
+def shown_message(group: TemplateGroup) -> str:
+    """The part of the group's message that its example shows. An evidence line longer than
+    findings.MAX_EVIDENCE_CHARS is cut, and a pattern asking for more than its own example
+    shows would fail its test."""
+    if not group.example.endswith(CUT_MARKER):
+        return group.message
+    shown = group.example[:-len(CUT_MARKER)]
+    for keep in range(min(len(group.message), len(shown)), 0, -1):
+        if shown.endswith(group.message[:keep]):
+            return group.message[:keep]
+    return group.message
+
+
 def pattern_template(group: TemplateGroup) -> str:
-    """The template the pattern is drafted from: the group's, unless too little of it is
-    fixed, then one keeping names and paths."""
-    fixed = "".join(v for k, v in split_template(group.template) if k == "lit")
+    """The template the pattern is drafted from: the group's (over what its example shows),
+    unless too little of it is fixed, then one keeping names and paths."""
+    message = shown_message(group)
+    template = group.template if message == group.message else template_of(message)
+    fixed = "".join(v for k, v in split_template(template) if k == "lit")
     exc, _, rest = fixed.partition(": ")
     if len((rest if exc.endswith(("Error", "Exception")) else fixed).strip()) < MIN_SPECIFIC:
-        return template_of(group.message, keep=frozenset({"str", "path"}))
-    return group.template
+        return template_of(message, keep=frozenset({"str", "path"}))
+    return template
 
 
 def draft_signature(group: TemplateGroup) -> str:
@@ -89,7 +105,7 @@ def draft_signature(group: TemplateGroup) -> str:
     if len(literal) < MIN_LITERAL:
         raise ValueError(f"the template {group.template!r} has no fixed text of "
                          f"{MIN_LITERAL}+ characters to anchor a pattern on")
-    found = re.search(regex, group.message)
+    found = re.search(regex, shown_message(group))
     captures = dict(zip(names, found.groups(), strict=True)) if found else {}
     sig_id = signature_id(template)
     title = group.template[:120]
