@@ -11,6 +11,7 @@ from logwatch.core.assemble import assemble
 from logwatch.core.library import Library, load_library
 from logwatch.core.lint import PROBE, branch_probes, lint_library, nested_quantifier, unanchored
 from logwatch.core.matcher import Matcher
+from logwatch.core.records import Record
 from logwatch.core.redact import redact
 from logwatch.core.signature import Example, Pattern, Signature
 from logwatch.core.vllm_format import parse_line
@@ -104,3 +105,73 @@ def test_hyperscan_and_python_engines_agree() -> None:
     assert hs.hits(data) == py.hits(data)
     for line in data.decode().splitlines():
         assert hs.present(line) == py.present(line)
+
+
+def _record_of(*texts: str, first: int = 1) -> Record:
+    lines = [parse_line("t", first + i, text, datetime(2026, 11, 29)) for i, text in
+             enumerate(texts)]
+    (record,) = assemble(lines)
+    return record
+
+
+_TRACEBACK = [
+    "(Worker_TP{rank} pid=9{rank}) ERROR 11-29 03:40:4{rank} [multiproc_executor.py:631] "
+    + message for message in (
+        "Traceback (most recent call last):",
+        '  File "/usr/lib/python3/site-packages/vllm/v1/worker/gpu_worker.py", line 240, '
+        "in load_model",
+        "    self.model_runner.load_model()",
+        "RuntimeError: The size of tensor a (256) must match the size of tensor b (512) at "
+        "non-singleton dimension 1")]
+
+
+def test_a_repeated_record_is_matched_from_memory_with_its_own_lines(library: Library) -> None:
+    """Every rank prints the same traceback: the second costs a lookup, and its findings
+    name its own lines, process and time, exactly as matching it afresh would."""
+    remembering = Matcher(library.signatures)
+    records = [_record_of(*(t.format(rank=rank) for t in _TRACEBACK), first=1 + 10 * rank)
+               for rank in range(4)]
+    got = [remembering.match_record(r) for r in records]
+    assert len(remembering._memo) == 1
+    for record, findings in zip(records, got, strict=True):
+        fresh = Matcher(library.signatures).match_record(record)
+        assert [(f.signature.id, f.captures, f.lineno, f.process, f.time) for f in findings] \
+            == [(f.signature.id, f.captures, f.lineno, f.process, f.time) for f in fresh]
+    assert [f.lineno for fs in got for f in fs] == [4, 14, 24, 34]
+    assert {f.process for fs in got for f in fs} == {f"Worker_TP{r}" for r in range(4)}
+    got[0][0].captures["a"] = "changed"  # a finding's captures are its own, not the memo's
+    assert remembering.match_record(records[1])[0].captures["a"] == "256"
+
+
+def test_the_memory_tells_levels_apart(library: Library) -> None:
+    """The same text at ERROR is an unrecognised error; at WARNING it is nothing."""
+    matcher = Matcher(library.signatures)
+    text = "Could not reach the frobnicator at 10.0.0.7:9000"
+    error = _record_of(f"(APIServer pid=1) ERROR 03-01 20:10:41 [frob.py:12] {text}")
+    warning = _record_of(f"(APIServer pid=1) WARNING 03-01 20:10:41 [frob.py:12] {text}")
+    for _ in range(2):
+        assert [f.signature.id for f in matcher.match_record(error)] == ["generic.error_line"]
+        assert matcher.match_record(warning) == []
+
+
+def test_a_record_that_ran_over_is_not_remembered() -> None:
+    matcher = Matcher([_evil_signature()], engine="python", timeout=0.02, disable_after=None)
+    record = _record_of("boom" + "a" * 60 + "!")
+    assert matcher.match_record(record) == []
+    assert matcher.timeouts["site.evil"] == 1 and matcher._memo == {}
+
+
+def test_fallback_rules_are_not_tried_once_a_cause_is_found(library: Library) -> None:
+    """settle_record drops generic findings beside a specific cause, so they come last and
+    are skipped; the outcome is what trying them all and settling gives."""
+    record = _record_of(*(t.format(rank=0) for t in _TRACEBACK))
+    matcher = Matcher(library.signatures)
+    tried: list[str] = []
+    for pattern in matcher.candidates(record.message):
+        if pattern.generic:
+            assert tried, "a generic pattern before the specific ones"
+        else:
+            tried.append(pattern.signature.id)
+    found = matcher.match_record(record)
+    assert [f.signature.id for f in found] == ["weights.tensor_size_mismatch"]
+    assert any(p.generic for p in matcher.candidates(record.message))

@@ -15,11 +15,12 @@ from dataclasses import dataclass
 import regex
 
 from logwatch.core.findings import Finding
+from logwatch.core.incidents import CONSEQUENCE_CATEGORIES
 from logwatch.core.prefilter import LiteralScanner, make_scanner
-from logwatch.core.records import Record
+from logwatch.core.records import ParsedLine, Record
 from logwatch.core.redact import Span, redact_slice, spans_for_parts
 from logwatch.core.signature import Signature
-from logwatch.core.unrecognised import settle_record
+from logwatch.core.unrecognised import is_generic, settle_record
 
 # One record's budget for all its patterns, in CPU time of the matching thread: `regex` counts
 # its timeout in process CPU time (clock()), so a wall-clock budget would be spent by one
@@ -35,6 +36,13 @@ FLAGS = regex.MULTILINE
 # vLLM's request logger prints user prompts verbatim; what a user typed is not vLLM's state,
 # however much it looks like an error message.
 _REQUEST_CONTENT_PREFIXES = ("Received request ", "Generated response ")
+# What a record gave is remembered by its text: a failing server repeats itself (every rank
+# prints the same traceback, every restart the same error), and a repeat then costs a lookup
+# instead of every pattern. Records up to this size; this many kept, then forgotten at once.
+MEMO_MAX_CHARS = 8192
+MEMO_ENTRIES = 512
+# One remembered outcome: (signature, captures, index of the matched line in the record).
+_Memo = tuple[tuple[Signature, dict[str, str], int], ...]
 
 
 @dataclass(frozen=True, slots=True)
@@ -43,6 +51,7 @@ class CompiledPattern:
     index: int
     regex: regex.Pattern[str]
     line_anchored: bool  # starts with `^`: later matches can only start on a later line
+    generic: bool  # a fallback rule: tried last, and not at all once a cause is found
 
 
 def compile_pattern(text: str) -> regex.Pattern[str]:
@@ -70,7 +79,8 @@ class Matcher:
         for signature in self.signatures:
             for index, pattern in enumerate(signature.patterns):
                 compiled = CompiledPattern(signature, index, compile_pattern(pattern.regex),
-                                           pattern.regex.startswith("^"))
+                                           pattern.regex.startswith("^"),
+                                           is_generic(signature))
                 for literal in pattern.literals:
                     if literal not in literal_index:
                         literal_index[literal] = len(literals)
@@ -88,12 +98,17 @@ class Matcher:
         self.disabled: dict[str, str] = {}  # signature id -> why
         # candidates by the set of literals found, while no signature has run over
         self._candidates: dict[frozenset[int], list[CompiledPattern]] = {}
+        # (message, literal ids, line levels) -> what matching it gave, see MEMO_MAX_CHARS
+        self._memo: dict[tuple[str, frozenset[int], object], _Memo] = {}
 
     def candidates(self, text: str, literal_ids: Iterable[int] | None = None
                    ) -> list[CompiledPattern]:
         """Patterns whose literals occur in `text` (or the given literal ids), library order,
         except that signatures which ran over before come last; disabled ones are left out."""
-        ids = frozenset(self.scanner.present(text) if literal_ids is None else literal_ids)
+        return self._candidates_for(frozenset(
+            self.scanner.present(text) if literal_ids is None else literal_ids))
+
+    def _candidates_for(self, ids: frozenset[int]) -> list[CompiledPattern]:
         if self.timeouts or self.disabled:  # rare: order by what ran over, uncached
             return self._ordered_candidates(ids)
         found = self._candidates.get(ids)
@@ -113,7 +128,7 @@ class Matcher:
         if len(seen) == 1:
             return list(seen.values())
         order, suspects = self._order, self.timeouts
-        return sorted(seen.values(), key=lambda p: (p.signature.id in suspects,
+        return sorted(seen.values(), key=lambda p: (p.signature.id in suspects, p.generic,
                                                     order[p.signature.id], p.index))
 
     def match_record(self, record: Record, literal_ids: Iterable[int] | None = None
@@ -124,16 +139,44 @@ class Matcher:
         message = record.message
         if message.startswith(_REQUEST_CONTENT_PREFIXES):
             return []
+        ids = frozenset(self.scanner.present(message) if literal_ids is None else literal_ids)
+        key = None
+        if len(message) <= MEMO_MAX_CHARS and not (self.timeouts or self.disabled):
+            lines = record.lines
+            key = (message, ids,
+                   lines[0].level if len(lines) == 1 else tuple(ln.level for ln in lines))
+            known = self._memo.get(key)
+            if known is not None:
+                return [self._finding(sig, dict(captures), record, lines[index])
+                        for sig, captures, index in known]
+        findings, whole = self._search(record, message, self._candidates_for(ids))
+        if findings:
+            findings = settle_record(findings, record)
+        if key is not None and whole:
+            if len(self._memo) >= MEMO_ENTRIES:
+                self._memo.clear()
+            self._memo[key] = tuple((f.signature, dict(f.captures), _index_of(record, f.matched))
+                                    for f in findings)
+        return findings
+
+    def _search(self, record: Record, message: str, candidates: list[CompiledPattern]
+                ) -> tuple[list[Finding], bool]:
+        """The findings of every candidate pattern, and whether every one was tried to the
+        end (no budget ran out: only then is the outcome worth remembering)."""
         findings: list[Finding] = []
         done: set[str] = set()
+        whole = True
+        explained = False  # a specific cause found: the fallback rules would give way to it
         secrets: list[Span] | None = None  # the message's, found when a capture needs them
         looked = False
         budget_ends = time.thread_time() + self.timeout
         reserve_ends = budget_ends + self.timeout * RESERVE_SHARE
-        for pattern in self.candidates(message, literal_ids):
+        for pattern in candidates:
             signature = pattern.signature
             if signature.id in done or signature.id in self.disabled:
                 continue
+            if pattern.generic and explained:
+                continue  # settle_record would drop it
             try:
                 match = pattern.regex.search(message, timeout=_left(budget_ends,
                                                                     reserve_ends))
@@ -146,8 +189,9 @@ class Matcher:
                                                     secrets) for k in captures}
                     if not signature.conditions or signature.conditions_hold(captures):
                         findings.append(self._finding(signature, captures, record,
-                                                      match.start()))
+                                                      record.line_at(match.start())))
                         done.add(signature.id)
+                        explained = explained or _explains(signature)
                         break
                     # conditions failed: the next match further on may still qualify
                     start = max(match.end(), match.start() + 1)
@@ -159,9 +203,11 @@ class Matcher:
                                                  timeout=_left(budget_ends, reserve_ends))
             except _BudgetSpent:
                 self.skipped[signature.id] += 1
+                whole = False
             except TimeoutError:
                 self._ran_over(pattern)
-        return settle_record(findings, record) if findings else findings
+                whole = False
+        return findings, whole
 
     def _ran_over(self, pattern: CompiledPattern) -> None:
         signature = pattern.signature
@@ -181,14 +227,23 @@ class Matcher:
 
     @staticmethod
     def _finding(signature: Signature, captures: dict[str, str], record: Record,
-                 offset: int) -> Finding:
-        line = record.line_at(offset)
+                 line: ParsedLine) -> Finding:
         return Finding(
             signature=signature, captures=captures, source=line.source, lineno=line.lineno,
             record_lineno=record.lineno, record_last_lineno=record.last_lineno, kind=line.kind,
             process=record.process, pid=record.pid, rank=record.rank,
             time=line.time or record.time, record=record, matched=line,
         )
+
+
+def _explains(signature: Signature) -> bool:
+    """A finding that settle_record lets stand for its whole record, generic ones dropped."""
+    return (not is_generic(signature) and signature.severity_rank >= 1
+            and signature.category not in CONSEQUENCE_CATEGORIES)
+
+
+def _index_of(record: Record, line: ParsedLine | None) -> int:
+    return next((i for i, ln in enumerate(record.lines) if ln is line), 0)
 
 
 class _BudgetSpent(Exception):
