@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from logwatch.core import prefilter
-from logwatch.core.block_scan import BlockScanner
+from logwatch.core.block_scan import _REWRITTEN, BlockScanner
 from logwatch.core.library import Library
 from logwatch.scan.blocks import read_blocks
 from logwatch.scan.offline import resolve_inputs, scan_inputs
@@ -155,3 +155,20 @@ def test_two_processes_report_what_one_does(library: Library, tmp_path: Path,
         for key in ("lines", "bytes", "findings", "matched_lines"):
             assert two["stats"][key] == one["stats"][key], (seed, key)
     assert len(cuts) == 3 and all(cuts)
+
+
+@pytest.mark.parametrize("text", [
+    "\x1b[31mred", "a\\nb", "a\rb", "{'json': 1}", "`code`", "^[[31m", "x [0;31m red",
+    "[1m", "**bold**", "&lt;x&gt;", "&#39;", "&amp;", "<font color=red>", "</span>",
+    "<b>", "<STRONG>x"])
+def test_every_rewriting_trigger_makes_a_window_not_plain(text: str) -> None:
+    """The writer-token shortcut is only taken where unwrapping rewrites nothing."""
+    assert _REWRITTEN.search(f"(X pid=1) INFO 11-29 03:40:30 [a.py:1] {text}\n".encode())
+
+
+@pytest.mark.parametrize("text", [
+    "(X pid=1) INFO 11-29 03:40:30 [a.py:1] size [4, 5] *x & y < z^2 [12]",
+    "INFO:     10.0.0.1:5 - \"POST /v1/chat/completions HTTP/1.1\" 200 OK", "[m]", "a*b",
+    "&nbsp;", "<bold>", "x[0;31]"])
+def test_ordinary_lines_are_plain(text: str) -> None:
+    assert _REWRITTEN.search(text.encode()) is None
