@@ -48,7 +48,15 @@ def _traceback(rng: random.Random, ts: str, ranks: int) -> list[str]:
             body += ["ValueError: inner", "",
                      "The above exception was the direct cause of the following exception:",
                      "", "Traceback (most recent call last):", '  File "<frozen runpy>", line 1']
-        per_rank.append([head + text for text in [*body, error]])
+        lines = [head + text for text in [*body, error]]
+        if rng.random() < 0.2:  # the same writer logs elsewhere meanwhile: that splits it
+            lines.insert(rng.randint(1, len(lines) - 1),
+                         f"(Worker_TP{rank} pid={9100 + rank}) WARNING {ts} [other.py:5] "
+                         f"{rng.choice(('  indented note', 'Traceback (most recent call last):'))}")
+        if rng.random() < 0.1:  # one line with a prefix before its header
+            at = rng.randrange(len(lines))
+            lines[at] = "2026-11-29T10:00:00.000000000Z stdout F " + lines[at]
+        per_rank.append(lines)
     out = []
     while any(per_rank):
         lines = rng.choice([p for p in per_rank if p])

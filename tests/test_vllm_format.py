@@ -7,7 +7,13 @@ from datetime import datetime
 import pytest
 
 from logwatch.core.normalize import strip_colour, terminal_text, unwrap
-from logwatch.core.vllm_format import parse_line, process_role, rank_of
+from logwatch.core.vllm_format import (
+    parse_line,
+    parse_sibling,
+    plain_header,
+    process_role,
+    rank_of,
+)
 from logwatch.core.year_inference import closest_datetime
 
 REF = datetime(2026, 11, 29, 23, 0, 0)
@@ -228,3 +234,39 @@ def test_the_one_step_path_agrees_with_the_general_grammar(monkeypatch: pytest.M
     monkeypatch.setattr(vllm_format, "_PLAIN", re.compile(r"(?!)"))
     assert [parse(raw) for raw in lines] == fast
     assert sum(1 for line in fast if line.kind == "vllm") > 300
+
+
+_SIBLING_MESSAGES = [
+    "Traceback (most recent call last):", '  File "/x/vllm/a.py", line 3, in f', "",
+    "RuntimeError: boom [rank0]", "colour \x1b[31mred\x1b[0m", "stripped remnant [31mred[0m",
+    "carriage\rreturn", "Exception in worker VllmWorkerProcess while processing method "
+    "load_model: boom, Traceback (most recent call last):", "x [repeated 3x across cluster]",
+    "unicode é ✓", "  indented [1, 2]",
+]
+
+
+@pytest.mark.parametrize("message", _SIBLING_MESSAGES)
+def test_a_sibling_line_reads_as_parse_line_reads_it(message: str) -> None:
+    """The block scanner reads the other lines of a logger record from their message once
+    it knows their header; that must be what parsing them whole gives, or nothing."""
+    ref = datetime(2026, 11, 29)
+    template = parse_line("t", 1, "(Worker_TP3 pid=9103) ERROR 11-29 03:40:45 "
+                          "[multiproc_executor.py:631] Traceback (most recent call last):", ref)
+    header = plain_header(template)
+    assert header == "(Worker_TP3 pid=9103) ERROR 11-29 03:40:45 [multiproc_executor.py:631] "
+    raw = header + message
+    sibling = parse_sibling(template, header, 7, raw)
+    whole = parse_line("t", 7, raw, ref)
+    if sibling is None:  # what it leaves to parse_line is what parse_line reads otherwise
+        assert whole.kind != "vllm" or whole.repeated != 1 or "\r" in message \
+            or "\x1b" in message or "[31m" in message
+    else:
+        assert sibling == whole
+
+
+def test_only_the_plain_header_form_has_siblings() -> None:
+    ref = datetime(2026, 11, 29)
+    for raw in ("INFO 11-29 03:40:45 [a.py:1] no process prefix",
+                "2026-11-29T10:00:00Z stdout F (X pid=1) INFO 11-29 03:40:45 [a.py:1] docker",
+                "(X pid=1) INFO 11-29 03:40:45 [a.py:1] \x1b[31mcolour\x1b[0m"):
+        assert plain_header(parse_line("t", 1, raw, ref)) is None

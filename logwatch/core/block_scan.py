@@ -14,17 +14,24 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Final, Literal
 
-from logwatch.core.assemble import CHAIN_MARKERS, TRAILERS, Assembler, starts_traceback
+from logwatch.core.assemble import (
+    CHAIN_MARKERS,
+    QUIET_WRITER_LINES,
+    TRAILERS,
+    Assembler,
+    starts_traceback,
+)
 from logwatch.core.findings import Finding
 from logwatch.core.matcher import Matcher
 from logwatch.core.records import ParsedLine, Record
-from logwatch.core.vllm_format import parse_line
+from logwatch.core.vllm_format import parse_line, parse_sibling, plain_header
 
 CONTEXT_BEFORE = 200  # lines: interleaved tracebacks of 8 ranks, or one plus its raw copy
 CONTEXT_AFTER = 200
 INITIAL_CONTEXT = 4  # most hits are one-line records; widen only when the record may go on
 HEADER_SEARCH_BYTES = 16 << 10  # where a logger record's other lines would repeat its header
 MAX_SAME_HEADER_LINES = 64
+MAX_RUN_LINES = CONTEXT_BEFORE + CONTEXT_AFTER  # same-header lines of one record, at most
 # Messages that join a same-header neighbour into one record (see assemble._continues).
 _JOINING_STARTS = (b" ", b"\t", b"Traceback", b"The above exception", b"During handling", b"\r",
                    b"\n")
@@ -178,7 +185,9 @@ class BlockScanner:
             if isinstance(single, Record):  # proven alone: no other record overlaps it
                 self._held.extend(self._match([single], literals.get(hit[0])))
                 continue
-            record = self._record_around(lines, hit, forced)
+            record = self._header_run(lines, hit, forced)
+            if record is None:
+                record = self._record_around(lines, hit, forced)
             if record is None:
                 pending, holding = index, "record"
                 self._recheck = (hit[0], max(2 * (last_line - hit[0]), INITIAL_CONTEXT))
@@ -254,6 +263,71 @@ class BlockScanner:
                 before = min(before * 4, CONTEXT_BEFORE)
             if widen_after:
                 after = min(after * 4, CONTEXT_AFTER)
+
+    def _header_run(self, lines: _Lines, hit: tuple[int, int], final: bool) -> Record | None:
+        """Fast path for a logger record of several lines (a traceback logged line by line):
+        only lines with the hit line's exact header can join it, so the record is assembled
+        from those alone, each read from its message without the header regex. None when
+        unsure, and _record_around decides: a header not at a line start, a same-header line
+        within reach beyond what is at hand or beyond the context, or a line of the same
+        writer between them (it could split the record)."""
+        line = lines.get(hit[0], hit)
+        located = _header_bytes(line)
+        if located is None or located[1] != 0:
+            return None
+        header_bytes = located[0]
+        header = plain_header(line)
+        if header is None or len(header) != len(line.raw) - len(line.message):
+            return None
+        tokens = _writer_tokens(line)
+        buf, width = lines.buf, len(header_bytes)
+        starts = [hit[1]]
+        while len(starts) <= MAX_RUN_LINES:  # earlier lines, each within reach of the next
+            floor = starts[-1] - HEADER_SEARCH_BYTES
+            if floor < 0 and lines.first > 1:
+                return None
+            found = buf.rfind(header_bytes, max(floor, 0), starts[-1])
+            if found < 0:
+                break
+            starts.append(found)
+        starts.reverse()
+        while len(starts) <= MAX_RUN_LINES:  # later lines, likewise
+            after = starts[-1] + width + 1
+            ceiling = after + HEADER_SEARCH_BYTES
+            if ceiling > len(buf) and not lines.final:
+                return None
+            found = buf.find(header_bytes, after, min(ceiling, len(buf)))
+            if found < 0:
+                break
+            starts.append(found)
+        if len(starts) > MAX_RUN_LINES or len(starts) == 1:
+            return None  # alone: _single_line_record said something may join after all
+        numbers = [0] * len(starts)
+        index = starts.index(hit[1])
+        numbers[index] = hit[0]
+        for i in range(index + 1, len(starts)):
+            numbers[i] = numbers[i - 1] + buf.count(b"\n", starts[i - 1], starts[i])
+        for i in range(index - 1, -1, -1):
+            numbers[i] = numbers[i + 1] - buf.count(b"\n", starts[i], starts[i + 1])
+        if (numbers[0] < max(lines.first, hit[0] - CONTEXT_BEFORE)
+                or numbers[-1] > min(lines.last, hit[0] + CONTEXT_AFTER)):
+            return None
+        run: list[ParsedLine] = []
+        for i, (number, start) in enumerate(zip(numbers, starts, strict=True)):
+            if start > 0 and buf[start - 1] != 0x0A:
+                return None  # the header inside another line, or after a prefix
+            if i and number - numbers[i - 1] > 1:  # other lines between: none of this writer
+                gap_start = buf.find(b"\n", starts[i - 1]) + 1
+                if number - numbers[i - 1] > QUIET_WRITER_LINES or not tokens or all(
+                        buf.find(token, gap_start, start) >= 0 for token in tokens):
+                    return None
+            sibling = line if number == hit[0] else lines.sibling(number, start, line, header)
+            if sibling is None:
+                return None
+            run.append(sibling)
+        assembler = Assembler(ordered=False)
+        records = [r for ln in run for r in assembler.feed(ln)] + assembler.flush()
+        return next(r for r in records if any(ln.lineno == hit[0] for ln in r.lines))
 
     def _single_line_record(self, lines: _Lines, hit: tuple[int, int],
                             final: bool) -> Record | str | None:
@@ -371,6 +445,25 @@ class _Lines:
             return True
         start, end = self._offset(lineno, anchor), self._end(lineno, anchor)
         return all(self.buf.find(token, start, end) >= 0 for token in tokens)
+
+    def sibling(self, lineno: int, start: int, template: ParsedLine, header: str
+                ) -> ParsedLine | None:
+        """Line `lineno`, starting at `start` with `template`'s plain header, read as
+        parse_line would (vllm_format.parse_sibling); None for a line it cannot read so."""
+        line = self._cache.get(lineno)
+        if line is not None:
+            return line
+        end = self.buf.find(b"\n", start)
+        end = len(self.buf) if end < 0 else end
+        if end - start > MAX_PARSED_LINE:
+            return None
+        self._starts[lineno], self._starts[lineno + 1] = start, end + 1
+        line = parse_sibling(template, header, lineno, self.scanner._decode(self.buf[start:end]))
+        if line is not None:
+            self.parsed += 1
+            if lineno <= self.last and (self.final or end < len(self.buf)):
+                self._cache[lineno] = line
+        return line
 
     def get(self, lineno: int, anchor: tuple[int, int]) -> ParsedLine:
         line = self._cache.get(lineno)

@@ -103,6 +103,31 @@ def _parse_json_line(text: str) -> dict[str, object] | None:
     return None
 
 
+def plain_header(line: ParsedLine) -> str | None:
+    """The header of a line in the common modern form that `parse_line` reads in one step
+    (`(Name pid=N) LEVEL MM-DD HH:MM:SS [file:line] `), up to its message; else None."""
+    plain = _PLAIN.fullmatch(line.raw) if line.raw[:1] == "(" else None
+    if plain is None or plain.group("msg").endswith("across cluster]") or (
+            "[" in plain.group("msg") and _looks_coloured(line.raw)):
+        return None
+    return line.raw[:plain.start("msg")]
+
+
+def parse_sibling(template: ParsedLine, header: str, lineno: int, raw: str) -> ParsedLine | None:
+    """What `parse_line` gives for `raw`, a line that starts with `header`, the plain header
+    of `template` (see plain_header): the same fields but the message, found without a
+    regex. None when the rest is not read by that form (a carriage return, colour)."""
+    message = raw[len(header):]
+    if ("\r" in message or "\x1b" in message or message.endswith("across cluster]")
+            or ("[" in message and _looks_coloured(raw))):
+        return None
+    t = template
+    return ParsedLine(source=t.source, lineno=lineno, raw=raw,
+                      message=split_embedded(message), kind="vllm", process=t.process,
+                      pid=t.pid, rank=t.rank, level=t.level, vllm_time=t.vllm_time,
+                      logger_file=t.logger_file, logger_line=t.logger_line, time=t.time)
+
+
 def parse_line(source: str, lineno: int, raw: str, reference: datetime) -> ParsedLine:
     """Unwrap and parse one physical line. `reference` anchors year inference."""
     plain = _PLAIN.fullmatch(raw) if raw[:1] == "(" else None
