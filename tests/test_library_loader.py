@@ -2,12 +2,17 @@
 
 from __future__ import annotations
 
+from datetime import datetime
 from pathlib import Path
 
 import pytest
+import regex
 
-from logwatch.core.library import LibraryError, load_library
-from logwatch.library.files import load_signature_dirs
+from logwatch.core.assemble import assemble
+from logwatch.core.library import _GROUP_NAME, LibraryError, load_library
+from logwatch.core.matcher import Matcher
+from logwatch.core.vllm_format import parse_line
+from logwatch.library.files import load_signature_dirs, read_library
 
 HEADER = ("signatures/library.toml", 'version = "1.2.3"\n[[changelog]]\nversion = "1.2.3"\n'
           'date = "2026-11-29"\nchanges = ["x"]\n')
@@ -221,3 +226,25 @@ def test_an_anchored_pattern_continues_on_the_next_line_of_a_record() -> None:
                         parse_line("t", 2, "boom 9", reference)])
     (finding,) = matcher.match_record(two_lines)
     assert (finding.captures, finding.lineno) == ({"n": "9"}, 2)
+
+
+def test_a_vetted_library_loads_the_same_without_compiling_and_compiles_on_use() -> None:
+    """A library whose texts passed the check before loads without compiling any pattern
+    (a millisecond each), reads the same capture names from the pattern texts, and the
+    matcher compiles only the patterns an input's literals ask for."""
+    texts = read_library()
+    checked = load_library(*texts)
+    regex.purge()
+    vetted = load_library(*texts, check=False, vetted=True)
+    assert vetted.signatures == checked.signatures
+    for signature in checked.signatures:
+        for pattern in signature.patterns:
+            named = set(regex.compile(pattern.regex).groupindex)
+            assert set(_GROUP_NAME.findall(pattern.regex)) == named, signature.id
+    matcher = Matcher(vetted.signatures)
+    assert not any(p._compiled for bucket in matcher._by_literal for p in bucket)
+    (record,) = assemble([parse_line("t", 1, "RuntimeError: size_n = 40 is not divisible by "
+                                     "tile_n_size = 64", datetime(2026, 11, 29))])
+    assert [f.signature.id for f in matcher.match_record(record)] == ["marlin.repack_tile_n"]
+    compiled = {p.signature.id for bucket in matcher._by_literal for p in bucket if p._compiled}
+    assert "marlin.repack_tile_n" in compiled and len(compiled) < 10

@@ -45,6 +45,8 @@ EXAMPLE_KEYS = ("text", "captures")
 LIBRARY_KEYS = ("version", "changelog")
 CHANGELOG_KEYS = ("version", "date", "changes")
 _ID = re.compile(r"[a-z][a-z0-9_]*(?:\.[a-z0-9_]+)+")
+# A named group in a pattern already known to compile (see parse_signature).
+_GROUP_NAME = re.compile(r"\(\?P?<([A-Za-z_]\w*)>")  # (?P<n>...) or (?<n>...)
 _SEMVER = re.compile(r"\d+\.\d+\.\d+(?:-[0-9A-Za-z.-]+)?")
 EXAMPLE_REFERENCE_TIME = datetime(2026, 6, 1)
 
@@ -176,8 +178,13 @@ class _Checker:
         return value  # type: ignore[no-any-return]
 
 
-def parse_signature(path: str, text: str) -> tuple[Signature | None, list[Problem]]:
-    """Parse and validate one signature file (examples are checked separately)."""
+def parse_signature(path: str, text: str, compile_patterns: bool = True
+                    ) -> tuple[Signature | None, list[Problem]]:
+    """Parse and validate one signature file (examples are checked separately).
+
+    `compile_patterns=False` for a text that passed this check before (library.vetted):
+    its capture names are then read from the pattern's text, and the matcher compiles a
+    pattern when it first needs it."""
     check = _Checker(path, text)
     try:
         data = tomllib.loads(text)
@@ -210,12 +217,16 @@ def parse_signature(path: str, text: str) -> tuple[Signature | None, list[Proble
         literals = check.typed(raw, "literals", list, f"pattern {i + 1}", "patterns", i)
         if source is None or literals is None:
             continue
-        try:
-            compiled = regex.compile(source, regex.MULTILINE)
-        except regex.error as exc:
-            check.add(f"pattern {i + 1} is not a valid regex: {exc}", "regex", "patterns", i)
-            continue
-        groups.update(compiled.groupindex)
+        if not compile_patterns:
+            groups.update(_GROUP_NAME.findall(source))
+        else:
+            try:
+                compiled = regex.compile(source, regex.MULTILINE)
+            except regex.error as exc:
+                check.add(f"pattern {i + 1} is not a valid regex: {exc}", "regex", "patterns",
+                          i)
+                continue
+            groups.update(compiled.groupindex)
         if not literals or not all(isinstance(x, str) and x and "\n" not in x
                                    for x in literals):
             check.add(f"pattern {i + 1} needs a non-empty list of one-line literal strings",
@@ -418,12 +429,15 @@ def parse_library_header(path: str, text: str) -> tuple[str, tuple[dict[str, Any
 
 
 def load_library(header: tuple[str, str], layers: Sequence[Sequence[tuple[str, str]]],
-                 check: bool = True, progress: Progress = no_progress) -> Library:
+                 check: bool = True, progress: Progress = no_progress,
+                 vetted: bool = False) -> Library:
     """Build a library from `library.toml` and layers of signature files given as (path, text).
 
     A later layer overrides an earlier one signature by signature (site signatures over the
     shipped library); within one layer an id may appear only once. `progress` is told each
     step before it starts (a caller bounding the load in time names the one that ran over).
+    `vetted`: these exact texts passed the whole check before, so patterns are not compiled
+    here (see parse_signature).
     """
     version, changelog, problems = parse_library_header(*header)
     by_id: dict[str, Signature] = {}
@@ -434,7 +448,7 @@ def load_library(header: tuple[str, str], layers: Sequence[Sequence[tuple[str, s
         for path, text in files:
             sources.append(path)
             progress(Step(path, None, "reading it and compiling its patterns"))
-            signature, file_problems = parse_signature(path, text)
+            signature, file_problems = parse_signature(path, text, not vetted)
             problems.extend(file_problems)
             if signature is None:
                 continue

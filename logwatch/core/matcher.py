@@ -45,13 +45,23 @@ MEMO_ENTRIES = 512
 _Memo = tuple[tuple[Signature, dict[str, str], int], ...]
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True, eq=False)
 class CompiledPattern:
+    """One pattern of the library, compiled when first tried: a scan compiles the few that
+    its input's literals ask for, not all of them (compiling one takes about a millisecond)."""
+
     signature: Signature
     index: int
-    regex: regex.Pattern[str]
+    source: str
     line_anchored: bool  # starts with `^`: later matches can only start on a later line
     generic: bool  # a fallback rule: tried last, and not at all once a cause is found
+    _compiled: regex.Pattern[str] | None = None
+
+    @property
+    def regex(self) -> regex.Pattern[str]:
+        if self._compiled is None:
+            self._compiled = compile_pattern(self.source)
+        return self._compiled
 
 
 def compile_pattern(text: str) -> regex.Pattern[str]:
@@ -78,7 +88,7 @@ class Matcher:
         self._by_literal: list[list[CompiledPattern]] = []
         for signature in self.signatures:
             for index, pattern in enumerate(signature.patterns):
-                compiled = CompiledPattern(signature, index, compile_pattern(pattern.regex),
+                compiled = CompiledPattern(signature, index, pattern.regex,
                                            pattern.regex.startswith("^"),
                                            is_generic(signature))
                 for literal in pattern.literals:

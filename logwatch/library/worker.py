@@ -61,7 +61,7 @@ def load_bounded(extra: Sequence[Path] = (), base: Path | None = None, check: bo
     cache = cache or VettedCache()
     digest = library_digest(texts)
     if cache.holds(digest):
-        return load_library(*texts, check=False)
+        return load_library(*texts, check=False, vetted=True)
     library = run_bounded(_load, (texts, True), deadline)
     cache.add(digest)
     return library
