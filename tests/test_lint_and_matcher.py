@@ -175,3 +175,32 @@ def test_fallback_rules_are_not_tried_once_a_cause_is_found(library: Library) ->
     found = matcher.match_record(record)
     assert [f.signature.id for f in found] == ["weights.tensor_size_mismatch"]
     assert any(p.generic for p in matcher.candidates(record.message))
+
+
+def test_fast_init_builds_what_the_dataclass_init_builds() -> None:
+    """ParsedLine and Finding are made once per line and finding, by a quicker __init__:
+    the same fields, defaults and errors, and still frozen."""
+    import dataclasses
+
+    from logwatch.core.fast_init import fast_init
+
+    @dataclasses.dataclass(frozen=True, slots=True)
+    class Plain:
+        a: int
+        b: str = "x"
+        c: tuple[int, ...] = ()
+
+    Quick = fast_init(dataclasses.dataclass(frozen=True, slots=True)(
+        type("Quick", (), {"__annotations__": {"a": "int", "b": "str", "c": "tuple[int, ...]"},
+                           "b": "x", "c": ()})))
+    for args, kwargs in (((1,), {}), ((1, "y"), {}), ((1,), {"c": (2,)}), ((), {"a": 3})):
+        assert dataclasses.astuple(Quick(*args, **kwargs)) == dataclasses.astuple(
+            Plain(*args, **kwargs))
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        Quick(1).a = 2  # type: ignore[misc]
+    with pytest.raises(TypeError):
+        Quick()
+    with pytest.raises(TypeError):
+        fast_init(dataclasses.dataclass(frozen=True, slots=True)(type("Bad", (), {
+            "__annotations__": {"a": "list[int]"},
+            "a": dataclasses.field(default_factory=list)})))

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime
 
+from logwatch.core.fast_init import fast_init
 from logwatch.core.normalize import strip_colour, terminal_text
 from logwatch.core.records import ParsedLine, Record
 from logwatch.core.redact import redact
@@ -22,6 +23,7 @@ class Evidence:
     text: str
 
 
+@fast_init
 @dataclass(frozen=True, slots=True)
 class Finding:
     signature: Signature

@@ -5,6 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from datetime import datetime
 
+from logwatch.core.fast_init import fast_init
+
 
 @dataclass(frozen=True, slots=True)
 class Line:
@@ -15,6 +17,7 @@ class Line:
     text: str
 
 
+@fast_init
 @dataclass(frozen=True, slots=True)
 class ParsedLine:
     """A physical line with its wrappers removed and its vLLM header (if any) parsed."""
