@@ -14,7 +14,6 @@ import os
 import pickle
 import tempfile
 from collections.abc import Callable, Iterator
-from dataclasses import replace
 from datetime import datetime
 from typing import IO, BinaryIO
 
@@ -27,6 +26,7 @@ from logwatch.core.block_scan import (
 )
 from logwatch.core.findings import Finding
 from logwatch.core.matcher import Matcher
+from logwatch.core.signature import Signature
 from logwatch.scan.blocks import read_blocks
 
 SPLIT_MIN_BYTES = 64 << 20  # below this a second process costs more than it saves
@@ -128,9 +128,26 @@ def _second_half(path: str, matcher: Matcher, label: str, reference: datetime,
         spool.flush()
 
 
+class _Pickler(pickle.Pickler):
+    """Signatures go by id (the parent has them all): a finding then pickles as its own
+    fields, and the parent's findings share its signature objects."""
+
+    def persistent_id(self, obj: object) -> str | None:
+        return obj.id if isinstance(obj, Signature) else None
+
+
+class _Unpickler(pickle.Unpickler):
+    def __init__(self, spool: IO[bytes], signatures: dict[str, Signature]) -> None:
+        super().__init__(spool)
+        self.signatures = signatures
+
+    def persistent_load(self, pid: object) -> Signature:
+        return self.signatures[str(pid)]
+
+
 def _spool(spool: IO[bytes], findings: list[Finding]) -> None:
     if findings:
-        pickle.dump(("findings", findings), spool, pickle.HIGHEST_PROTOCOL)
+        _Pickler(spool, pickle.HIGHEST_PROTOCOL).dump(("findings", findings))
 
 
 def scan_split(path: str, matcher: Matcher, label: str, reference: datetime, size: int,
@@ -184,10 +201,9 @@ def _merge_second(spool: IO[bytes], matcher: Matcher, record: Callable[[list[Fin
                   first: ScanStats, size: int) -> ScanStats:
     signatures = {s.id: s for s in matcher.signatures}
     while True:
-        kind, *rest = pickle.load(spool)
+        kind, *rest = _Unpickler(spool, signatures).load()
         if kind == "findings":
-            # the child's copies of each signature, swapped for this process's own
-            record([replace(f, signature=signatures[f.signature.id]) for f in rest[0]])
+            record(rest[0])
             continue
         second, timeouts, disabled = rest
         matcher.timeouts.update(timeouts)
