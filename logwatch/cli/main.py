@@ -219,7 +219,7 @@ def _cmd_scan(args: argparse.Namespace) -> int:
         print("logwatch: stdin (-) can be given once", file=sys.stderr)
         return EXIT_USAGE
     library = _load(args)
-    if args.db:  # DuckDB loads only for a scan that records, after it (see write_scan)
+    if args.db:  # DuckDB loads only for a scan that records, after it
         from logwatch.store.record import ScanRecorder
     from logwatch.store.errors import DatabaseError
 

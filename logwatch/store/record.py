@@ -46,7 +46,8 @@ class _Source:
 RECORD_BATCH = 2_000
 # ...and go into DuckDB this many rows to an INSERT: each column travels as one list
 # parameter, which DuckDB converts value by value, so a statement's memory grows with its
-# rows (10,000 a statement: tens of MiB that the process keeps; 2,000: a few, as fast).
+# rows (measured with scan_settings, 52,000 findings: +59 MiB at 10,000 rows a statement,
+# +34 MiB at 1,000 or 2,000, in the same time).
 INSERT_ROWS = 2_000
 
 
