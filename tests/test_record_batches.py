@@ -120,3 +120,19 @@ def test_a_scan_that_records_loads_duckdb_only_to_write() -> None:
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          check=True, cwd=ROOT)
     assert out.stdout.strip() == "False"
+
+
+def test_a_write_that_outgrows_the_scan_limit_is_done_again_without_it(
+        tmp_path: Path, library: Library) -> None:
+    # scan_settings estimates what the transaction needs; an estimate too small must cost
+    # memory, not the record (1 MB: the first INSERT of findings runs out)
+    recorder = ScanRecorder(batch_size=5)
+    report = scan_inputs(resolve_inputs([str(DEMO)]), library, recorder=recorder)
+    with open_store(tmp_path / "h.duckdb", settings=scan_settings(recorder.findings)) as store:
+        store.con.execute("SET memory_limit = '1MB'")
+        added = recorder.write(store, report)
+        limit = store.query("SELECT current_setting('memory_limit')")[0][0]
+        stored = store.query("SELECT count(*) FROM findings")[0][0]
+    assert added["findings"] == stored == 32 and added["incidents"] > 0
+    assert limit != "976.5 KiB"  # done again without the limit
+    assert recorder.findings == 0 and list(recorder._batches()) == []

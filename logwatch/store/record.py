@@ -144,15 +144,25 @@ class ScanRecorder:
 
     def write(self, store: Store, report: dict[str, Any]) -> dict[str, int]:
         """Store everything; returns how many new rows each table gained. A DuckDB error
-        (a damaged file, a full disk) rolls it all back and raises DatabaseError."""
+        (a damaged file, a full disk) rolls it all back and raises DatabaseError. One that
+        ran out of the connection's memory limit (scan_settings, an estimate) is tried once
+        more without the limit: a scan is recorded at the cost of memory, never lost to it."""
         import duckdb
 
         from logwatch.store.db import database_error
 
         try:
+            try:
+                return self._write(store, report)
+            except duckdb.Error as exc:
+                if not out_of_memory(exc) or "memory_limit" not in (store.config or {}):
+                    raise
+            store.con.execute("RESET memory_limit")
             return self._write(store, report)
         except duckdb.Error as exc:
             raise database_error(store.path, exc, "recording the scan") from exc
+        finally:
+            self.close()
 
     def _write(self, store: Store, report: dict[str, Any]) -> dict[str, int]:
         import duckdb
@@ -248,8 +258,6 @@ class ScanRecorder:
             with contextlib.suppress(duckdb.Error):
                 store.con.execute("ROLLBACK")
             raise
-        finally:
-            self.close()
         after = _counts(store)
         return {table: after[table] - before[table] for table in after}
 
@@ -264,6 +272,16 @@ class ScanRecorder:
                 "snapshot_hash": self.snapshot_at(f.source_label, f.line), "time": f.time,
                 "process": f.process, "pid": f.pid, "rank": f.rank, "captures": f.captures,
                 "text": f.text}
+
+
+def out_of_memory(exc: BaseException) -> bool:
+    """DuckDB ran out of its memory limit: in a statement, or in the commit (which reports it
+    as a failed commit)."""
+    import duckdb
+
+    text = str(exc).lower()
+    return isinstance(exc, duckdb.OutOfMemoryException) or (
+        isinstance(exc, duckdb.TransactionException) and "could not allocate" in text)
 
 
 def _time(text: str | None) -> datetime | None:
