@@ -175,8 +175,12 @@ def main() -> int:
 
     db_run = timed([*lw, "--db", str(workdir / "history.duckdb"), str(logs["dense"])])
     rss.append(db_run.rss_kib)
+    # what DuckDB itself costs any process that opens it (its code, touched as it starts)
+    duckdb_only = timed([sys.executable, "-c",
+                         "import duckdb; duckdb.connect().execute('SELECT 1').fetchall()"])
     print(f"dense mix with --db: {sizes['dense'] / db_run.wall:.1f} MB/s, "
-          f"peak RSS {db_run.rss_kib / 1024:.0f} MiB")
+          f"peak RSS {db_run.rss_kib / 1024:.0f} MiB (a process that only opens DuckDB: "
+          f"{duckdb_only.rss_kib / 1024:.0f} MiB)")
     help_time, help_cpu, bare = help_ms(5)
     print(f"logwatch --help: {help_time:.0f} ms, {help_cpu:.0f} ms CPU (best of 5; python -c "
           f"pass: {bare:.0f} ms)")

@@ -219,12 +219,13 @@ def _cmd_scan(args: argparse.Namespace) -> int:
         print("logwatch: stdin (-) can be given once", file=sys.stderr)
         return EXIT_USAGE
     library = _load(args)
-    if args.db:  # DuckDB loads only for a scan that records
-        from logwatch.store.db import open_store
+    if args.db:  # DuckDB loads only for a scan that records, after it
         from logwatch.store.record import ScanRecorder
     from logwatch.store.errors import DatabaseError
 
     if args.db and Path(args.db).exists():
+        from logwatch.store.db import open_store
+
         try:  # a damaged or locked history is refused now, not after a long scan
             open_store(args.db).close()
         except DatabaseError as exc:
@@ -240,11 +241,13 @@ def _cmd_scan(args: argparse.Namespace) -> int:
         return EXIT_USAGE
     not_recorded = None  # the report is printed all the same: a scan's findings are not lost
     if recorder is not None:
-        from logwatch.store.db import keep_files_private
+        from logwatch.scan.blocks import release_freed_blocks
+        from logwatch.store.db import keep_files_private, open_store, scan_settings
 
+        release_freed_blocks()  # the scan's blocks, before DuckDB loads
         keep_files_private()
         try:
-            with open_store(args.db) as store:
+            with open_store(args.db, settings=scan_settings(recorder.findings)) as store:
                 added = recorder.write(store, report)
         except DatabaseError as exc:
             not_recorded = exc
