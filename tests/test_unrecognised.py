@@ -3,15 +3,14 @@ exits non-zero — each is reported as what it is, by the scan, `run` and the da
 
 from __future__ import annotations
 
+import io
 import json
 import shutil
 import subprocess
 import sys
+from datetime import datetime
 from pathlib import Path
 from typing import Any
-
-import io
-from datetime import datetime
 
 import duckdb
 import pytest
