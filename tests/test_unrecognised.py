@@ -163,6 +163,19 @@ def test_error_records_by_their_level_alone_in_both_scan_paths(library: Library)
         assert error_line_findings(library, data, full=False, block=block) == found, block
 
 
+def test_a_lone_traceback_header_at_error_is_no_error_line(library: Library) -> None:
+    # the traceback itself went to stderr: its exception is the finding, not the header
+    stderr = KEYERROR_LOG.replace(HEAD, "").split("\n", 1)[1]  # from its Traceback line on
+    data = (VERSION_LINE + "(APIServer pid=1) ERROR 03-01 20:10:41 [api_server.py:1800] "
+            "Traceback (most recent call last):\n" + stderr).encode()
+    for full in (True, False):
+        matcher = roomy_matcher(library, "python")
+        scanner = BlockScanner(matcher, "t", datetime(2026, 3, 2), full=full)
+        found = scanner.feed(data) + scanner.finish()
+        assert [(f.signature.id, f.lineno) for f in found if f.signature.severity != "info"] \
+            == [("generic.uncaught_exception", 10)], full
+
+
 def test_an_error_line_while_serving_is_an_error_not_a_failure(tmp_path: Path) -> None:
     log = tmp_path / "vllm.log"
     log.write_text((SAMPLES / "healthy_033_startup.log").read_text()

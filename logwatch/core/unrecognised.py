@@ -17,7 +17,7 @@ from collections.abc import Sequence
 from dataclasses import replace
 from datetime import datetime
 
-from logwatch.core.assemble import starts_traceback
+from logwatch.core.assemble import TRACEBACK_START, starts_traceback
 from logwatch.core.findings import Finding
 from logwatch.core.incidents import CONSEQUENCE_CATEGORIES, FALLBACK_CATEGORY, Incident
 from logwatch.core.launches import FAILED, SERVING, STOPPED, Launch
@@ -78,7 +78,10 @@ def _holds(finding: Finding, record: Record) -> bool:
         return level not in QUIET_LEVELS and any(
             starts_traceback(ln.message) for ln in record.lines if ln.lineno < finding.lineno)
     if finding.signature.id == ERROR_LINE:
-        return finding.matched.level in ERROR_LEVELS
+        # a traceback's first line alone says only that one follows, printed elsewhere (to
+        # stderr, where the exception's own rule reads it)
+        return finding.matched.level in ERROR_LEVELS and not (
+            len(record.lines) == 1 and record.first.message.startswith(TRACEBACK_START))
     return True
 
 
