@@ -136,6 +136,7 @@ ERROR_RECORDS = "".join(line + "\n" for line in (
     "(APIServer pid=1) WARNING 03-01 20:10:45 [frob.py:12] Zorblax planner gave up on shard 4",
     "E0301 20:10:46.123456 77 frob.cc:12] Zorblax gave up",
     "E0301 20:10:47.123456 77 frob.cc:12] Frobnication failed on shard 6",
+    "(EngineCore_DP0 pid=9) ERROR 03-01 20:10:48 [frob.py:20]     zorblax_frame(shard=3)",
 ))
 
 
@@ -154,7 +155,8 @@ def test_error_records_by_their_level_alone_in_both_scan_paths(library: Library)
     found = error_line_findings(library, data, full=True, block=1 << 20)
     # the record's first line, whatever its indented lines say; the message cut at 500
     # characters, its secret masked; a user's prompt, a warning and a glog line that says
-    # no error word are not errors of vLLM (glog's E names no level word the prefilter sees)
+    # no error word are not errors of vLLM (glog's E names no level word the prefilter sees),
+    # nor is an indented line heading a record (a cut traceback: its head not at hand)
     assert [f[:3] for f in found] == [(2, 2, 4), (5, 5, 5), (9, 9, 9)]
     said = "Zorblax token hf_AbCdEfGhIjKlMnOpQrStUvWxYz012345 refused: "
     assert found[1][3] == {"message": "Zorblax token *** refused: " + "z" * (500 - len(said))}

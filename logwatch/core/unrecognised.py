@@ -78,10 +78,13 @@ def _holds(finding: Finding, record: Record) -> bool:
         return level not in QUIET_LEVELS and any(
             starts_traceback(ln.message) for ln in record.lines if ln.lineno < finding.lineno)
     if finding.signature.id == ERROR_LINE:
-        # a traceback's first line alone says only that one follows, printed elsewhere (to
-        # stderr, where the exception's own rule reads it)
-        return finding.matched.level in ERROR_LEVELS and not (
-            len(record.lines) == 1 and record.first.message.startswith(TRACEBACK_START))
+        # An indented line continues a record (a traceback's frame, a message's next line):
+        # one that heads a record is the part after a cut, such as a daemon's resume point.
+        # A traceback's first line alone says only that one follows, printed elsewhere (to
+        # stderr, where the exception's own rule reads it).
+        message = finding.matched.message
+        return (finding.matched.level in ERROR_LEVELS and message[:1] not in (" ", "\t")
+                and not (len(record.lines) == 1 and message.startswith(TRACEBACK_START)))
     return True
 
 
