@@ -17,7 +17,7 @@ from logwatch.core.normalize import strip_colour
 from logwatch.core.pasted import split_embedded
 from logwatch.core.records import ParsedLine, Record
 
-TRACEBACK_START = "Traceback (most recent call last):"
+_TB_START = "Traceback (most recent call last):"
 CHAIN_MARKERS = ("The above exception was the direct cause",
                  "During handling of the above exception")
 # Lines torch and CUDA print after an exception line, still part of the same report.
@@ -41,7 +41,7 @@ class _Open:
 
 
 def starts_traceback(message: str) -> bool:
-    return message.startswith(TRACEBACK_START) or message.endswith(TRACEBACK_START)
+    return message.startswith(_TB_START) or message.endswith(_TB_START)
 
 
 def _state_after_first(line: ParsedLine) -> str:

@@ -17,7 +17,7 @@ from collections.abc import Sequence
 from dataclasses import replace
 from datetime import datetime
 
-from logwatch.core.assemble import TRACEBACK_START, starts_traceback
+from logwatch.core.assemble import starts_traceback
 from logwatch.core.findings import Finding
 from logwatch.core.incidents import CONSEQUENCE_CATEGORIES, FALLBACK_CATEGORY, Incident
 from logwatch.core.launches import FAILED, SERVING, STOPPED, Launch
@@ -78,13 +78,13 @@ def _holds(finding: Finding, record: Record) -> bool:
         return level not in QUIET_LEVELS and any(
             starts_traceback(ln.message) for ln in record.lines if ln.lineno < finding.lineno)
     if finding.signature.id == ERROR_LINE:
-        # An indented line continues a record (a traceback's frame, a message's next line):
-        # one that heads a record is the part after a cut, such as a daemon's resume point.
-        # A traceback's first line alone says only that one follows, printed elsewhere (to
-        # stderr, where the exception's own rule reads it).
+        # Not an indented line: it continues a record (a traceback's frame, a message's next
+        # line), and one that heads a record is the part after a cut, such as a daemon's
+        # resume point. Not a traceback's first line: the exception ending it is the error
+        # (UNCAUGHT's), and a traceback cut short or printed elsewhere has none here.
         message = finding.matched.message
         return (finding.matched.level in ERROR_LEVELS and message[:1] not in (" ", "\t")
-                and not (len(record.lines) == 1 and message.startswith(TRACEBACK_START)))
+                and not starts_traceback(message))
     return True
 
 
