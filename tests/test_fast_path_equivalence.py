@@ -1,9 +1,10 @@
 """The prefiltered scan's fast paths give what the straightforward per-line pipeline gives.
 
 A generated failure-dense log (interleaved worker tracebacks, raw stderr copies, same-second
-bursts of one header, every sample log's formats) is scanned both ways, in blocks cut so that
-hits and tracebacks straddle block boundaries: same findings, line numbers, record spans and
-captures, and the same incidents in the report.
+bursts of one header, ERROR and CRITICAL records known by their level alone, every sample log's
+formats) is scanned both ways, in blocks cut so that hits and tracebacks straddle block
+boundaries: same findings, line numbers, record spans and captures, and the same incidents in
+the report.
 """
 
 from __future__ import annotations
@@ -67,6 +68,20 @@ def _traceback(rng: random.Random, ts: str, ranks: int) -> list[str]:
     return out
 
 
+def _level_only_errors(rng: random.Random, ts: str) -> list[str]:
+    """ERROR and CRITICAL records whose words say nothing of an error: only the header's
+    level, which the prefilter reads in the raw line and the matcher in the parsed one."""
+    level = rng.choice(("ERROR", "CRITICAL"))
+    head = f"(APIServer pid=7001) {level} {ts} [frob.py:{rng.randint(1, 3)}] "
+    lines = [head + f"Zorblax planner gave up on shard {rng.randint(0, 7)}"]
+    if rng.random() < 0.5:  # a multi-line record: indented lines under the same header
+        lines[0] += ":"
+        lines += [head + f"  shard {n} still frobbed" for n in range(rng.randint(1, 3))]
+    if rng.random() < 0.3:  # ... or indented lines of the unprefixed stream
+        lines += [f"    zorblax slot {n}" for n in range(rng.randint(1, 3))]
+    return lines
+
+
 def generated_log(seed: int, events: int) -> bytes:
     rng = random.Random(seed)
     # each sample once: a copy of one repeats its headers, and the full pipeline joins a
@@ -92,9 +107,11 @@ def generated_log(seed: int, events: int) -> bytes:
             out += _traceback(rng, ts, rng.choice((1, 1, 2, 4, 8)))
         elif kind < 0.85 and samples:
             out += samples.pop().splitlines()
-        else:
+        elif kind < 0.92:
             out.append(f"(EngineCore_DP0 pid=8000) ERROR {ts} [core.py:700] EngineCore "
                        f"failed to start.")
+        else:
+            out += _level_only_errors(rng, ts)
     return ("\n".join(out) + "\n").encode()
 
 
@@ -117,6 +134,8 @@ def test_fast_paths_equal_the_full_pipeline_across_block_boundaries(library: Lib
     reference = spans(data, library, 8 << 20, full=True)
     assert len(reference) > 300
     assert any(f[3] - f[2] >= 4 for f in reference)  # multi-line records among them
+    level_only = [f for f in reference if f[4].get("message", "").startswith("Zorblax")]
+    assert any(f[3] > f[2] for f in level_only) and any(f[3] == f[2] for f in level_only)
     for block in (1009, 4096, 65536):  # blocks a traceback's lines straddle
         assert spans(data, library, block, full=False) == reference, block
 

@@ -3,10 +3,12 @@ exits non-zero — each is reported as what it is, by the scan, `run` and the da
 
 from __future__ import annotations
 
+import io
 import json
 import shutil
 import subprocess
 import sys
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -14,8 +16,10 @@ import duckdb
 import pytest
 
 from logwatch.cli.main import EXIT_FATAL_FOUND, EXIT_NO_VLLM_OUTPUT, EXIT_OK
+from logwatch.core.block_scan import BlockScanner
 from logwatch.core.library import Library
-from tests.conftest import SAMPLES
+from logwatch.scan.blocks import read_blocks
+from tests.conftest import SAMPLES, roomy_matcher
 from tests.following import Running
 from tests.inprocess import logwatch_text
 
@@ -99,16 +103,96 @@ def test_an_error_line_before_the_server_came_up_is_the_root_cause(tmp_path: Pat
         ("Zorblax handshake failed on port <num>", 50)]
 
 
+VERSION_LINE = ("(APIServer pid=1) INFO 03-01 20:10:30 [api_server.py:1896] vLLM API server "
+                "version 0.9.1\n")
+
+
+@pytest.mark.parametrize("level", ["ERROR", "CRITICAL"])
+def test_an_error_line_that_names_no_error_word_is_not_healthy(tmp_path: Path,
+                                                                level: str) -> None:
+    # the level says it: "gave up" holds none of the words an error message usually does
+    log = tmp_path / "vllm.log"
+    log.write_text(VERSION_LINE + f"(APIServer pid=1) {level} 03-01 20:10:41 [frob.py:12] "
+                                  "Zorblax planner gave up on shard 3\n")
+    for mode in ("prefilter", "full"):
+        code, report = scan_json(log, "--mode", mode)
+        assert code == EXIT_FATAL_FOUND and report["verdict"] == "unrecognised", mode
+        root = root_of(report)
+        assert (root["signature"], root["fatal"], root["captures"]) == (
+            "generic.error_line", True, {"message": "Zorblax planner gave up on shard 3"})
+        assert [(g["template"], g["count"]) for g in report["unrecognised"]] == [
+            ("Zorblax planner gave up on shard <num>", 1)]
+    assert "looks healthy" not in logwatch_text("scan", str(log)).stdout
+
+
+ERROR_RECORDS = "".join(line + "\n" for line in (
+    "(EngineCore_DP0 pid=8) ERROR 03-01 20:10:41 [frob.py:12] Zorblax planner gave up on:",
+    "(EngineCore_DP0 pid=8) ERROR 03-01 20:10:41 [frob.py:12]   shard 3 (error budget spent)",
+    "(EngineCore_DP0 pid=8) ERROR 03-01 20:10:41 [frob.py:12]   shard 5",
+    "(APIServer pid=1) CRITICAL 03-01 20:10:43 [frob.py:40] Zorblax token "
+    "hf_AbCdEfGhIjKlMnOpQrStUvWxYz012345 refused: " + "z" * 600,
+    "(APIServer pid=1) ERROR 03-01 20:10:44 [serving.py:1] Received request cmpl-1: prompt: "
+    "'Zorblax gave up'",
+    "(APIServer pid=1) WARNING 03-01 20:10:45 [frob.py:12] Zorblax planner gave up on shard 4",
+    "E0301 20:10:46.123456 77 frob.cc:12] Zorblax gave up",
+    "E0301 20:10:47.123456 77 frob.cc:12] Frobnication failed on shard 6",
+    "(EngineCore_DP0 pid=9) ERROR 03-01 20:10:48 [frob.py:20]     zorblax_frame(shard=3)",
+))
+
+
+def error_line_findings(library: Library, data: bytes, full: bool, block: int
+                        ) -> list[tuple[int, int, int, dict[str, str]]]:
+    matcher = roomy_matcher(library, "python")
+    scanner = BlockScanner(matcher, "t", datetime(2026, 3, 2), full=full)
+    found = [f for chunk in read_blocks(io.BytesIO(data), block_bytes=block)
+             for f in scanner.feed(chunk)] + scanner.finish()
+    return [(f.lineno, f.record_lineno, f.record_last_lineno, f.captures) for f in found
+            if f.signature.id == "generic.error_line"]
+
+
+def test_error_records_by_their_level_alone_in_both_scan_paths(library: Library) -> None:
+    data = (VERSION_LINE + ERROR_RECORDS).encode()
+    found = error_line_findings(library, data, full=True, block=1 << 20)
+    # the record's first line, whatever its indented lines say; the message cut at 500
+    # characters, its secret masked; a user's prompt, a warning and a glog line that says
+    # no error word are not errors of vLLM (glog's E names no level word the prefilter sees),
+    # nor is an indented line heading a record (a cut traceback: its head not at hand)
+    assert [f[:3] for f in found] == [(2, 2, 4), (5, 5, 5), (9, 9, 9)]
+    said = "Zorblax token hf_AbCdEfGhIjKlMnOpQrStUvWxYz012345 refused: "
+    assert found[1][3] == {"message": "Zorblax token *** refused: " + "z" * (500 - len(said))}
+    assert found[2][3] == {"message": "Frobnication failed on shard 6"}
+    for block in (64, 200, 4096):
+        assert error_line_findings(library, data, full=False, block=block) == found, block
+
+
+def test_a_lone_traceback_header_at_error_is_no_error_line(library: Library) -> None:
+    # the traceback itself went to stderr: its exception is the finding, not the header
+    stderr = KEYERROR_LOG.replace(HEAD, "").split("\n", 1)[1]  # from its Traceback line on
+    data = (VERSION_LINE + "(APIServer pid=1) ERROR 03-01 20:10:41 [api_server.py:1800] "
+            "Traceback (most recent call last):\n" + stderr).encode()
+    for full in (True, False):
+        matcher = roomy_matcher(library, "python")
+        scanner = BlockScanner(matcher, "t", datetime(2026, 3, 2), full=full)
+        found = scanner.feed(data) + scanner.finish()
+        assert [(f.signature.id, f.lineno) for f in found if f.signature.severity != "info"] \
+            == [("generic.uncaught_exception", 10)], full
+
+
 def test_an_error_line_while_serving_is_an_error_not_a_failure(tmp_path: Path) -> None:
     log = tmp_path / "vllm.log"
     log.write_text((SAMPLES / "healthy_033_startup.log").read_text()
                    + "(APIServer pid=1) ERROR 11-20 08:00:12 [serving.py:9] Zorblax request "
-                     "17 failed\n")
+                     "17 failed\n"
+                   + "(APIServer pid=1) ERROR 11-20 08:00:13 [serving.py:9] Zorblax request "
+                     "18 gave up\n")
     code, report = scan_json(log)
     assert report["root_cause"] is None and report["verdict"] == "errors"
     assert code == EXIT_OK
-    assert [i["signature"] for i in report["incidents"] if i["severity"] == "error"] == [
-        "generic.error_line"]
+    errors = [i for i in report["incidents"] if i["severity"] == "error"]
+    assert [(i["signature"], i["fatal"], i["count"]) for i in errors] == [
+        ("generic.error_line", False, 2)]
+    assert [g["template"] for g in report["unrecognised"]] == [
+        "Zorblax request <num> failed", "Zorblax request <num> gave up"]
 
 
 def test_warnings_with_a_traceback_are_not_failures(tmp_path: Path) -> None:
@@ -246,7 +330,8 @@ def test_an_unknown_exception_while_serving_is_an_error_not_a_failure(tmp_path: 
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("case", ["unknown-failures", "known-failure-and-a-kill"])
+@pytest.mark.parametrize("case", ["unknown-failures", "known-failure-and-a-kill",
+                                  "error-lines-without-an-error-word"])
 def test_the_daemon_and_the_scan_agree_on_unrecognised_failures(
         tmp_path: Path, library: Library, case: str) -> None:
     from logwatch.scan.offline import resolve_inputs, scan_inputs
@@ -259,6 +344,10 @@ def test_the_daemon_and_the_scan_agree_on_unrecognised_failures(
     if case == "unknown-failures":  # launch 2 never came up: its ERROR lines are the cause
         log.write_bytes((SAMPLES / "unrecognised_frobnicate.log").read_bytes())
         launches, failed = 3, 2
+    elif case == "error-lines-without-an-error-word":  # a launch before: the level says it
+        log.write_text((VERSION_LINE + ERROR_RECORDS).replace("03-01 20:", "11-20 07:")
+                       + (SAMPLES / "unrecognised_frobnicate.log").read_text())
+        launches, failed = 4, 2
     else:  # the kill is demoted: the Marlin error explains the launch
         log.write_text((SAMPLES / "demo_marlin_and_mtp.log").read_text()
                        + "Zorblax helper 991 was killed\n")
@@ -279,6 +368,11 @@ def test_the_daemon_and_the_scan_agree_on_unrecognised_failures(
     if case == "unknown-failures":
         assert [row[3] for row in scan["launches"]] == [
             "generic.uncaught_exception", "generic.error_line", "generic.process_died"]
+    elif case == "error-lines-without-an-error-word":
+        assert [row[3] for row in scan["launches"]] == [
+            "generic.error_line", "generic.uncaught_exception", "generic.error_line",
+            "generic.process_died"]
+        assert [row[3] for row in generic if row[0] == 1] == [3]  # the three records
     else:
         assert [(row[1], row[4], row[5]) for row in generic] == [
             ("generic.process_died", False, False)]

@@ -321,7 +321,7 @@ def check_examples(signature: Signature, text: str,
     problems: list[Problem] = []
 
     def run(kind: str, index: int, line: int | None, records: list[Any]
-            ) -> tuple[list[Finding], list[tuple[int, str]]]:
+            ) -> tuple[list[Finding], list[tuple[int, str, str | None]]]:
         """The matcher's findings and each pattern's matches alone; overruns reported."""
         matcher.timeouts.clear()
         findings = matcher.match_records(records)
@@ -344,8 +344,9 @@ def check_examples(signature: Signature, text: str,
         lied = [Problem(signature.path, line,
                         f"example {i + 1}: matched text {matched[:80]!r} contains none of "
                         f"the pattern's literals", "the prefilter would skip this line")
-                for number, matched in matches
-                if not any(lit in matched for lit in signature.patterns[number].literals)]
+                for number, matched, level in matches
+                if not any(lit in matched or lit == level
+                           for lit in signature.patterns[number].literals)]
         problems.extend(lied)
         if not findings:
             if len(problems) == before:
@@ -376,14 +377,15 @@ OVER_BUDGET_HINT = ("it backtracks catastrophically on such lines; make the repe
 
 
 def _each_pattern(signature: Signature, records: list[Any]
-                  ) -> tuple[list[int], list[tuple[int, str]]]:
+                  ) -> tuple[list[int], list[tuple[int, str, str | None]]]:
     """Every pattern alone on every record, under the full match budget: (the patterns that
-    ran over, (pattern, matched text) of each first match). A pattern the matcher never
-    reached (an earlier one matched) would run on other lines at run time."""
-    from logwatch.core.matcher import MATCH_TIMEOUT_S, compile_pattern
+    ran over, (pattern, matched text, the level word the prefilter also counts for the record)
+    of each first match). A pattern the matcher never reached (an earlier one matched) would
+    run on other lines at run time."""
+    from logwatch.core.matcher import MATCH_TIMEOUT_S, compile_pattern, level_literal
 
     over: list[int] = []
-    matches: list[tuple[int, str]] = []
+    matches: list[tuple[int, str, str | None]] = []
     for number, pattern in enumerate(signature.patterns):
         compiled = compile_pattern(pattern.regex)
         for record in records:
@@ -393,7 +395,7 @@ def _each_pattern(signature: Signature, records: list[Any]
                 over.append(number)
                 break
             if m:
-                matches.append((number, m.group(0)))
+                matches.append((number, m.group(0), level_literal(record)))
     return over, matches
 
 

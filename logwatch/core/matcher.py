@@ -20,7 +20,7 @@ from logwatch.core.prefilter import LiteralScanner, make_scanner
 from logwatch.core.records import ParsedLine, Record
 from logwatch.core.redact import Span, redact_slice, spans_for_parts
 from logwatch.core.signature import Signature
-from logwatch.core.unrecognised import is_generic, settle_record
+from logwatch.core.unrecognised import ERROR_LEVELS, is_generic, settle_record
 
 # One record's budget for all its patterns, in CPU time of the matching thread: `regex` counts
 # its timeout in process CPU time (clock()), so a wall-clock budget would be spent by one
@@ -100,6 +100,7 @@ class Matcher:
                     if compiled not in bucket:
                         bucket.append(compiled)
         self.literals = literals
+        self._literal_index = literal_index
         self._order = {sig.id: i for i, sig in enumerate(self.signatures)}
         self.scanner: LiteralScanner = make_scanner(literals, engine)
         self.timeouts: Counter[str] = Counter()  # signature id -> patterns that ran over
@@ -149,6 +150,8 @@ class Matcher:
         message = record.message
         if message.startswith(_REQUEST_CONTENT_PREFIXES):
             return []
+        if literal_ids is None and record.lines[0].level in ERROR_LEVELS:
+            literal_ids = self._with_level(record, message)
         ids = frozenset(self.scanner.present(message) if literal_ids is None else literal_ids)
         key = None
         if len(message) <= MEMO_MAX_CHARS and not (self.timeouts or self.disabled):
@@ -219,6 +222,15 @@ class Matcher:
                 whole = False
         return findings, whole
 
+    def _with_level(self, record: Record, message: str) -> Iterable[int] | None:
+        """The literals in `message` plus the first line's level word, where that is one:
+        the block scanner's prefilter reads the raw line, header and all."""
+        word = level_literal(record)
+        level_id = self._literal_index.get(word) if word is not None else None
+        if level_id is None:
+            return None
+        return {*self.scanner.present(message), level_id}
+
     def _ran_over(self, pattern: CompiledPattern) -> None:
         signature = pattern.signature
         self.timeouts[signature.id] += 1
@@ -254,6 +266,17 @@ def _explains(signature: Signature) -> bool:
 
 def _index_of(record: Record, line: ParsedLine | None) -> int:
     return next((i for i, ln in enumerate(record.lines) if ln is line), 0)
+
+
+def level_literal(record: Record) -> str | None:
+    """The level word of a record's first line logged at ERROR or above, where the line spells
+    it (a vLLM, uvicorn or JSON header; glog's `E1201` does not): the prefilter counts it as
+    text of the record, though `record.message` leaves the header out."""
+    first = record.lines[0]
+    level = first.level
+    if level in ERROR_LEVELS and level in first.raw:
+        return level
+    return None
 
 
 class _BudgetSpent(Exception):

@@ -78,7 +78,13 @@ def _holds(finding: Finding, record: Record) -> bool:
         return level not in QUIET_LEVELS and any(
             starts_traceback(ln.message) for ln in record.lines if ln.lineno < finding.lineno)
     if finding.signature.id == ERROR_LINE:
-        return finding.matched.level in ERROR_LEVELS
+        # Not an indented line: it continues a record (a traceback's frame, a message's next
+        # line), and one that heads a record is the part after a cut, such as a daemon's
+        # resume point. Not a traceback's first line: the exception ending it is the error
+        # (UNCAUGHT's), and a traceback cut short or printed elsewhere has none here.
+        message = finding.matched.message
+        return (finding.matched.level in ERROR_LEVELS and message[:1] not in (" ", "\t")
+                and not starts_traceback(message))
     return True
 
 
