@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from datetime import datetime
 
 import pytest
@@ -10,7 +11,7 @@ from logwatch.core import prefilter
 from logwatch.core.assemble import assemble
 from logwatch.core.library import Library, load_library
 from logwatch.core.lint import PROBE, branch_probes, lint_library, nested_quantifier, unanchored
-from logwatch.core.matcher import Matcher
+from logwatch.core.matcher import Matcher, compile_pattern
 from logwatch.core.records import Record
 from logwatch.core.redact import redact
 from logwatch.core.signature import Example, Pattern, Signature
@@ -215,3 +216,55 @@ def test_findings_pickle_whole_through_the_quick_constructor(library: Library) -
     again = pickle.loads(pickle.dumps(finding, pickle.HIGHEST_PROTOCOL))
     assert again == finding and again.record == finding.record
     assert again.matched == finding.matched and again.evidence == finding.evidence
+
+
+def _slow_but_matching() -> Signature:
+    """Its first branch backtracks for a while on "boom aaa…a!", then the second matches."""
+    return Signature(
+        id="site.slow", version=1, status="experimental", severity="error", fatal=False,
+        category="cuda_error", title="slow",
+        patterns=(Pattern(r"^boom (?:(?:a|aa)+b|(?P<tail>a+!))", ("boom",)),),
+        explanation="", remedy="investigate", examples=(Example("boom a!"),),
+        counter_examples=(Example("x"),))
+
+
+def test_other_threads_spending_cpu_never_make_a_healthy_pattern_run_over() -> None:
+    """`regex` counts its timeout in the process's CPU time. While another thread of the
+    daemon computes (DuckDB, hashing, decompressing: code that lets go of the GIL), a
+    search that fits this thread's budget must still end in its finding, not a timeout."""
+    import hashlib
+    import threading
+
+    rx = compile_pattern(_slow_but_matching().patterns[0].regex)
+    n = 16
+    while True:  # a line this pattern needs 10-40 ms of CPU for, measured here
+        text = "boom " + "a" * n + "!"
+        began = time.thread_time()
+        assert rx.search(text)
+        needed = time.thread_time() - began
+        if needed >= 0.01 or n > 40:
+            break
+        n += 1
+    (record,) = assemble([parse_line("t", 1, text, datetime(2026, 1, 1))])
+    stop = threading.Event()
+    data = b"x" * (32 << 20)
+
+    def burn() -> None:
+        while not stop.is_set():
+            hashlib.sha256(data).digest()  # releases the GIL: another core's CPU time
+
+    burner = threading.Thread(target=burn, daemon=True)
+    burner.start()
+    try:
+        matcher = Matcher([_slow_but_matching()], engine="python", timeout=1.5 * needed,
+                          disable_after=None)
+        process, thread = time.process_time(), time.thread_time()
+        found = [matcher.match_record(record) for _ in range(5)]
+        ratio = (time.process_time() - process) / (time.thread_time() - thread)
+    finally:
+        stop.set()
+        burner.join()
+    if ratio < 1.6:
+        pytest.skip(f"no second core was free for the other thread (CPU ratio {ratio:.2f})")
+    assert not matcher.timeouts, f"ran over with the process at {ratio:.1f}x this thread"
+    assert all(f and f[0].captures == {"tail": "a" * n + "!"} for f in found)

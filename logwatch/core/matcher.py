@@ -32,6 +32,13 @@ MATCH_TIMEOUT_S = 0.05
 RESERVE_SHARE = 0.2
 # A signature whose patterns run over this many times is not tried any more.
 DISABLE_AFTER_TIMEOUTS = 3
+# A search stopped by its timeout ran over only if this thread spent this share of what it
+# was given; else other threads spent the process time, and it is tried again (at most
+# MAX_RETRIES times, with at most MAX_STRETCH times its own time as process time): one record
+# then costs at most a few budgets of this thread's time, never a lost finding.
+OWN_SHARE = 0.8
+MAX_RETRIES = 4
+MAX_STRETCH = 16.0
 FLAGS = regex.MULTILINE
 # vLLM's request logger prints user prompts verbatim; what a user typed is not vLLM's state,
 # however much it looks like an error message.
@@ -183,7 +190,7 @@ class Matcher:
         secrets: list[Span] | None = None  # the message's, found when a capture needs them
         looked = False
         budget_ends = time.thread_time() + self.timeout
-        reserve_ends = budget_ends + self.timeout * RESERVE_SHARE
+        budget = [budget_ends, budget_ends + self.timeout * RESERVE_SHARE]  # and its reserve
         for pattern in candidates:
             signature = pattern.signature
             if signature.id in done or signature.id in self.disabled:
@@ -191,8 +198,7 @@ class Matcher:
             if pattern.generic and explained:
                 continue  # settle_record would drop it
             try:
-                match = pattern.regex.search(message, timeout=_left(budget_ends,
-                                                                    reserve_ends))
+                match = _search_within(pattern.regex, message, 0, budget)
                 while match is not None:
                     captures = {k: v for k, v in match.groupdict().items() if v is not None}
                     if captures and not looked:
@@ -212,8 +218,7 @@ class Matcher:
                         start = message.find("\n", match.start()) + 1
                         if start == 0:
                             break
-                    match = pattern.regex.search(message, start,
-                                                 timeout=_left(budget_ends, reserve_ends))
+                    match = _search_within(pattern.regex, message, start, budget)
             except _BudgetSpent:
                 self.skipped[signature.id] += 1
                 whole = False
@@ -283,13 +288,36 @@ class _BudgetSpent(Exception):
     """The record's budget and its reserve are spent: the pattern is not tried."""
 
 
-def _left(budget_ends: float, reserve_ends: float) -> float:
-    """Seconds a search may take now: what is left of the record's budget, else of the
-    reserve the patterns not yet tried share."""
+def _search_within(compiled: regex.Pattern[str], message: str, start: int,
+                   budget: list[float]) -> regex.Match[str] | None:
+    """`compiled.search` within what is left of the record's budget of this thread's CPU
+    time (`budget`: when the budget and its reserve end). `regex` counts its timeout in the
+    process's CPU time, which other threads spend too (the daemon's database writer, the
+    reader): a search stopped before this thread had spent most of what it was given did
+    not run over. It runs again, given back the time it spent and as much more process time
+    as the other threads took, so a busy process never makes a healthy pattern run over."""
+    stretch = 1.0
+    for _ in range(MAX_RETRIES):
+        allowed, began = _left(budget[0], budget[1])
+        try:
+            return compiled.search(message, start, timeout=allowed * stretch)
+        except TimeoutError:
+            spent = time.thread_time() - began
+            if spent >= allowed * OWN_SHARE:
+                raise
+            budget[0] += spent
+            budget[1] += spent
+            stretch = min(max(2 * stretch, allowed * stretch / max(spent, 1e-4)), MAX_STRETCH)
+    raise TimeoutError("the search kept running out of process time other threads took")
+
+
+def _left(budget_ends: float, reserve_ends: float) -> tuple[float, float]:
+    """(Seconds a search may take now, this thread's CPU clock now): what is left of the
+    record's budget, else of the reserve the patterns not yet tried share."""
     now = time.thread_time()
     left = budget_ends - now
     if left <= 0:
         left = reserve_ends - now
         if left <= 0:
             raise _BudgetSpent
-    return left
+    return left, now
