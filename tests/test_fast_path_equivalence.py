@@ -199,3 +199,24 @@ def test_every_rewriting_trigger_makes_a_window_not_plain(text: str) -> None:
     "&nbsp;", "<bold>", "x[0;31]"])
 def test_ordinary_lines_are_plain(text: str) -> None:
     assert _REWRITTEN.search(text.encode()) is None
+
+
+def test_a_finding_crosses_between_processes_whole(library: Library) -> None:
+    """`--jobs 2` sends the second half's findings as tuples of plain values: each comes
+    back equal, its matched line the same line of its record, its signature the parent's."""
+    import pickle
+
+    from logwatch.scan.parallel import _flat, _unflat
+
+    data = generated_log(7, 60)
+    scanner = BlockScanner(roomy_matcher(library, ENGINE), "t", REF)
+    found = scanner.feed(data) + scanner.finish()
+    assert any(f.matched is not f.record.lines[0] for f in found)  # some match a later line
+    signatures = {s.id: s for s in library.signatures}
+    back = [_unflat(flat, signatures) for flat in
+            pickle.loads(pickle.dumps([_flat(f) for f in found], pickle.HIGHEST_PROTOCOL))]
+    assert back == found
+    for old, new in zip(found, back, strict=True):
+        assert new.signature is signatures[old.signature.id]
+        assert new.record.lines.index(new.matched) == old.record.lines.index(old.matched)
+        assert new.evidence == old.evidence

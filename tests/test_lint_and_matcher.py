@@ -207,17 +207,6 @@ def test_fast_init_builds_what_the_dataclass_init_builds() -> None:
             "a": dataclasses.field(default_factory=list)})))
 
 
-def test_findings_pickle_whole_through_the_quick_constructor(library: Library) -> None:
-    """`scan --jobs 2` sends the second half's findings as pickles."""
-    import pickle
-
-    record = _record_of(*(t.format(rank=1) for t in _TRACEBACK))
-    (finding,) = Matcher(library.signatures).match_record(record)
-    again = pickle.loads(pickle.dumps(finding, pickle.HIGHEST_PROTOCOL))
-    assert again == finding and again.record == finding.record
-    assert again.matched == finding.matched and again.evidence == finding.evidence
-
-
 def _slow_but_matching() -> Signature:
     """Its first branch backtracks for a while on "boom aaa…a!", then the second matches."""
     return Signature(

@@ -3,9 +3,7 @@
 A frozen dataclass's generated `__init__` sets each field through `object.__setattr__`,
 about 0.2 µs a field; setting the slots through their descriptors directly (which is what
 that call ends in) costs a third of it. The instance is as frozen as before: assignment
-after construction still raises. Used where a scan makes hundreds of thousands of them; they
-pickle as their constructor's arguments, which unpickles several times faster than the
-dataclass's own state.
+after construction still raises. Used where a scan makes hundreds of thousands of them.
 """
 
 from __future__ import annotations
@@ -38,12 +36,4 @@ def fast_init(cls: type[T]) -> type[T]:
     init = namespace["__init__"]
     init.__qualname__ = f"{cls.__qualname__}.__init__"
     cls.__init__ = init  # type: ignore[method-assign]
-    names = tuple(f.name for f in fields)
-
-    def __reduce__(self: Any) -> tuple[type[T], tuple[Any, ...]]:
-        """Pickled as the constructor's arguments: unpickling calls the quick __init__
-        (a second process's findings reach the first as pickles)."""
-        return cls, tuple(getattr(self, name) for name in names)
-
-    cls.__reduce__ = __reduce__  # type: ignore[method-assign]
     return cls
