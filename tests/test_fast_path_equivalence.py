@@ -220,17 +220,3 @@ def test_a_finding_crosses_between_processes_whole(library: Library) -> None:
         assert new.signature is signatures[old.signature.id]
         assert new.record.lines.index(new.matched) == old.record.lines.index(old.matched)
         assert new.evidence == old.evidence
-
-
-def test_the_first_process_takes_less_of_a_file_dense_with_findings(library: Library) -> None:
-    """It takes in the second process's findings one by one after its own part, so where a
-    file is dense with hits it scans less than half; where hits are rare, half."""
-    from logwatch.scan.parallel import parent_share
-
-    matcher = roomy_matcher(library, ENGINE)
-    dense = generated_log(8, 300)
-    quiet = b'INFO:     10.0.0.1:4000 - "POST /v1/chat/completions HTTP/1.1" 200 OK\n' * 20000
-    dense_share = parent_share(io.BytesIO(dense), len(dense), matcher)
-    quiet_share = parent_share(io.BytesIO(quiet), len(quiet), matcher)
-    assert quiet_share == 0.5
-    assert 0.4 < dense_share < 0.49

@@ -39,13 +39,6 @@ SPLIT_MIN_BYTES = 64 << 20  # below this a second process costs more than it sav
 REACH_LINES = 4 * (CONTEXT_BEFORE + CONTEXT_AFTER)
 REACH_BYTES = 8 * HEADER_SEARCH_BYTES
 COUNT_BYTES = 8 << 20
-# Where to cut (parent_share): measured on the benchmark's logs, reading and the literal scan
-# cost about 1.5 ms a MiB, each literal hit about 15 µs more to whichever process scans it,
-# and about 4.4 µs more to this one when the child found it (its findings are taken in here).
-SAMPLE_BYTES = 4 << 20
-SCAN_US_PER_MIB = 1500.0
-SCAN_US_PER_HIT = 15.0
-MERGE_US_PER_HIT = 4.4
 
 
 def two_cores_idle(size: int) -> bool:
@@ -54,26 +47,11 @@ def two_cores_idle(size: int) -> bool:
     return size >= SPLIT_MIN_BYTES and cpus >= 2 and os.getloadavg()[0] <= cpus - 1.5
 
 
-def parent_share(stream: BinaryIO, size: int, matcher: Matcher) -> float:
-    """How much of the file this process should scan itself: half, less the time it will
-    spend taking in the child's findings (after its own half, one by one), estimated from
-    the literal hits in a sample from the middle of the file."""
-    stream.seek(max(size // 2 - SAMPLE_BYTES // 2, 0))
-    sample = stream.read(SAMPLE_BYTES)
-    if not sample:
-        return 0.5
-    per_mib = len(matcher.scanner.hits(sample)) / (len(sample) / (1 << 20))
-    scan = SCAN_US_PER_MIB + SCAN_US_PER_HIT * per_mib  # either process, per MiB scanned
-    merge = MERGE_US_PER_HIT * per_mib  # this one again, per MiB the child scanned
-    return (scan - merge) / (2 * scan - merge)  # both then finish together
-
-
-def _find_cut(stream: BinaryIO, size: int, share: float = 0.5) -> int:
-    """Offset just after a newline near `share` of the file (0: none within 1 MiB)."""
-    start = int(size * share)
-    stream.seek(start)
+def _find_cut(stream: BinaryIO, size: int) -> int:
+    """Offset just after a newline near the middle (0: none found within 1 MiB)."""
+    stream.seek(size // 2)
     newline = stream.read(1 << 20).find(b"\n")
-    cut = 0 if newline < 0 else start + newline + 1
+    cut = 0 if newline < 0 else size // 2 + newline + 1
     return cut if cut < size else 0
 
 
@@ -203,7 +181,7 @@ def scan_split(path: str, matcher: Matcher, label: str, reference: datetime, siz
 def _scan_halves(path: str, matcher: Matcher, label: str, reference: datetime, size: int,
                  record: Callable[[list[Finding]], None]) -> ScanStats | None:
     with open(path, "rb") as stream:
-        cut = _find_cut(stream, size, parent_share(stream, size, matcher))
+        cut = _find_cut(stream, size)
         if not cut:
             return None
         lead, tail = _reach(stream, cut, False, size), _reach(stream, cut, True, size)
