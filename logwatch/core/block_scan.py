@@ -207,7 +207,7 @@ class BlockScanner:
             self._emitted = {e for e in self._emitted if e[1] >= floor}
 
         # release findings in line order: a waiting record may still yield earlier lines
-        self._held.sort(key=lambda f: (f.lineno, f.record_lineno))
+        self._held.sort(key=_line_order)
         due = len(self._held)
         if pending is not None and not final:
             earliest = hits[pending][0] - CONTEXT_BEFORE
@@ -378,9 +378,12 @@ class BlockScanner:
             findings = self.matcher.match_record(records[0], literal_ids)
         else:
             findings = self.matcher.match_records(records)
-        findings.sort(key=lambda f: (f.lineno, f.record_lineno))
+        if len(findings) > 1:
+            findings.sort(key=_line_order)
+            self.stats.matched_lines += len({f.lineno for f in findings})
+        else:
+            self.stats.matched_lines += len(findings)
         self.stats.findings += len(findings)
-        self.stats.matched_lines += len({f.lineno for f in findings})
         return findings
 
 
@@ -495,6 +498,10 @@ class _Lines:
 _REWRITTEN = re.compile(
     rb"[\x1b\\\r{`^\[*&<](?:(?<=[\x1b\\\r{`])|(?<=\^)\[|(?<=\[)[0-9;]*m(?![\w\]])"
     rb"|(?<=\*)\*|(?<=&)(?:lt|gt|quot|#39|amp);|(?<=<)/?(?i:font|b|span|strong)[\s>])")
+
+
+def _line_order(finding: Finding) -> tuple[int, int]:
+    return finding.lineno, finding.record_lineno
 
 
 def _writer_tokens(line: ParsedLine) -> tuple[bytes, ...]:

@@ -79,8 +79,9 @@ class IncidentBook:
         self.incidents: dict[tuple[str, tuple[str, ...]], Incident] = {}
         self._last_cause: dict[str, tuple[str, tuple[str, ...]]] = {}
 
-    def add(self, finding: Finding) -> Incident:
-        fingerprint = (finding.signature.id, incident_key(finding))
+    def add(self, finding: Finding, key: tuple[str, ...] | None = None) -> Incident:
+        """`key`: the finding's incident_key, where the caller has it already."""
+        fingerprint = (finding.signature.id, incident_key(finding) if key is None else key)
         incident = self.incidents.get(fingerprint)
         if incident is None:
             incident = Incident(finding.signature, fingerprint[1], finding, finding)

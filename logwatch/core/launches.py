@@ -149,9 +149,10 @@ class LaunchBook:
             launch.started = finding.time
         launch.last_line = max(launch.last_line, finding.lineno)
         before = len(launch.book.incidents)
-        copies = launch.book.incidents.get((sig.id, incident_key(finding)))
+        key = incident_key(finding)
+        copies = launch.book.incidents.get((sig.id, key))
         copies_before = copies.copies if copies is not None else 0
-        incident = launch.book.add(finding)
+        incident = launch.book.add(finding, key)
         outcome = launch.outcome
         if sig.fatal and not (outcome in (SERVING, STOPPED)
                               and sig.category == FALLBACK_CATEGORY):

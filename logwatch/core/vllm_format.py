@@ -6,6 +6,7 @@ ever dropped here.
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 from datetime import datetime
@@ -81,6 +82,12 @@ def rank_of(name: str | None, explicit: str | None) -> str | None:
     return None
 
 
+@functools.lru_cache(maxsize=256)
+def _rank_of_name(name: str) -> str | None:
+    """rank_of for a process name alone: the same few names head every line."""
+    return rank_of(name, None)
+
+
 def _last_process(text: str) -> tuple[str | None, int | None, str | None]:
     """The innermost (last) `(Name pid=N)` prefix in a header's lead-in."""
     name: str | None = None
@@ -133,15 +140,10 @@ def parse_line(source: str, lineno: int, raw: str, reference: datetime) -> Parse
     plain = _PLAIN.fullmatch(raw) if raw[:1] == "(" else None
     if plain is not None and not plain.group("msg").endswith("across cluster]") and (
             "[" not in plain.group("msg") or not _looks_coloured(raw)):
-        name, level = plain.group("name"), plain.group("level")
-        return ParsedLine(
-            source=source, lineno=lineno, raw=raw, message=split_embedded(plain.group("msg")),
-            kind="vllm",
-            process=name, pid=int(plain.group("pid")), rank=rank_of(name, None),
-            level="WARNING" if level == "WARN" else level, vllm_time=plain.group("ts"),
-            logger_file=plain.group("file"), logger_line=int(plain.group("lineno")),
-            time=parse_vllm_time(plain.group("ts"), reference),
-        )
+        name, pid, level, ts, tag_file, tag_line, msg = plain.groups()
+        return ParsedLine(source, lineno, raw, split_embedded(msg), "vllm", name, int(pid),
+                          _rank_of_name(name), "WARNING" if level == "WARN" else level, ts,
+                          tag_file, int(tag_line), parse_vllm_time(ts, reference))
     unwrapped = unwrap(raw, reference)
     text = unwrapped.text
     anchor = unwrapped.outer_time or reference
