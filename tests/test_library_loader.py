@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from datetime import datetime
 from pathlib import Path
 
@@ -10,7 +11,7 @@ import regex
 
 from logwatch.core.assemble import assemble
 from logwatch.core.library import _GROUP_NAME, LibraryError, load_library
-from logwatch.core.matcher import Matcher
+from logwatch.core.matcher import Matcher, compile_pattern
 from logwatch.core.vllm_format import parse_line
 from logwatch.library.files import load_signature_dirs, read_library
 
@@ -248,3 +249,35 @@ def test_a_vetted_library_loads_the_same_without_compiling_and_compiles_on_use()
     assert [f.signature.id for f in matcher.match_record(record)] == ["marlin.repack_tile_n"]
     compiled = {p.signature.id for bucket in matcher._by_literal for p in bucket if p._compiled}
     assert "marlin.repack_tile_n" in compiled and len(compiled) < 10
+
+
+def test_compiling_on_first_use_never_spends_a_records_match_budget() -> None:
+    """The first record that asks for many patterns compiles them all (about a millisecond
+    each, some far more): that must not eat the budget its patterns then share, or the
+    patterns tried last are skipped and their findings lost."""
+    vetted = load_library(*read_library(), check=False, vetted=True)
+    literals = " ".join(p.literals[0] for s in vetted.signatures for p in s.patterns)
+    text = f"size_n = 40 is not divisible by tile_n_size = 64 {literals}"
+    (record,) = assemble([parse_line("t", 1, text, datetime(2026, 11, 29))])
+
+    def fresh(timeout: float) -> Matcher:
+        regex.purge()  # nothing compiled already in regex's own cache
+        return Matcher(vetted.signatures, timeout=timeout, disable_after=None)
+
+    matcher = fresh(10.0)
+    sources = [p.source for p in matcher.candidates(record.message)]
+    assert len(sources) > 100
+    regex.purge()
+    began = time.thread_time()
+    for source in sources:
+        compile_pattern(source)
+    compiling = time.thread_time() - began
+    began = time.thread_time()
+    matcher.match_record(record)
+    searching = time.thread_time() - began
+    if compiling < 4 * searching:
+        pytest.skip(f"compiling ({compiling:.3f} s) is not much slower than searching here")
+    matcher = fresh(compiling / 2)  # enough for the searches, not for compiling as well
+    found = matcher.match_record(record)
+    assert not matcher.skipped and not matcher.timeouts
+    assert "marlin.repack_tile_n" in [f.signature.id for f in found]

@@ -54,8 +54,10 @@ _Memo = tuple[tuple[Signature, dict[str, str], int], ...]
 
 @dataclass(slots=True, eq=False)
 class CompiledPattern:
-    """One pattern of the library, compiled when first tried: a scan compiles the few that
-    its input's literals ask for, not all of them (compiling one takes about a millisecond)."""
+    """One pattern of the library, compiled when its literals first occur: a scan compiles
+    the few that its input asks for, not all of them (compiling one takes about a millisecond,
+    some much more). Candidates are compiled as their list is made, outside any record's
+    match budget, which compiling would otherwise spend."""
 
     signature: Signature
     index: int
@@ -64,10 +66,15 @@ class CompiledPattern:
     generic: bool  # a fallback rule: tried last, and not at all once a cause is found
     _compiled: regex.Pattern[str] | None = None
 
+    def compile(self) -> None:
+        if self._compiled is None:
+            self._compiled = compile_pattern(self.source)
+
     @property
     def regex(self) -> regex.Pattern[str]:
         if self._compiled is None:
-            self._compiled = compile_pattern(self.source)
+            self.compile()
+            assert self._compiled is not None
         return self._compiled
 
 
@@ -143,6 +150,8 @@ class Matcher:
                 seen.setdefault((pattern.signature.id, pattern.index), pattern)
         if self.disabled:
             seen = {k: p for k, p in seen.items() if k[0] not in self.disabled}
+        for pattern in seen.values():  # here, not inside a record's match budget
+            pattern.compile()
         if len(seen) == 1:
             return list(seen.values())
         order, suspects = self._order, self.timeouts
