@@ -125,6 +125,27 @@ def test_an_error_line_that_names_no_error_word_is_not_healthy(tmp_path: Path,
     assert "looks healthy" not in logwatch_text("scan", str(log)).stdout
 
 
+@pytest.mark.parametrize("exception", [
+    "torch._dynamo.exc.BackendCompilerFailed: backend='inductor' raised: zorblax",
+    "KeyboardInterrupt"])
+def test_a_traceback_at_error_whose_exception_no_rule_reads_is_not_healthy(
+        tmp_path: Path, exception: str) -> None:
+    """The exception rule reads types ending in Error or Exception; another one ending a
+    traceback logged at ERROR is still the unrecognised error, named by its own line."""
+    head = "(EngineCore_DP0 pid=8) ERROR 11-29 10:00:05 [core.py:700] "
+    log = tmp_path / "vllm.log"
+    log.write_text(VERSION_LINE + "".join(head + line + "\n" for line in (
+        "Traceback (most recent call last):",
+        '  File "/usr/lib/python3/site-packages/vllm/v1/engine/core.py", line 690, in run',
+        "    compile()", exception)))
+    for mode in ("prefilter", "full"):
+        code, report = scan_json(log, "--mode", mode)
+        assert code == EXIT_FATAL_FOUND and report["verdict"] == "unrecognised", mode
+        root = root_of(report)
+        assert (root["signature"], root["captures"]) == (
+            "generic.error_line", {"message": exception})
+
+
 ERROR_RECORDS = "".join(line + "\n" for line in (
     "(EngineCore_DP0 pid=8) ERROR 03-01 20:10:41 [frob.py:12] Zorblax planner gave up on:",
     "(EngineCore_DP0 pid=8) ERROR 03-01 20:10:41 [frob.py:12]   shard 3 (error budget spent)",
