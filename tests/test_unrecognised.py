@@ -125,25 +125,35 @@ def test_an_error_line_that_names_no_error_word_is_not_healthy(tmp_path: Path,
     assert "looks healthy" not in logwatch_text("scan", str(log)).stdout
 
 
-@pytest.mark.parametrize("exception", [
-    "torch._dynamo.exc.BackendCompilerFailed: backend='inductor' raised: zorblax",
-    "KeyboardInterrupt"])
-def test_a_traceback_at_error_whose_exception_no_rule_reads_is_not_healthy(
-        tmp_path: Path, exception: str) -> None:
-    """The exception rule reads types ending in Error or Exception; another one ending a
-    traceback logged at ERROR is still the unrecognised error, named by its own line."""
-    head = "(EngineCore_DP0 pid=8) ERROR 11-29 10:00:05 [core.py:700] "
+@pytest.mark.parametrize(("exception", "signature", "captures"), [
+    ("torch._dynamo.exc.BackendCompilerFailed: backend='inductor' raised: zorblax",
+     "generic.uncaught_exception",
+     {"exc_type": "torch._dynamo.exc.BackendCompilerFailed",
+      "message": "backend='inductor' raised: zorblax",
+      "frame": "vllm/v1/engine/core.py:690 in run"}),
+    ("KeyboardInterrupt", "generic.error_line", {"message": "KeyboardInterrupt"})])
+@pytest.mark.parametrize("header", [True, False])
+def test_a_traceback_ending_in_an_unusual_exception_is_not_healthy(
+        tmp_path: Path, exception: str, signature: str, captures: dict[str, str],
+        header: bool) -> None:
+    """A traceback ending in an exception whose type ends in neither Error nor Exception
+    (torch's BackendCompilerFailed) is the unrecognised exception; one the exception rule
+    leaves alone (KeyboardInterrupt) is still an error when vLLM logs it at ERROR. Either
+    was reported healthy, exit 0."""
+    head = "(EngineCore_DP0 pid=8) ERROR 11-29 10:00:05 [core.py:700] " if header else ""
     log = tmp_path / "vllm.log"
     log.write_text(VERSION_LINE + "".join(head + line + "\n" for line in (
         "Traceback (most recent call last):",
         '  File "/usr/lib/python3/site-packages/vllm/v1/engine/core.py", line 690, in run',
         "    compile()", exception)))
+    if not header and signature == "generic.error_line":  # printed to stderr: no level
+        assert scan_json(log)[1]["verdict"] == "healthy"  # an operator's Ctrl-C
+        return
     for mode in ("prefilter", "full"):
         code, report = scan_json(log, "--mode", mode)
         assert code == EXIT_FATAL_FOUND and report["verdict"] == "unrecognised", mode
         root = root_of(report)
-        assert (root["signature"], root["captures"]) == (
-            "generic.error_line", {"message": exception})
+        assert (root["signature"], root["captures"]) == (signature, captures)
 
 
 ERROR_RECORDS = "".join(line + "\n" for line in (
