@@ -156,6 +156,25 @@ def test_a_traceback_ending_in_an_unusual_exception_is_not_healthy(
         assert (root["signature"], root["captures"]) == (signature, captures)
 
 
+@pytest.mark.parametrize(("line", "what"), [
+    ("Fatal Python error: Segmentation fault", "Fatal Python error: Segmentation fault"),
+    ("terminate called after throwing an instance of 'c10::Error'",
+     "terminate called after throwing an instance of 'c10::Error'"),
+    ("Aborted (core dumped)", "Aborted (core dumped)"),
+    ("/usr/bin/bash: line 1:  4242 Killed                  vllm serve /models/q", "Killed"),
+    ("*** SIGSEGV received at time=1732874400 on cpu 3 ***", "SIGSEGV received")])
+def test_a_native_crash_is_not_healthy(tmp_path: Path, line: str, what: str) -> None:
+    """A process that died in native code prints no traceback: the interpreter's report, a
+    C++ terminate, a shell's job status or a signal handler's banner is all there is. Each
+    was reported healthy, exit 0."""
+    log = tmp_path / "vllm.log"
+    log.write_text(VERSION_LINE + line + "\n")
+    code, report = scan_json(log)
+    assert code == EXIT_FATAL_FOUND and report["verdict"] == "unrecognised"
+    root = root_of(report)
+    assert (root["signature"], root["captures"]) == ("generic.process_died", {"what": what})
+
+
 ERROR_RECORDS = "".join(line + "\n" for line in (
     "(EngineCore_DP0 pid=8) ERROR 03-01 20:10:41 [frob.py:12] Zorblax planner gave up on:",
     "(EngineCore_DP0 pid=8) ERROR 03-01 20:10:41 [frob.py:12]   shard 3 (error budget spent)",
