@@ -175,6 +175,31 @@ def test_a_native_crash_is_not_healthy(tmp_path: Path, line: str, what: str) -> 
     assert (root["signature"], root["captures"]) == ("generic.process_died", {"what": what})
 
 
+@pytest.mark.parametrize("tail", [
+    ["    return self._call_impl(*args, **kwargs)"],
+    ['  File "/usr/lib/python3/site-packages/vllm/v1/worker/gpu_worker.py", line 240, in '
+     "load_model", "    self.model_runner.load_model()"]])
+def test_a_traceback_cut_at_its_head_is_not_healthy(tmp_path: Path, tail: list[str]) -> None:
+    """What a log's tail shows of a traceback (`kubectl logs --tail`, a rotated file): some
+    frames and the exception, printed raw, its head cut off. It was reported healthy."""
+    log = tmp_path / "vllm.log"
+    log.write_text(VERSION_LINE + "\n".join([*tail, "RuntimeError: zorblax gave up"]) + "\n")
+    for mode in ("prefilter", "full"):
+        code, report = scan_json(log, "--mode", mode)
+        assert code == EXIT_FATAL_FOUND and report["verdict"] == "unrecognised", mode
+        root = root_of(report)
+        assert (root["signature"], root["captures"]["exc_type"]) == (
+            "generic.uncaught_exception", "RuntimeError")
+
+
+def test_indented_output_followed_by_plain_text_is_no_traceback(tmp_path: Path) -> None:
+    log = tmp_path / "vllm.log"
+    log.write_text(VERSION_LINE + "    Building wheel for zorblax (setup.py)\n"
+                   "Zorblax Error count: 0\nRuntimeErrors seen: none\n")
+    code, report = scan_json(log)
+    assert code == EXIT_OK and report["verdict"] == "healthy", report["incidents"]
+
+
 ERROR_RECORDS = "".join(line + "\n" for line in (
     "(EngineCore_DP0 pid=8) ERROR 03-01 20:10:41 [frob.py:12] Zorblax planner gave up on:",
     "(EngineCore_DP0 pid=8) ERROR 03-01 20:10:41 [frob.py:12]   shard 3 (error budget spent)",

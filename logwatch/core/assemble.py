@@ -44,19 +44,39 @@ def starts_traceback(message: str) -> bool:
     return message.startswith(_TB_START) or message.endswith(_TB_START)
 
 
+# A traceback's frame line, and an exception line as a traceback ends with it: what a log's
+# tail holds of a traceback whose head was cut off (`kubectl logs --tail`, a rotated file).
+_FRAME_LINE = re.compile(r'\s+File "[^"\n]+", line \d+')
+_EXCEPTION_LINE = re.compile(r"[A-Za-z_][\w.]*(?:Error|Exception|Failed|Timeout|Exit|Interrupt)"
+                             r"(?::|$)")
+
+
 def _state_after_first(line: ParsedLine) -> str:
     message = line.message
     if starts_traceback(message):
         return "frames"
-    if line.kind != "vllm" and message.startswith("Process ") and message.endswith(":"):
-        return "process"
+    if line.kind != "vllm":
+        if message.startswith("Process ") and message.endswith(":"):
+            return "process"
+        if _FRAME_LINE.match(message):
+            return "frames"  # a traceback cut at its head
+        if message[:1] in (" ", "\t") and message.strip():
+            return "cut"  # may be one cut in its frames' code lines
     return "plain"
+
+
+def cut_at_head(record: Record) -> bool:
+    """A record that is the rest of a traceback whose head was cut off: printed raw, it
+    starts with a frame or a frame's indented code line."""
+    first = record.lines[0]
+    return first.kind != "vllm" and first.message[:1] in (" ", "\t")
 
 
 def _continues(current: _Open, line: ParsedLine) -> str | None:
     """The record's next state if `line` continues it, else None.
 
     States: "plain" (an ordinary message), "process" (after multiprocessing's `Process X:`),
+    "cut" (raw indented lines, maybe a traceback's code lines with its head cut off),
     "frames" (inside a traceback), "after_exception" (the exception line was seen), "chain"
     (after "The above exception was the direct cause ..."), "pydantic" (inside a
     ValidationError's error text) and "pydantic_end" (after an error's `[type=...]`).
@@ -77,6 +97,12 @@ def _continues(current: _Open, line: ParsedLine) -> str | None:
         return "frames" if opens else None
     if state == "plain":
         return "plain" if same_logger_call and indented else None
+    if state == "cut":  # indented raw lines: frames' code, if a frame or an exception follows
+        if _FRAME_LINE.match(message):
+            return "frames"
+        if indented and stripped:
+            return "cut"
+        return "after_exception" if _EXCEPTION_LINE.match(message) else None
     if state == "process":
         return None
     if stripped.startswith(CHAIN_MARKERS):

@@ -17,7 +17,7 @@ from collections.abc import Sequence
 from dataclasses import replace
 from datetime import datetime
 
-from logwatch.core.assemble import starts_traceback
+from logwatch.core.assemble import cut_at_head, starts_traceback
 from logwatch.core.findings import Finding
 from logwatch.core.incidents import CONSEQUENCE_CATEGORIES, FALLBACK_CATEGORY, Incident
 from logwatch.core.launches import FAILED, SERVING, STOPPED, Launch
@@ -75,8 +75,8 @@ def _holds(finding: Finding, record: Record) -> bool:
     """The generic rule's own condition beyond its pattern."""
     level = record.first.level
     if finding.signature.id == UNCAUGHT:
-        return level not in QUIET_LEVELS and any(
-            starts_traceback(ln.message) for ln in record.lines if ln.lineno < finding.lineno)
+        return level not in QUIET_LEVELS and (cut_at_head(record) or any(
+            starts_traceback(ln.message) for ln in record.lines if ln.lineno < finding.lineno))
     if finding.signature.id == ERROR_LINE:
         # Not an indented line: it continues a record (a traceback's frame, a message's next
         # line), and one that heads a record is the part after a cut, such as a daemon's
