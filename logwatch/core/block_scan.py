@@ -463,10 +463,14 @@ class _Lines:
         self._starts[lineno], self._starts[lineno + 1] = start, end + 1
         line = parse_sibling(template, header, lineno, self.scanner._decode(self.buf[start:end]))
         if line is not None:
-            self.parsed += 1
-            if lineno <= self.last and (self.final or end < len(self.buf)):
-                self._cache[lineno] = line
+            self._parsed(lineno, end, line)
         return line
+
+    def _parsed(self, lineno: int, end: int, line: ParsedLine) -> None:
+        """Count a line parsed, and keep it if it is complete (the same in later buffers)."""
+        self.parsed += 1
+        if lineno <= self.last and (self.final or end < len(self.buf)):
+            self._cache[lineno] = line
 
     def get(self, lineno: int, anchor: tuple[int, int]) -> ParsedLine:
         line = self._cache.get(lineno)
@@ -483,9 +487,7 @@ class _Lines:
             if end - start > MAX_PARSED_LINE:  # parse a cut copy; byte accounting is unchanged
                 raw += LINE_CUT_MARKER
             line = parse_line(scanner.source, lineno, scanner._decode(raw), scanner.reference)
-            self.parsed += 1
-            if lineno <= self.last and (self.final or end < len(self.buf)):
-                self._cache[lineno] = line  # a complete line: the same in later buffers
+            self._parsed(lineno, end, line)
         return line
 
 

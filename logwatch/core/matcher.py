@@ -184,7 +184,7 @@ class Matcher:
         if key is not None and whole:
             if len(self._memo) >= MEMO_ENTRIES:
                 self._memo.clear()
-            self._memo[key] = tuple((f.signature, dict(f.captures), _index_of(record, f.matched))
+            self._memo[key] = tuple((f.signature, dict(f.captures), record.index_of(f.matched))
                                     for f in findings)
         return findings
 
@@ -276,10 +276,6 @@ def _explains(signature: Signature) -> bool:
     """A finding that settle_record lets stand for its whole record, generic ones dropped."""
     return (not is_generic(signature) and signature.severity_rank >= 1
             and signature.category not in CONSEQUENCE_CATEGORIES)
-
-
-def _index_of(record: Record, line: ParsedLine | None) -> int:
-    return next((i for i, ln in enumerate(record.lines) if ln is line), 0)
 
 
 def level_literal(record: Record) -> str | None:

@@ -117,6 +117,10 @@ class Record:
                    or ln.message.endswith("Traceback (most recent call last):")
                    for ln in self.lines)
 
+    def index_of(self, line: ParsedLine) -> int:
+        """Where in the record this very line object is (0 if it is not one of them)."""
+        return next((i for i, ln in enumerate(self.lines) if ln is line), 0)
+
     def line_at(self, offset: int) -> ParsedLine:
         """The physical line holding character `offset` of `message`."""
         pos = 0

@@ -110,12 +110,18 @@ def _parse_json_line(text: str) -> dict[str, object] | None:
     return None
 
 
+def _plain_message(message: str, raw: str) -> bool:
+    """Whether the message of a line in the common modern form is read as it stands: not
+    Ray's `[repeated Nx across cluster]`, and no colour codes for unwrapping to strip."""
+    return not message.endswith("across cluster]") and (
+        "[" not in message or not _looks_coloured(raw))
+
+
 def plain_header(line: ParsedLine) -> str | None:
     """The header of a line in the common modern form that `parse_line` reads in one step
     (`(Name pid=N) LEVEL MM-DD HH:MM:SS [file:line] `), up to its message; else None."""
     plain = _PLAIN.fullmatch(line.raw) if line.raw[:1] == "(" else None
-    if plain is None or plain.group("msg").endswith("across cluster]") or (
-            "[" in plain.group("msg") and _looks_coloured(line.raw)):
+    if plain is None or not _plain_message(plain.group("msg"), line.raw):
         return None
     return line.raw[:plain.start("msg")]
 
@@ -125,9 +131,8 @@ def parse_sibling(template: ParsedLine, header: str, lineno: int, raw: str) -> P
     of `template` (see plain_header): the same fields but the message, found without a
     regex. None when the rest is not read by that form (a carriage return, colour)."""
     message = raw[len(header):]
-    if ("\r" in message or "\x1b" in message or message.endswith("across cluster]")
-            or ("[" in message and _looks_coloured(raw))):
-        return None
+    if "\r" in message or "\x1b" in message or not _plain_message(message, raw):
+        return None  # what _PLAIN's message part, [^\r\x1b]*, does not read
     t = template
     return ParsedLine(source=t.source, lineno=lineno, raw=raw,
                       message=split_embedded(message), kind="vllm", process=t.process,
@@ -138,8 +143,7 @@ def parse_sibling(template: ParsedLine, header: str, lineno: int, raw: str) -> P
 def parse_line(source: str, lineno: int, raw: str, reference: datetime) -> ParsedLine:
     """Unwrap and parse one physical line. `reference` anchors year inference."""
     plain = _PLAIN.fullmatch(raw) if raw[:1] == "(" else None
-    if plain is not None and not plain.group("msg").endswith("across cluster]") and (
-            "[" not in plain.group("msg") or not _looks_coloured(raw)):
+    if plain is not None and _plain_message(plain.group("msg"), raw):
         name, pid, level, ts, tag_file, tag_line, msg = plain.groups()
         return ParsedLine(source, lineno, raw, split_embedded(msg), "vllm", name, int(pid),
                           _rank_of_name(name), "WARNING" if level == "WARN" else level, ts,

@@ -140,10 +140,9 @@ _FINDING_FIELDS = operator.attrgetter(*(f.name for f in fields(Finding)
 
 
 def _flat(finding: Finding) -> tuple[Any, ...]:
-    lines = finding.record.lines
-    index = next(i for i, line in enumerate(lines) if line is finding.matched)
-    return (finding.signature.id, _FINDING_FIELDS(finding), index,
-            tuple(_LINE_FIELDS(line) for line in lines))
+    record = finding.record
+    return (finding.signature.id, _FINDING_FIELDS(finding), record.index_of(finding.matched),
+            tuple(_LINE_FIELDS(line) for line in record.lines))
 
 
 def _unflat(flat: tuple[Any, ...], signatures: dict[str, Signature]) -> Finding:
