@@ -152,3 +152,55 @@ def test_read_blocks_matches_a_naive_line_cutter(block: int) -> None:
             assert got in (want, want + b"\n"), (block, data)
         else:
             assert got == want, (block, data)
+
+
+def _joiner_answers(buf: bytes, index: bool) -> list[bool]:
+    """joiner_near's answer for every (header, own, window) asked of `buf`, with the
+    buffer's joiner index (built at the first question) or with plain searches only."""
+    from logwatch.core import block_scan
+
+    headers = [b"(Worker_TP0 pid=9) ERROR 11-29 03:10:01 [multiproc_executor.py:631] ",
+               b"(Worker_TP1 pid=9) ERROR 11-29 03:10:01 [multiproc_executor.py:631] ",
+               b"(APIServer pid=7) INFO 11-29 03:10:01 [metrics.py:101] "]
+    scanner = BlockScanner(Matcher([]), "t", REF)
+    lines = block_scan._Lines(scanner, buf, 1, buf.count(b"\n"), True)
+    answers = []
+    with pytest.MonkeyPatch.context() as patch:
+        # every buffer is worth an index, or no header is long enough to use one
+        patch.setattr(block_scan, "JOINER_INDEX_EVERY_LOG2", 64)
+        if not index:
+            patch.setattr(block_scan, "JOINER_KEY", 1 << 20)
+        for header in headers:
+            offsets = [i for i in range(len(buf)) if buf.startswith(header, i)]
+            edges = {o + d for o in offsets for d in (-1, 0, 1, len(header))}
+            for own in [*offsets, -1]:
+                for low in sorted({*range(0, len(buf), 37), *edges}):
+                    for high in sorted({low + 40, low + 600, len(buf), *edges}):
+                        if 0 <= low <= high <= len(buf):
+                            answers.append(lines.joiner_near(header, own, low, high))
+    return answers
+
+
+def test_the_joiner_index_answers_as_the_searches_do() -> None:
+    """A dense buffer asks `joiner_near` so often that it indexes where joining messages
+    start; the index must answer every question as searching for the header does: the
+    header at a line start or inside another line, followed by each joining start or not,
+    its own occurrence excluded, windows cutting a header or a message."""
+    worker0 = b"(Worker_TP0 pid=9) ERROR 11-29 03:10:01 [multiproc_executor.py:631] "
+    worker1 = worker0.replace(b"TP0", b"TP1")
+    api = b"(APIServer pid=7) INFO 11-29 03:10:01 [metrics.py:101] "
+    buf = b"".join([
+        api + b"SpecDecoding metrics: Mean acceptance length: 2.41\n",
+        worker0 + b"Traceback (most recent call last):\n",
+        worker0 + b'  File "/x/vllm/worker.py", line 1, in f\n',
+        b"echo " + worker1 + b"The above exception was the direct cause\n",
+        worker1 + b"RuntimeError: size_n = 40\n",
+        api + b"\tindented under the API server's header\n",
+        worker1 + b"\n",
+        api + b"During handling of the above exception\n",
+        worker0 + b"\r\n",
+        api + b"Avg Draft acceptance rate: 0.0%",
+    ])
+    with_index, searched = _joiner_answers(buf, True), _joiner_answers(buf, False)
+    assert with_index == searched
+    assert True in searched and False in searched

@@ -35,6 +35,11 @@ MAX_RUN_LINES = CONTEXT_BEFORE + CONTEXT_AFTER  # same-header lines of one recor
 # Messages that join a same-header neighbour into one record (see assemble._continues).
 _JOINING_STARTS = (b" ", b"\t", b"Traceback", b"The above exception", b"During handling", b"\r",
                    b"\n")
+# Where a line with a logger header joins a neighbour: right after the header's `] `, one of
+# _JOINING_STARTS. Found in one pass over a buffer when many lines ask (see _joiners_of).
+_JOINER = re.compile(rb"\] (?=" + b"|".join(re.escape(s) for s in _JOINING_STARTS) + rb")")
+JOINER_KEY = 40  # bytes before a joining message that index it: the header's tail
+JOINER_INDEX_EVERY_LOG2 = 13  # build the index once a buffer asks once per 8 KiB
 MAX_CARRY_BYTES = 32 << 20
 MAX_PARSED_LINE = 1 << 20  # a longer line is parsed cut, with a marker
 LINE_CUT_MARKER = b" \xe2\x80\xa6[line cut by logwatch: over 1 MiB]"
@@ -351,19 +356,7 @@ class BlockScanner:
         later = high > len(buf) and not final  # ... or after it, into one not read yet
         low, high = max(low, 0), min(high, len(buf))
         alone = Record([line]) if not later else _LATER
-        own = hit[1] + skip
-        if lines.in_burst(header):
-            return alone if lines.no_joining_line(header, low, high) else None
-        found = buf.find(header, low, high)
-        for _ in range(MAX_SAME_HEADER_LINES):
-            if found < 0:
-                return alone
-            if found != own and buf.startswith(_JOINING_STARTS, found + len(header)):
-                return None
-            found = buf.find(header, found + 1, high)
-        # A burst of lines with one header (one call site, one second): ask directly whether
-        # any of them could join, remembering the stretch already known to hold none.
-        return alone if lines.no_joining_line(header, low, high) else None
+        return alone if not lines.joiner_near(header, hit[1] + skip, low, high) else None
 
     def _decode(self, data: bytes) -> str:
         text = data.decode("utf-8", errors="replace")
@@ -398,11 +391,40 @@ class _Lines:
         self.parsed = 0
         self._starts: dict[int, int] = {}
         self._clean: dict[bytes, tuple[int, int]] = {}  # header -> stretch with no joiner
+        self._searches = 0  # joiner_near calls: many per byte make an index worth building
+        self._joiners: dict[bytes, list[int]] | None = None  # see _joiners_of
 
-    def in_burst(self, header: bytes) -> bool:
-        return header in self._clean
+    def joiner_near(self, header: bytes, own: int, low: int, high: int) -> bool:
+        """Whether buf[low:high] repeats `header` (other than at offset `own`) followed by a
+        message that would join a neighbour (indented, or a traceback): a record of several
+        lines may hold the line at `own`."""
+        self._searches += 1
+        if (self._joiners is None and header.endswith(b"] ") and len(header) >= JOINER_KEY
+                and self._searches << JOINER_INDEX_EVERY_LOG2 >= len(self.buf)):
+            self._joiners = _joiners_of(self.buf)
+        if self._joiners is not None and header.endswith(b"] ") and len(header) >= JOINER_KEY:
+            # the header then ends every line it may join, right before the message
+            width, buf = len(header), self.buf
+            for start in self._joiners.get(header[-JOINER_KEY:], ()):
+                if (low <= start - width and start <= high and start - width != own
+                        and buf.startswith(header, start - width)):
+                    return True
+            return False
+        if header in self._clean:  # a burst already seen (see below)
+            return not self._no_joining_line(header, low, high)
+        buf = self.buf
+        found = buf.find(header, low, high)
+        for _ in range(MAX_SAME_HEADER_LINES):
+            if found < 0:
+                return False
+            if found != own and buf.startswith(_JOINING_STARTS, found + len(header)):
+                return True
+            found = buf.find(header, found + 1, high)
+        # A burst of lines with one header (one call site, one second): ask directly whether
+        # any of them could join, remembering the stretch already known to hold none.
+        return not self._no_joining_line(header, low, high)
 
-    def no_joining_line(self, header: bytes, low: int, high: int) -> bool:
+    def _no_joining_line(self, header: bytes, low: int, high: int) -> bool:
         """No line in buf[low:high] repeats `header` followed by a message that would join
         a neighbour (indented, or a traceback). Linear over a burst of same-header lines:
         each stretch of the buffer is searched once per header."""
@@ -500,6 +522,17 @@ class _Lines:
 _REWRITTEN = re.compile(
     rb"[\x1b\\\r{`^\[*&<](?:(?<=[\x1b\\\r{`])|(?<=\^)\[|(?<=\[)[0-9;]*m(?![\w\]])"
     rb"|(?<=\*)\*|(?<=&)(?:lt|gt|quot|#39|amp);|(?<=<)/?(?i:font|b|span|strong)[\s>])")
+
+
+def _joiners_of(buf: bytes) -> dict[bytes, list[int]]:
+    """Where each message that would join a same-header neighbour starts, in order, under
+    the JOINER_KEY bytes before it: a line repeating a header of at least that length and
+    ending in `] ` is found by its tail, without searching the buffer for the header."""
+    index: dict[bytes, list[int]] = {}
+    for match in _JOINER.finditer(buf):
+        start = match.end()
+        index.setdefault(buf[start - JOINER_KEY:start], []).append(start)
+    return index
 
 
 def _line_order(finding: Finding) -> tuple[int, int]:
