@@ -24,7 +24,7 @@ from logwatch.core.assemble import (
 from logwatch.core.findings import Finding
 from logwatch.core.matcher import Matcher
 from logwatch.core.records import ParsedLine, Record
-from logwatch.core.vllm_format import parse_line, parse_sibling, plain_header
+from logwatch.core.vllm_format import parse_line, parse_sibling, plain_header, sibling_line
 
 CONTEXT_BEFORE = 200  # lines: interleaved tracebacks of 8 ranks, or one plus its raw copy
 CONTEXT_AFTER = 200
@@ -32,6 +32,8 @@ INITIAL_CONTEXT = 4  # most hits are one-line records; widen only when the recor
 HEADER_SEARCH_BYTES = 16 << 10  # where a logger record's other lines would repeat its header
 MAX_SAME_HEADER_LINES = 64
 MAX_RUN_LINES = CONTEXT_BEFORE + CONTEXT_AFTER  # same-header lines of one record, at most
+RUN_MEMO_ENTRIES = 256  # header runs remembered by their messages (see _run_from_memo)
+RUN_MEMO_MAX_BYTES = 8 << 10
 # Messages that join a same-header neighbour into one record (see assemble._continues).
 _JOINING_STARTS = (b" ", b"\t", b"Traceback", b"The above exception", b"During handling", b"\r",
                    b"\n")
@@ -90,6 +92,7 @@ class BlockScanner:
         # Parsed lines of the carry, kept across blocks: a line's number names the same
         # complete line in every later buffer (live sources feed a few lines at a time).
         self._parsed: dict[int, ParsedLine] = {}
+        self._runs: dict[tuple[bytes, tuple[bytes, ...]], _Run | None] = {}  # _run_from_memo
         # (hit line, lines after it needed before trying again): a record that may go on
         # is retried when the data after it has doubled, not on every small block
         self._recheck: tuple[int, int] | None = None
@@ -317,6 +320,11 @@ class BlockScanner:
         if (numbers[0] < max(lines.first, hit[0] - CONTEXT_BEFORE)
                 or numbers[-1] > min(lines.last, hit[0] + CONTEXT_AFTER)):
             return None
+        key = None
+        if numbers[-1] - numbers[0] == len(starts) - 1:  # one line after another
+            key = _run_key(buf, line, header_bytes, starts)
+            if key is not None and key in self._runs:
+                return self._run_from_memo(lines, line, header, numbers, index, self._runs[key])
         run: list[ParsedLine] = []
         for i, (number, start) in enumerate(zip(numbers, starts, strict=True)):
             if start > 0 and buf[start - 1] != 0x0A:
@@ -328,11 +336,58 @@ class BlockScanner:
                     return None
             sibling = line if number == hit[0] else lines.sibling(number, start, line, header)
             if sibling is None:
+                if key is not None:
+                    self._keep_run(key, None)  # the same lines are never read so
                 return None
             run.append(sibling)
         assembler = Assembler(ordered=False)
         records = [r for ln in run for r in assembler.feed(ln)] + assembler.flush()
+        if key is not None:
+            self._remember_run(key, run, records, header)
         return next(r for r in records if any(ln.lineno == hit[0] for ln in r.lines))
+
+    def _remember_run(self, key: tuple[bytes, tuple[bytes, ...]], run: list[ParsedLine],
+                      records: list[Record], header: str) -> None:
+        """Keep what a header run of consecutive lines gave: each line's text after the
+        header, its message, and the record it went to (see _run_from_memo)."""
+        suffixes = tuple(ln.raw[len(header):] for ln in run)
+        if any("\ufffd" in suffix for suffix in suffixes):
+            return  # invalid UTF-8 is counted as it is decoded: read it afresh each time
+        position = {ln.lineno: i for i, ln in enumerate(run)}
+        groups = [(0, 0)] * len(run)
+        for record in records:
+            group = (position[record.lineno], position[record.last_lineno])
+            for i in range(group[0], group[1] + 1):
+                groups[i] = group
+        self._keep_run(key, _Run(suffixes, tuple(ln.message for ln in run), tuple(groups)))
+
+    def _keep_run(self, key: tuple[bytes, tuple[bytes, ...]], run: _Run | None) -> None:
+        if len(self._runs) >= RUN_MEMO_ENTRIES:
+            self._runs.clear()
+        self._runs[key] = run
+
+    def _run_from_memo(self, lines: _Lines, line: ParsedLine, header: str, numbers: list[int],
+                       index: int, known: _Run | None) -> Record | None:
+        """The record holding the hit line (`index` in the run), from a run of the same
+        messages seen before under this header: each line's text, message and record are as
+        then (assembly reads only the messages of lines that share a header), so only the
+        lines of the hit's record are made, and none is decoded, parsed or assembled."""
+        if known is None:
+            return None
+        first, last = known.groups[index]
+        cache, made = lines._cache, []
+        for i in range(first, last + 1):
+            if i == index:
+                made.append(line)
+                continue
+            number = numbers[i]
+            sibling = cache.get(number)
+            if sibling is None:
+                sibling = sibling_line(line, number, header + known.suffixes[i],
+                                       known.messages[i])
+                lines.parsed += 1
+            made.append(sibling)
+        return Record(made)
 
     def _single_line_record(self, lines: _Lines, hit: tuple[int, int],
                             final: bool) -> Record | str | None:
@@ -522,6 +577,33 @@ class _Lines:
 _REWRITTEN = re.compile(
     rb"[\x1b\\\r{`^\[*&<](?:(?<=[\x1b\\\r{`])|(?<=\^)\[|(?<=\[)[0-9;]*m(?![\w\]])"
     rb"|(?<=\*)\*|(?<=&)(?:lt|gt|quot|#39|amp);|(?<=<)/?(?i:font|b|span|strong)[\s>])")
+
+
+@dataclass(frozen=True, slots=True)
+class _Run:
+    """What a header run of consecutive lines gave (BlockScanner._remember_run)."""
+
+    suffixes: tuple[str, ...]  # each line's text after the header
+    messages: tuple[str, ...]
+    groups: tuple[tuple[int, int], ...]  # each line's record: its first and last line
+
+
+def _run_key(buf: bytes, line: ParsedLine, header: bytes, starts: list[int]
+             ) -> tuple[bytes, tuple[bytes, ...]] | None:
+    """What a run of consecutive lines starting with `header` is remembered by: the header
+    without its time, and each line's bytes after it. None for a run too long to keep, or
+    whose lines do not each start with the header."""
+    end = buf.find(b"\n", starts[-1])
+    end = len(buf) if end < 0 else end
+    if end - starts[0] > RUN_MEMO_MAX_BYTES or line.vllm_time is None:
+        return None
+    if any(start and buf[start - 1] != 0x0A for start in starts):
+        return None  # a header inside a line, or after a prefix
+    width = len(header)
+    bodies = tuple(buf[starts[0] + width:end].split(b"\n" + header))
+    if len(bodies) != len(starts):
+        return None
+    return header.replace(line.vllm_time.encode(), b"", 1), bodies
 
 
 def _joiners_of(buf: bytes) -> dict[bytes, list[int]]:

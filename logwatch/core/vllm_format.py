@@ -133,11 +133,16 @@ def parse_sibling(template: ParsedLine, header: str, lineno: int, raw: str) -> P
     message = raw[len(header):]
     if "\r" in message or "\x1b" in message or not _plain_message(message, raw):
         return None  # what _PLAIN's message part, [^\r\x1b]*, does not read
+    return sibling_line(template, lineno, raw, split_embedded(message))
+
+
+def sibling_line(template: ParsedLine, lineno: int, raw: str, message: str) -> ParsedLine:
+    """A line under `template`'s header: its fields but the number, text and message."""
     t = template
-    return ParsedLine(source=t.source, lineno=lineno, raw=raw,
-                      message=split_embedded(message), kind="vllm", process=t.process,
-                      pid=t.pid, rank=t.rank, level=t.level, vllm_time=t.vllm_time,
-                      logger_file=t.logger_file, logger_line=t.logger_line, time=t.time)
+    return ParsedLine(source=t.source, lineno=lineno, raw=raw, message=message, kind="vllm",
+                      process=t.process, pid=t.pid, rank=t.rank, level=t.level,
+                      vllm_time=t.vllm_time, logger_file=t.logger_file,
+                      logger_line=t.logger_line, time=t.time)
 
 
 def parse_line(source: str, lineno: int, raw: str, reference: datetime) -> ParsedLine:
