@@ -83,23 +83,27 @@ class Record:
             return self.lines[0].message
         return "\n".join(line.message for line in self.lines)
 
+    # The first line's field that is set, as plain loops: every finding asks these.
     @property
     def process(self) -> str | None:
-        if len(self.lines) == 1:
-            return self.lines[0].process or None
-        return next((ln.process for ln in self.lines if ln.process), None)
+        for ln in self.lines:
+            if ln.process:
+                return ln.process
+        return None
 
     @property
     def pid(self) -> int | None:
-        if len(self.lines) == 1:
-            return self.lines[0].pid
-        return next((ln.pid for ln in self.lines if ln.pid is not None), None)
+        for ln in self.lines:
+            if ln.pid is not None:
+                return ln.pid
+        return None
 
     @property
     def rank(self) -> str | None:
-        if len(self.lines) == 1:
-            return self.lines[0].rank
-        return next((ln.rank for ln in self.lines if ln.rank is not None), None)
+        for ln in self.lines:
+            if ln.rank is not None:
+                return ln.rank
+        return None
 
     @property
     def level(self) -> str | None:
@@ -107,9 +111,10 @@ class Record:
 
     @property
     def time(self) -> datetime | None:
-        if len(self.lines) == 1:
-            return self.lines[0].time
-        return next((ln.time for ln in self.lines if ln.time is not None), None)
+        for ln in self.lines:
+            if ln.time is not None:
+                return ln.time
+        return None
 
     @property
     def is_traceback(self) -> bool:
@@ -119,7 +124,10 @@ class Record:
 
     def index_of(self, line: ParsedLine) -> int:
         """Where in the record this very line object is (0 if it is not one of them)."""
-        return next((i for i, ln in enumerate(self.lines) if ln is line), 0)
+        for i, ln in enumerate(self.lines):
+            if ln is line:
+                return i
+        return 0
 
     def line_at(self, offset: int) -> ParsedLine:
         """The physical line holding character `offset` of `message`."""
