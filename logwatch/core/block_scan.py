@@ -359,7 +359,10 @@ class BlockScanner:
             group = (position[record.lineno], position[record.last_lineno])
             for i in range(group[0], group[1] + 1):
                 groups[i] = group
-        self._keep_run(key, _Run(suffixes, tuple(ln.message for ln in run), tuple(groups)))
+        messages = tuple(ln.message for ln in run)
+        texts = {group: "\n".join(messages[group[0]:group[1] + 1]) for group in set(groups)}
+        self._keep_run(key, _Run(suffixes, messages, tuple(groups),
+                                 tuple(texts[group] for group in groups)))
 
     def _keep_run(self, key: tuple[bytes, tuple[bytes, ...]], run: _Run | None) -> None:
         if len(self._runs) >= RUN_MEMO_ENTRIES:
@@ -387,7 +390,7 @@ class BlockScanner:
                                        known.messages[i])
                 lines.parsed += 1
             made.append(sibling)
-        return Record(made)
+        return Record(made, known.texts[index])
 
     def _single_line_record(self, lines: _Lines, hit: tuple[int, int],
                             final: bool) -> Record | str | None:
@@ -586,6 +589,7 @@ class _Run:
     suffixes: tuple[str, ...]  # each line's text after the header
     messages: tuple[str, ...]
     groups: tuple[tuple[int, int], ...]  # each line's record: its first and last line
+    texts: tuple[str, ...]  # each line's record's message
 
 
 def _run_key(buf: bytes, line: ParsedLine, header: bytes, starts: list[int]

@@ -166,18 +166,21 @@ class Matcher:
         message = record.message
         if message.startswith(_REQUEST_CONTENT_PREFIXES):
             return []
-        if literal_ids is None and record.lines[0].level in ERROR_LEVELS:
-            literal_ids = self._with_level(record, message)
-        ids = frozenset(self.scanner.present(message) if literal_ids is None else literal_ids)
-        key = None
+        lines = record.lines
+        key: tuple[object, ...] | None = None
         if len(message) <= MEMO_MAX_CHARS and not (self.timeouts or self.disabled):
-            lines = record.lines
-            key = (message, ids,
+            # the literals a record holds follow from its text and its level word (see
+            # _with_level) when the prefilter has not named them: no scan for them then
+            key = (message, frozenset(literal_ids) if literal_ids is not None
+                   else level_literal(record),
                    lines[0].level if len(lines) == 1 else tuple(ln.level for ln in lines))
             known = self._memo.get(key)
             if known is not None:
                 return [self._finding(sig, dict(captures), record, lines[index])
                         for sig, captures, index in known]
+        if literal_ids is None and lines[0].level in ERROR_LEVELS:
+            literal_ids = self._with_level(record, message)
+        ids = frozenset(self.scanner.present(message) if literal_ids is None else literal_ids)
         findings, whole = self._search(record, message, self._candidates_for(ids))
         if findings:
             findings = settle_record(findings, record)

@@ -59,6 +59,9 @@ class Record:
     """One logical log record: a single line or an assembled multi-line block."""
 
     lines: list[ParsedLine] = field(default_factory=list)
+    # The message, where it is known as the record is made (then its lines never change):
+    # one string object for every record of the same text, its hash computed once.
+    known_message: str | None = field(default=None, compare=False, repr=False)
 
     @property
     def first(self) -> ParsedLine:
@@ -81,6 +84,8 @@ class Record:
         """The record's text: each line's message, joined by newlines."""
         if len(self.lines) == 1:
             return self.lines[0].message
+        if self.known_message is not None:
+            return self.known_message
         return "\n".join(line.message for line in self.lines)
 
     # The first line's field that is set, as plain loops: every finding asks these.
