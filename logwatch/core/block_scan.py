@@ -287,7 +287,6 @@ class BlockScanner:
         header = plain_header(line)
         if header is None or len(header) != len(line.raw) - len(line.message):
             return None
-        tokens = _writer_tokens(line)
         buf, width = lines.buf, len(header_bytes)
         starts = [hit[1]]
         while len(starts) <= MAX_RUN_LINES:  # earlier lines, each within reach of the next
@@ -330,6 +329,7 @@ class BlockScanner:
             if start > 0 and buf[start - 1] != 0x0A:
                 return None  # the header inside another line, or after a prefix
             if i and number - numbers[i - 1] > 1:  # other lines between: none of this writer
+                tokens = _writer_tokens(line)
                 gap_start = buf.find(b"\n", starts[i - 1]) + 1
                 if number - numbers[i - 1] > QUIET_WRITER_LINES or not tokens or all(
                         buf.find(token, gap_start, start) >= 0 for token in tokens):
