@@ -280,13 +280,13 @@ class BlockScanner:
         within reach beyond what is at hand or beyond the context, or a line of the same
         writer between them (it could split the record)."""
         line = lines.get(hit[0], hit)
-        located = _header_bytes(line)
-        if located is None or located[1] != 0:
-            return None
-        header_bytes = located[0]
         header = plain_header(line)
-        if header is None or len(header) != len(line.raw) - len(line.message):
-            return None
+        raw = line.raw
+        if (header is None or len(header) != len(raw) - len(line.message)
+                or not raw.endswith(line.message) or "<" in header or "\x1b" in raw
+                or "[0m" in raw):
+            return None  # ... or what _header_bytes does not read as a header
+        header_bytes = header.encode()
         buf, width = lines.buf, len(header_bytes)
         starts = [hit[1]]
         while len(starts) <= MAX_RUN_LINES:  # earlier lines, each within reach of the next
@@ -601,12 +601,12 @@ def _run_key(buf: bytes, line: ParsedLine, header: bytes, starts: list[int]
     end = len(buf) if end < 0 else end
     if end - starts[0] > RUN_MEMO_MAX_BYTES or line.vllm_time is None:
         return None
-    if any(start and buf[start - 1] != 0x0A for start in starts):
+    if starts[0] and buf[starts[0] - 1] != 0x0A:
         return None  # a header inside a line, or after a prefix
     width = len(header)
     bodies = tuple(buf[starts[0] + width:end].split(b"\n" + header))
     if len(bodies) != len(starts):
-        return None
+        return None  # ... the same for a later line: a newline is not right before it
     return header.replace(line.vllm_time.encode(), b"", 1), bodies
 
 
