@@ -124,7 +124,8 @@ class Matcher:
         # candidates by the set of literals found, while no signature has run over
         self._candidates: dict[frozenset[int], list[CompiledPattern]] = {}
         # (message, literal ids, line levels) -> what matching it gave, see MEMO_MAX_CHARS
-        self._memo: dict[tuple[str, frozenset[int], object], _Memo] = {}
+        # (message, its literal ids or else its level word, its lines' levels) -> outcome
+        self._memo: dict[tuple[object, ...], _Memo] = {}
 
     def candidates(self, text: str, literal_ids: Iterable[int] | None = None
                    ) -> list[CompiledPattern]:
