@@ -123,7 +123,6 @@ class Matcher:
         self.disabled: dict[str, str] = {}  # signature id -> why
         # candidates by the set of literals found, while no signature has run over
         self._candidates: dict[frozenset[int], list[CompiledPattern]] = {}
-        # (message, literal ids, line levels) -> what matching it gave, see MEMO_MAX_CHARS
         # (message, its literal ids or else its level word, its lines' levels) -> outcome
         self._memo: dict[tuple[object, ...], _Memo] = {}
 
