@@ -204,3 +204,40 @@ def test_the_joiner_index_answers_as_the_searches_do() -> None:
     with_index, searched = _joiner_answers(buf, True), _joiner_answers(buf, False)
     assert with_index == searched
     assert True in searched and False in searched
+
+
+def test_a_traceback_logged_again_is_assembled_from_memory(library: Library) -> None:
+    """The same traceback under the same header (another second) gives its record from the
+    header-run memory: no line of it is read by parse_sibling again, and the findings, record
+    spans and messages are what the per-line pipeline gives."""
+    from logwatch.core import block_scan
+
+    def traceback(ts: str) -> bytes:
+        head = f"(Worker_TP0 pid=9) ERROR 11-29 {ts} [multiproc_executor.py:631] ".encode()
+        return b"".join(head + text + b"\n" for text in (
+            b"Traceback (most recent call last):",
+            b'  File "/x/vllm/worker.py", line 240, in load_model',
+            b"    self.model_runner.load_model()",
+            b"RuntimeError: size_n = 40 is not divisible by tile_n_size = 64"))
+
+    filler = b'INFO:     10.0.0.1:4000 - "GET /health HTTP/1.1" 200 OK\n' * 300
+    data = filler + traceback("03:10:01") + filler + traceback("03:10:07") + filler
+    read: list[int] = []
+    original = block_scan.parse_sibling
+
+    def counting(*args: object) -> object:
+        read.append(args[2])  # type: ignore[arg-type]
+        return original(*args)  # type: ignore[arg-type]
+
+    def spans(full: bool) -> list[tuple[str, int, int, str]]:
+        scanner = BlockScanner(roomy_matcher(library, ENGINES[-1]), "t", REF, full=full)
+        found = scanner.feed(data) + scanner.finish()
+        return [(f.signature.id, f.record_lineno, f.record_last_lineno, f.record.message)
+                for f in found]
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(block_scan, "parse_sibling", counting)
+        fast = spans(full=False)
+    assert fast == spans(full=True)
+    assert [f[1] for f in fast] == [301, 605]
+    assert read == [302, 303, 304]  # the first traceback's lines only
