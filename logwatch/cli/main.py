@@ -56,6 +56,9 @@ def build_parser() -> argparse.ArgumentParser:
                       help="record the scan in this DuckDB history (re-scanning adds nothing)")
     scan.add_argument("--jobs", type=int, choices=(1, 2), default=None,
                       help="processes per large file (default: 2 when two cores are idle)")
+    scan.add_argument("--plan", action="store_true",
+                      help="add the corrected launch for the newest launch (a W4A4 variant "
+                           "beside --model-dir, the MTP ignore list merged); nothing is run")
     _snapshot_arguments(scan)
 
     snap = sub.add_parser("snapshot", help="the configuration in force: show it, or diff two")
@@ -235,7 +238,7 @@ def _cmd_scan(args: argparse.Namespace) -> int:
     try:
         report = run_scan(inputs, library, engine=args.engine, mode=args.mode,
                           snapshot_options=_snapshot_options(args), recorder=recorder,
-                          jobs=args.jobs)
+                          jobs=args.jobs, plan=args.plan)
     except InputError as exc:
         _warn(f"logwatch: {exc}")
         return EXIT_USAGE
@@ -261,6 +264,10 @@ def _cmd_scan(args: argparse.Namespace) -> int:
     else:
         colour = sys.stdout.isatty() and not os.environ.get("NO_COLOR")
         sys.stdout.write(render_text(report, colour=colour))
+        if args.plan:
+            plan = report.get("plan")
+            sys.stdout.write("\n" + visible(plan["text"], lines=True) if plan else
+                             "\nNo plan: a relaunch fixes none of the causes found.\n")
     if not_recorded is not None:
         sys.stdout.flush()  # the report first, then why it was not recorded
         _warn(f"logwatch: {not_recorded} This scan was not recorded; its report is on "

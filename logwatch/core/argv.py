@@ -172,6 +172,15 @@ class LaunchSpec:
             items.append(Option(name, value))
         return replace(self, items=tuple(items))
 
+    def with_model(self, path: str) -> LaunchSpec:
+        """A copy serving `path`: in place of the positional model, else as --model."""
+        items = list(self.items)
+        for index, item in enumerate(items):
+            if isinstance(item, str):
+                items[index] = path
+                return replace(self, items=tuple(items))
+        return self.with_option("--model", path)
+
     def without_option(self, name: str) -> LaunchSpec:
         return replace(self, items=tuple(i for i in self.items
                                          if not (isinstance(i, Option) and i.name == name)))

@@ -29,6 +29,7 @@ from logwatch.scan.progress import Progress
 from logwatch.scan.triage import SnapshotOptions, triage
 
 if TYPE_CHECKING:
+    from logwatch.core.analysis import LaunchAnalysis
     from logwatch.store.record import ScanRecorder
 
 WRAP_SAMPLE_BYTES = 1 << 20
@@ -114,12 +115,13 @@ def scan_inputs(inputs: Sequence[ScanInput], library: Library, engine: str = "au
                 on_progress: Callable[[int, int], None] | None = None,
                 snapshot_options: SnapshotOptions | None = None,
                 recorder: ScanRecorder | None = None, jobs: int | None = None,
-                matcher: Matcher | None = None) -> dict[str, Any]:
+                matcher: Matcher | None = None, plan: bool = False) -> dict[str, Any]:
     """Scan every input and return the report (with snapshots and diagnoses) as a dict.
 
     `jobs`: 2 scans a large regular file with two processes, 1 with one; None (auto) uses
     two when the file is large and two cores are idle. `matcher`: one already built from
-    `library` (many small scans of one library)."""
+    `library` (many small scans of one library). `plan`: add the corrected launch for the
+    newest launch's diagnoses (core.plan), or None when a relaunch fixes none of them."""
     matcher = matcher or Matcher(library.signatures, engine=engine)
     book = LaunchBook()
     unrecognised = TemplateGroups()
@@ -196,7 +198,23 @@ def scan_inputs(inputs: Sequence[ScanInput], library: Library, engine: str = "au
     if recorder is not None:  # each finding links to its launch's snapshot
         recorder.snapshot_at = result.snapshot_at
     report["snapshots"] = result.snapshots
+    if plan:
+        report["plan"] = _plan(result.analyses[0]) if result.analyses else None
     return report
+
+
+def _plan(analysis: LaunchAnalysis) -> dict[str, Any] | None:
+    """The corrected launch for one launch's diagnoses, with the variants beside its model."""
+    from logwatch.core.plan import plan_relaunch, render_plan
+    from logwatch.host.variants import variant_candidates
+
+    snapshot = analysis.snapshot
+    model = snapshot.model
+    candidates = variant_candidates(model.path) if model is not None else {}
+    found = plan_relaunch(analysis.diagnoses, snapshot, candidates)
+    if found is None:
+        return None
+    return {**found.to_dict(), "text": render_plan(found, snapshot)}
 
 
 def _scan_stream(stream: _Peekable, scanner: BlockScanner,
