@@ -26,7 +26,13 @@ from typing import Any
 
 from logwatch.core.argv import LaunchSpec
 from logwatch.core.diagnose import Diagnosis, Remedy
-from logwatch.core.fp4_backend import GEMM_ENV, MOE_ENV, fp4_switches
+from logwatch.core.fp4_backend import (
+    GEMM_ENV,
+    GEMM_ENV_VALUE,
+    MOE_ENV,
+    MOE_ENV_VALUE,
+    fp4_switches,
+)
 from logwatch.core.ignore_rules import parse_release
 from logwatch.core.latent import LATENT_MARLIN, LATENT_MTP
 from logwatch.core.quant import NATIVE_FP4_CAPABILITY
@@ -230,16 +236,19 @@ def _path_fix(model: ModelFacts, snapshot: Snapshot, candidates: Mapping[str, Mo
     has_moe = "moe_intermediate_size" in served.dims
     switches, switch_notes = fp4_switches(parse_release(snapshot.vllm_version), has_moe)
     notes.extend(switch_notes)
-    uses_flags = any(s.kind == "flag" for s in switches)
     for switch in switches:
         changes.append(Change("flag" if switch.kind == "flag" else "env", switch.name,
                               switch.value, "FlashInfer CUTLASS kernels for NVFP4 (never a "
                               "Marlin repack)"))
-    if uses_flags:
-        for name in (GEMM_ENV, MOE_ENV):
-            if name in snapshot.env and all(s.name != name for s in switches):
-                changes.append(Change("unset_env", name, None, "this release chooses the "
-                                      "backend by flag"))
+    chosen = {s.name for s in switches}
+    for name, wanted in ((GEMM_ENV, GEMM_ENV_VALUE), (MOE_ENV, MOE_ENV_VALUE)):
+        if snapshot.env.get(name, wanted) != wanted and name not in chosen:
+            changes.append(Change("unset_env", name, None, "it chooses another NVFP4 backend "
+                                  "(Marlin included)"))
+    for flag, key in (("--linear-backend", "linear_backend"), ("--moe-backend", "moe_backend")):
+        if snapshot.launch.get(key) not in (None, "auto") and flag not in chosen:
+            changes.append(Change("unset_flag", flag, None, "it chooses another backend "
+                                  "(Marlin included)"))
     return served
 
 

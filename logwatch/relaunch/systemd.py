@@ -1,0 +1,108 @@
+"""Relaunch a systemd unit with a plan: logwatch's own drop-in (`90-logwatch-relaunch.conf`),
+`daemon-reload`, restart; undone by deleting that file alone (never `systemctl revert`,
+which would also drop the operator's drop-ins). The system manager or `systemctl --user`.
+
+The argv a plan edits is the unit's own, read from the unit files without logwatch's
+drop-in, so a second plan starts from the operator's command line, not from the first
+plan's.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+from logwatch.core.argv import ArgvError, parse_launch
+from logwatch.core.dropin import DROPIN_NAME, MARKER, relaunch_dropin, without_own_dropin
+from logwatch.core.host_facts import exec_start_from_unit
+from logwatch.core.plan import Launch, Plan, apply_plan
+from logwatch.host.capture import read_unit, run_systemctl
+
+
+class RelaunchError(Exception):
+    """The relaunch could not be carried out; the message says which step and why."""
+
+
+def default_dropin_root(user: bool) -> Path:
+    """Where unit drop-ins that outlive a reboot go: /etc/systemd/system for the system
+    manager, ~/.config/systemd/user for a user's."""
+    if not user:
+        return Path("/etc/systemd/system")
+    config = os.environ.get("XDG_CONFIG_HOME") or str(Path.home() / ".config")
+    return Path(config) / "systemd" / "user"
+
+
+@dataclass(frozen=True, slots=True)
+class SystemdUnit:
+    unit: str
+    user: bool = False
+    dropin_root: Path | None = None  # default_dropin_root(user) when None
+
+    @property
+    def dropin(self) -> Path:
+        root = self.dropin_root or default_dropin_root(self.user)
+        return root / f"{self.unit}.d" / DROPIN_NAME
+
+    def current(self) -> Launch:
+        """The launch as the operator's unit files describe it (logwatch's drop-in left
+        out), with the unit's environment."""
+        try:
+            text = run_systemctl(["cat", self.unit], self.user)
+            facts = read_unit(self.unit, self.user)
+        except OSError as exc:
+            raise RelaunchError(f"cannot read unit {self.unit}: {exc}") from exc
+        argv = exec_start_from_unit(without_own_dropin(text))
+        if not argv:
+            raise RelaunchError(f"unit {self.unit} has no ExecStart logwatch can read")
+        try:
+            return Launch(parse_launch(argv), dict(facts["env"]))
+        except ArgvError as exc:
+            raise RelaunchError(f"unit {self.unit}: {exc}") from exc
+
+    def apply(self, plan: Plan, overlay_dir: str | None = None) -> Launch:
+        """Write the drop-in for the plan, reload and restart the unit; the launch started."""
+        base = self.current()
+        after = apply_plan(plan, base, overlay_dir)
+        sets = {c.name: c.value for c in plan.changes if c.kind == "env" and c.value is not None}
+        unset = [c.name for c in plan.changes if c.kind == "unset_env"]
+        text = relaunch_dropin(after.spec.argv(), sets, unset, plan.digest, plan.causes)
+        self._write(text)
+        self._reload_and_restart()
+        return after
+
+    def undo(self) -> bool:
+        """Remove logwatch's drop-in (only a file logwatch wrote), reload and restart;
+        whether there was one."""
+        path = self.dropin
+        try:
+            head = path.read_text(errors="replace")[:len(MARKER)]
+        except FileNotFoundError:
+            return False
+        except OSError as exc:
+            raise RelaunchError(f"{path}: {exc}") from exc
+        if head != MARKER:
+            raise RelaunchError(f"{path} was not written by logwatch: left as it is")
+        path.unlink()
+        self._reload_and_restart()
+        return True
+
+    def _write(self, text: str) -> None:
+        path = self.dropin
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            fd, tmp = tempfile.mkstemp(prefix=".logwatch-", dir=path.parent)
+            with os.fdopen(fd, "w") as fh:
+                fh.write(text)
+            os.chmod(tmp, 0o644)
+            os.replace(tmp, path)
+        except OSError as exc:
+            raise RelaunchError(f"{path}: cannot write the drop-in: {exc}") from exc
+
+    def _reload_and_restart(self) -> None:
+        for args in (["daemon-reload"], ["restart", self.unit]):
+            try:
+                run_systemctl(args, self.user)
+            except OSError as exc:
+                raise RelaunchError(str(exc)) from exc
