@@ -200,3 +200,21 @@ def test_scan_prints_the_plan_beside_the_report(tmp_path: Path) -> None:
     assert plan["startable"] and plan["changes"][0]["value"] == str(root / W4A4_COVERED)
     assert {c["name"] for c in plan["changes"]} >= {"VLLM_NVFP4_GEMM_BACKEND",
                                                      "--served-model-name"}  # vLLM 0.11.2
+
+
+def test_the_readme_plan_example_runs(tmp_path: Path) -> None:
+    """The README's `scan ... --plan` line, on the seed's demo log and a copy of the sample
+    NVFP4A16 model with its W4A4 variant beside it."""
+    import shlex
+
+    root = models_dir(tmp_path, A16, W4A4_COVERED)
+    names = {"vllm.log": str(SAMPLES / "demo_marlin_and_mtp.log"),
+             "/models/Qwen3.6-NVFP4A16": str(root / A16)}
+    readme = (ROOT / "README.md").read_text()
+    (command,) = [line for line in readme.splitlines()
+                  if line.startswith("logwatch scan") and "--plan" in line]
+    argv = [names.get(word, word) for word in shlex.split(command)[1:]]
+    done = subprocess.run([sys.executable, "-m", "logwatch", *argv], capture_output=True,
+                          text=True, cwd=ROOT, timeout=60)
+    assert done.returncode == 1, done.stderr
+    assert "PLAN " in done.stdout and "startable" in done.stdout
