@@ -1,0 +1,94 @@
+"""The HTTP half of a relaunch's verification: ask the relaunched server on loopback what
+core.verify judges (`/health`, `/v1/models`, one tiny completion), within timeouts.
+
+Only the launch's own `--host`/`--port` (from its argv) name the server; no proxy is used.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+import urllib.error
+import urllib.request
+from typing import Any
+
+from logwatch.core.argv import LaunchSpec
+from logwatch.core.verify import Probes
+
+DEFAULT_PORT = 8000  # vLLM's
+MAX_ANSWER_BYTES = 1 << 20
+_OPENER = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+
+
+def endpoint(spec: LaunchSpec) -> str:
+    """The base URL a launch serves on, reached on loopback."""
+    host = spec.value("--host") or "127.0.0.1"
+    if host in ("0.0.0.0", ""):
+        host = "127.0.0.1"
+    elif host == "::":
+        host = "::1"
+    port = spec.value("--port") or str(DEFAULT_PORT)
+    if not port.isdigit():
+        port = str(DEFAULT_PORT)
+    return f"http://[{host}]:{port}" if ":" in host else f"http://{host}:{port}"
+
+
+def served_name(spec: LaunchSpec) -> str | None:
+    """The model name the launch serves: --served-model-name's first, else the model."""
+    named = spec.value("--served-model-name")
+    return named.split()[0] if named else spec.model
+
+
+def _call(url: str, body: dict[str, Any] | None, timeout: float) -> tuple[int, bytes]:
+    data = json.dumps(body).encode() if body is not None else None
+    request = urllib.request.Request(url, data=data, headers={
+        "Content-Type": "application/json"} if data is not None else {})
+    try:
+        with _OPENER.open(request, timeout=timeout) as answer:
+            return answer.status, answer.read(MAX_ANSWER_BYTES)
+    except urllib.error.HTTPError as exc:
+        return exc.code, exc.read(MAX_ANSWER_BYTES)
+
+
+def probe(base: str, model: str, timeout: float = 10.0) -> Probes:
+    """Ask the three questions once; each failure is kept with its reason."""
+    errors: dict[str, str] = {}
+    health = models = completion = None
+    try:
+        health, _ = _call(base + "/health", None, timeout)
+    except (OSError, ValueError) as exc:
+        errors["health"] = str(exc)
+    try:
+        status, body = _call(base + "/v1/models", None, timeout)
+        if status == 200:
+            models = tuple(str(m.get("id")) for m in json.loads(body).get("data", [])
+                           if isinstance(m, dict))
+        else:
+            errors["models"] = f"answered {status}"
+    except (OSError, ValueError, AttributeError) as exc:
+        errors["models"] = str(exc)
+    try:
+        status, body = _call(base + "/v1/completions",
+                             {"model": model, "prompt": "Hello", "max_tokens": 4}, timeout)
+        if status == 200:
+            choices = json.loads(body).get("choices") or [{}]
+            completion = str(choices[0].get("text", ""))
+        else:
+            errors["completion"] = f"answered {status}"
+    except (OSError, ValueError, AttributeError, IndexError) as exc:
+        errors["completion"] = str(exc)
+    return Probes(health, models, completion, errors)
+
+
+def wait_healthy(base: str, deadline: float, interval: float = 0.2) -> bool:
+    """Until `/health` answers 200 or the monotonic `deadline` passes."""
+    while True:
+        try:
+            if _call(base + "/health", None, min(5.0, max(deadline - time.monotonic(), 0.1))
+                     )[0] == 200:
+                return True
+        except (OSError, ValueError):
+            pass
+        if time.monotonic() >= deadline:
+            return False
+        time.sleep(interval)  # polling a server still starting, within the deadline
