@@ -82,7 +82,7 @@ def test_a_wrong_model_or_no_answer_fails(library: Library) -> None:
 class _Server(BaseHTTPRequestHandler):
     served = "/models/q"
 
-    def do_GET(self) -> None:  # noqa: N802 - the stdlib's name
+    def do_GET(self) -> None:
         if self.path == "/health":
             self._answer(200, None)
         elif self.path == "/v1/models":
@@ -90,7 +90,7 @@ class _Server(BaseHTTPRequestHandler):
         else:
             self._answer(404, {"error": "no"})
 
-    def do_POST(self) -> None:  # noqa: N802
+    def do_POST(self) -> None:
         length = int(self.headers.get("Content-Length", 0))
         body = json.loads(self.rfile.read(length))
         if self.path == "/v1/completions" and body.get("model") == self.served:
