@@ -173,3 +173,47 @@ def test_exec_line_reads_back_as_the_same_words() -> None:
     words = ["/usr/bin/vllm", "serve", "/m/a b", 'x"y', "a\\b", "--speculative-config", SPEC]
     text = f"# /u/{DROPIN_NAME}\n[Service]\nExecStart=\n{exec_line(words)}\n"
     assert exec_start_from_unit(text) == words
+
+
+@pytest.mark.slow
+def test_automatic_restarts_are_held_while_an_action_runs(
+        systemd_user: dict[str, str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A unit with Restart=always: while logwatch holds restarts, a killed process stays down
+    (the manager does not fight the action); released, the unit's own Restart= is back. The
+    hold lives under the runtime directory and is left out of the operator's launch."""
+    env = systemd_user
+    monkeypatch.setenv("XDG_RUNTIME_DIR", env["XDG_RUNTIME_DIR"])
+    name = f"logwatch-hold-{os.getpid()}.service"
+    UNIT_DIR.mkdir(parents=True, exist_ok=True)
+    unit_file = UNIT_DIR / name
+    unit_file.write_text(f"[Service]\nExecStart={sys.executable} -c 'import time; "
+                         "time.sleep(300)'\nRestart=always\nRestartSec=0.1\n")
+    _systemctl(env, "daemon-reload")
+    _systemctl(env, "start", name)
+    executor = SystemdUnit(name, user=True, dropin_root=tmp_path / "persistent",
+                           runtime_root=UNIT_DIR)
+    try:
+        assert executor.restart_policy() == "always"
+        assert executor.hold_restarts("a1")
+        assert executor.restart_policy() == "no" and executor.hold.exists()
+        pid = _systemctl(env, "show", "-p", "MainPID", "--value", name).strip()
+        os.kill(int(pid), 9)
+        deadline = time.monotonic() + 20
+        while (state := _systemctl(env, "show", "-p", "ActiveState", "--value", name).strip()
+               ) not in ("failed", "inactive"):
+            now = _systemctl(env, "show", "-p", "MainPID", "--value", name).strip()
+            assert now in ("0", pid), "restarted while held"
+            assert time.monotonic() < deadline, f"still {state}"
+            time.sleep(0.05)
+        assert _systemctl(env, "show", "-p", "NRestarts", "--value", name).strip() == "0"
+        assert executor.release_restarts() and not executor.hold.exists()
+        assert executor.restart_policy() == "always"
+        assert not executor.release_restarts()
+    finally:
+        subprocess.run(["systemctl", "--user", "stop", name], env=env, timeout=30, check=False)
+        subprocess.run(["systemctl", "--user", "reset-failed", name], env=env, timeout=30,
+                       check=False)
+        shutil.rmtree(UNIT_DIR / f"{name}.d", ignore_errors=True)
+        unit_file.unlink(missing_ok=True)
+        subprocess.run(["systemctl", "--user", "daemon-reload"], env=env, timeout=30,
+                       check=False)

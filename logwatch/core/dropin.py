@@ -14,6 +14,7 @@ import re
 from collections.abc import Mapping, Sequence
 
 DROPIN_NAME = "90-logwatch-relaunch.conf"
+HOLD_NAME = "91-logwatch-hold-restarts.conf"  # a runtime drop-in: gone at the next boot
 MARKER = "# Written by logwatch"
 _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
@@ -69,6 +70,15 @@ def relaunch_dropin(argv: Sequence[str], env: Mapping[str, str], unset: Sequence
     return "\n".join(lines) + "\n"
 
 
+def hold_dropin(action: str) -> str:
+    """A drop-in that keeps the manager from restarting the unit by itself while logwatch's
+    action `action` stops, restarts and verifies it (the unit's own Restart= comes back when
+    the action ends and the file goes)."""
+    return (f"{MARKER} while action {action} runs: the unit's own Restart= comes back when\n"
+            "# it ends (this file is under /run and goes at the next boot in any case).\n"
+            "[Service]\nRestart=no\n")
+
+
 def without_own_dropin(cat_text: str) -> str:
     """`systemctl cat UNIT` output without logwatch's drop-in: the unit as the operator
     wrote it (each file there starts with a `# /path` line)."""
@@ -76,7 +86,7 @@ def without_own_dropin(cat_text: str) -> str:
     skipping = False
     for line in cat_text.splitlines():
         if line.startswith("# /"):
-            skipping = line.rstrip().endswith("/" + DROPIN_NAME)
+            skipping = line.rstrip().endswith(("/" + DROPIN_NAME, "/" + HOLD_NAME))
         if not skipping:
             out.append(line)
     return "\n".join(out) + "\n"

@@ -15,7 +15,14 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from logwatch.core.argv import ArgvError, parse_launch
-from logwatch.core.dropin import DROPIN_NAME, MARKER, relaunch_dropin, without_own_dropin
+from logwatch.core.dropin import (
+    DROPIN_NAME,
+    HOLD_NAME,
+    MARKER,
+    hold_dropin,
+    relaunch_dropin,
+    without_own_dropin,
+)
 from logwatch.core.host_facts import exec_start_from_unit
 from logwatch.core.plan import Launch, Plan, apply_plan
 from logwatch.host.capture import read_unit, run_systemctl
@@ -23,6 +30,15 @@ from logwatch.host.capture import read_unit, run_systemctl
 
 class RelaunchError(Exception):
     """The relaunch could not be carried out; the message says which step and why."""
+
+
+def runtime_dropin_root(user: bool) -> Path:
+    """Where drop-ins that end with the boot go: /run/systemd/system, or the user's
+    $XDG_RUNTIME_DIR/systemd/user."""
+    if not user:
+        return Path("/run/systemd/system")
+    runtime = os.environ.get("XDG_RUNTIME_DIR") or f"/run/user/{os.getuid()}"
+    return Path(runtime) / "systemd" / "user"
 
 
 def default_dropin_root(user: bool) -> Path:
@@ -39,11 +55,41 @@ class SystemdUnit:
     unit: str
     user: bool = False
     dropin_root: Path | None = None  # default_dropin_root(user) when None
+    runtime_root: Path | None = None  # runtime_dropin_root(user) when None
 
     @property
     def dropin(self) -> Path:
         root = self.dropin_root or default_dropin_root(self.user)
         return root / f"{self.unit}.d" / DROPIN_NAME
+
+    @property
+    def hold(self) -> Path:
+        root = self.runtime_root or runtime_dropin_root(self.user)
+        return root / f"{self.unit}.d" / HOLD_NAME
+
+    def restart_policy(self) -> str:
+        """The unit's Restart= setting as the manager has it now."""
+        try:
+            out = run_systemctl(["show", self.unit, "-p", "Restart", "--value"], self.user)
+        except OSError as exc:
+            raise RelaunchError(f"cannot read Restart= of {self.unit}: {exc}") from exc
+        return out.strip()
+
+    def hold_restarts(self, action: str) -> bool:
+        """Keep the manager from restarting the unit on its own while an action runs
+        (Restart=no in a drop-in that ends with the boot); whether a hold was needed."""
+        if self.restart_policy() in ("no", ""):
+            return False
+        self._write(self.hold, hold_dropin(action))
+        self._run(["daemon-reload"])
+        return True
+
+    def release_restarts(self) -> bool:
+        """Give the unit its own Restart= back; whether a hold was there."""
+        if not self._remove_own(self.hold):
+            return False
+        self._run(["daemon-reload"])
+        return True
 
     def current(self) -> Launch:
         """The launch as the operator's unit files describe it (logwatch's drop-in left
@@ -68,14 +114,20 @@ class SystemdUnit:
         sets = {c.name: c.value for c in plan.changes if c.kind == "env" and c.value is not None}
         unset = [c.name for c in plan.changes if c.kind == "unset_env"]
         text = relaunch_dropin(after.spec.argv(), sets, unset, plan.digest, plan.causes)
-        self._write(text)
-        self._reload_and_restart()
+        self._write(self.dropin, text)
+        self._run(["daemon-reload"], ["restart", self.unit])
         return after
 
     def undo(self) -> bool:
         """Remove logwatch's drop-in (only a file logwatch wrote), reload and restart;
         whether there was one."""
-        path = self.dropin
+        if not self._remove_own(self.dropin):
+            return False
+        self._run(["daemon-reload"], ["restart", self.unit])
+        return True
+
+    @staticmethod
+    def _remove_own(path: Path) -> bool:
         try:
             head = path.read_text(errors="replace")[:len(MARKER)]
         except FileNotFoundError:
@@ -85,11 +137,10 @@ class SystemdUnit:
         if head != MARKER:
             raise RelaunchError(f"{path} was not written by logwatch: left as it is")
         path.unlink()
-        self._reload_and_restart()
         return True
 
-    def _write(self, text: str) -> None:
-        path = self.dropin
+    @staticmethod
+    def _write(path: Path, text: str) -> None:
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
             fd, tmp = tempfile.mkstemp(prefix=".logwatch-", dir=path.parent)
@@ -100,8 +151,8 @@ class SystemdUnit:
         except OSError as exc:
             raise RelaunchError(f"{path}: cannot write the drop-in: {exc}") from exc
 
-    def _reload_and_restart(self) -> None:
-        for args in (["daemon-reload"], ["restart", self.unit]):
+    def _run(self, *commands: list[str]) -> None:
+        for args in commands:
             try:
                 run_systemctl(args, self.user)
             except OSError as exc:
