@@ -179,33 +179,36 @@ def plan_relaunch(diagnoses: Sequence[Diagnosis], snapshot: Snapshot,
     checks: list[Check] = []
     refused: list[str] = []
     notes: list[str] = []
-    served = model
+    served, variant = model, None
     release = parse_release(snapshot.vllm_version)
     if any(c in PATH_CAUSES for c in causes):
-        served = _path_fix(model, snapshot, candidates or {}, changes, checks, refused, notes)
+        served, variant = _path_fix(model, snapshot, candidates or {}, changes, checks,
+                                    refused, notes)
     overlay = None
     if snapshot.uses_mtp or any(c in MTP_CAUSES for c in causes):
         overlay = _ignore_fix(served, snapshot.vllm_version, checks, refused)
-        if overlay is not None:
-            changes.insert(0, Change("model", "model", None, "the overlay of "
-                                     f"{served.path}: its {overlay.key} list covers the BF16 "
-                                     "MTP modules"))
-    if changes and not any(c.kind == "keep_served_name" for c in changes) and any(
-            c.kind == "model" for c in changes):
+    if overlay is not None:
+        covers = f"its {overlay.key} list covers the BF16 MTP modules"
+        changes.insert(0, Change("model", "model", None, f"{variant}, through an overlay: "
+                                 f"{covers}" if variant else
+                                 f"an overlay of {served.path}: {covers}"))
+    elif variant is not None:
+        changes.insert(0, Change("model", "model", served.path, variant))
+    if changes and changes[0].kind == "model":
         changes.append(Change("keep_served_name", "--served-model-name", None,
                               "the served model keeps the name clients ask for"))
     if release is None and changes:
         notes.append("vLLM release unknown: the plan holds for every release checked, or "
                      "says where it does not")
-    merged = _merge_model_changes(changes)
-    return replace(plan, changes=tuple(merged), overlay=overlay, checks=tuple(checks),
+    return replace(plan, changes=tuple(changes), overlay=overlay, checks=tuple(checks),
                    refused=tuple(refused), notes=tuple(notes))
 
 
 def _path_fix(model: ModelFacts, snapshot: Snapshot, candidates: Mapping[str, ModelFacts],
               changes: list[Change], checks: list[Check], refused: list[str],
-              notes: list[str]) -> ModelFacts:
-    """Serve the W4A4 variant through FlashInfer CUTLASS; the model then served."""
+              notes: list[str]) -> tuple[ModelFacts, str | None]:
+    """Serve the W4A4 variant through FlashInfer CUTLASS: the model then served, and why
+    it replaces the launch's (None: the launch's own is W4A4 already)."""
     cap = snapshot.gpu.capability
     if cap is None:
         checks.append(Check("native_fp4", None, "GPU compute capability unknown: W4A4 needs "
@@ -213,21 +216,20 @@ def _path_fix(model: ModelFacts, snapshot: Snapshot, candidates: Mapping[str, Mo
     elif cap < NATIVE_FP4_CAPABILITY:
         refused.append(f"compute capability {cap / 10:.1f} has no native FP4: a W4A4 "
                        "checkpoint falls back to Marlin here as well")
-        return model
+        return model, None
     else:
         checks.append(Check("native_fp4", True, f"compute capability {cap / 10:.1f} runs "
                             "W4A4 NVFP4 natively"))
-    served = model
+    served, variant = model, None
     if model.quant.scheme != W4A4:
         name, rejected = choose_variant(model, candidates)
         if name is None:
             refused.append("no W4A4 NVFP4 variant of this model was found (give the "
                            "target's variants, or put it beside the model directory)"
                            + (": " + "; ".join(rejected) if rejected else ""))
-            return model
+            return model, None
         served = candidates[name]
-        changes.append(Change("model", "model", served.path,
-                              f"the W4A4 NVFP4 variant of the same model ({name})"))
+        variant = f"the W4A4 NVFP4 variant of the same model ({name})"
         checks.append(Check("same_base_model", True, f"{name} has the architecture and "
                             "shapes of the model served"))
     if snapshot.launch.get("quantization") not in (None, served.quant.method):
@@ -249,7 +251,7 @@ def _path_fix(model: ModelFacts, snapshot: Snapshot, candidates: Mapping[str, Mo
         if snapshot.launch.get(key) not in (None, "auto") and flag not in chosen:
             changes.append(Change("unset_flag", flag, None, "it chooses another backend "
                                   "(Marlin included)"))
-    return served
+    return served, variant
 
 
 def _ignore_fix(model: ModelFacts, version: str | None, checks: list[Check],
@@ -282,19 +284,6 @@ def _default_key(method: str | None) -> str:
     return {"quark": "exclude", "modelopt_fp4": "exclude_modules", "modelopt": "exclude_modules",
             "awq": "modules_to_not_convert", "gptq": "dynamic", "fp8": "ignored_layers"
             }.get(method or "", "ignore")
-
-
-def _merge_model_changes(changes: list[Change]) -> list[Change]:
-    """One model change: a variant served through an overlay is the overlay of the variant
-    (the overlay records which directory it lays over)."""
-    models = [c for c in changes if c.kind == "model"]
-    if len(models) < 2:
-        return changes
-    overlay = next(c for c in models if c.value is None)
-    variant = next(c for c in models if c.value is not None)
-    keep = [c for c in changes if c.kind != "model"]
-    return [Change("model", "model", None, f"{variant.reason}, through an overlay: "
-                   f"{overlay.reason.split(': ', 1)[-1]}"), *keep]
 
 
 @dataclass(frozen=True, slots=True)
