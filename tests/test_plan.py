@@ -218,3 +218,25 @@ def test_the_readme_plan_example_runs(tmp_path: Path) -> None:
                           text=True, cwd=ROOT, timeout=60)
     assert done.returncode == 1, done.stderr
     assert "PLAN " in done.stdout and "startable" in done.stdout
+
+
+def test_a_plan_passes_preflight_only_when_its_configuration_read_back_is_clean(
+        tmp_path: Path) -> None:
+    """The planned configuration is read back as a launch reads it (the variant, or the
+    overlay made in a scratch directory) and judged by the same prediction: the real plan
+    passes; one that serves the variant without merging the ignore list does not."""
+    from logwatch.core.plan import Change, Plan
+    from logwatch.relaunch.planned import with_preflight
+
+    root = models_dir(tmp_path, A16, W4A4_UNCOVERED)
+    snap = snapshot(root / A16, 100)
+    plan = plan_relaunch([marlin_failure()], snap, variant_candidates(str(root / A16)))
+    assert plan is not None
+    checked = with_preflight(plan, snap)
+    assert checked.checks[-1].name == "preflight" and checked.startable, checked.checks
+    assert not list((tmp_path / "models").glob("*/.making-*"))
+    half = Plan(plan.causes, changes=(Change("model", "model", str(root / W4A4_UNCOVERED),
+                                             "the variant alone"),))
+    refused = with_preflight(half, snap)
+    assert refused.checks[-1].holds is False and not refused.startable
+    assert "MTP" in refused.checks[-1].why

@@ -270,3 +270,27 @@ def _is_number(token: str) -> bool:
     except ValueError:
         return False
     return True
+
+
+SUMMARY_FLAGS = (("quantization", "--quantization"),
+                 ("tensor_parallel_size", "--tensor-parallel-size"),
+                 ("pipeline_parallel_size", "--pipeline-parallel-size"),
+                 ("data_parallel_size", "--data-parallel-size"),
+                 ("speculative_config", "--speculative-config"),
+                 ("hf_overrides", "--hf-overrides"), ("linear_backend", "--linear-backend"),
+                 ("moe_backend", "--moe-backend"), ("kv_cache_dtype", "--kv-cache-dtype"),
+                 ("max_model_len", "--max-model-len"),
+                 ("gpu_memory_utilization", "--gpu-memory-utilization"))
+
+
+def launch_from_summary(summary: dict[str, Any], model: str) -> LaunchSpec:
+    """A launch with the settings `LaunchSpec.summary()` keeps (what logwatch reasons
+    about), serving `model`: for judging a configuration whose command line is not known
+    (a log's `non-default args`), never for starting one."""
+    argv = ["vllm", "serve", model]
+    for key, flag in SUMMARY_FLAGS:
+        value = summary.get(key)
+        if value is None or (key.endswith("_parallel_size") and value == 1):
+            continue
+        argv += [flag, json.dumps(value) if isinstance(value, dict) else str(value)]
+    return parse_launch(argv)

@@ -207,6 +207,7 @@ def _plan(analysis: LaunchAnalysis) -> dict[str, Any] | None:
     """The corrected launch for one launch's diagnoses, with the variants beside its model."""
     from logwatch.core.plan import plan_relaunch, render_plan
     from logwatch.host.variants import variant_candidates
+    from logwatch.relaunch.planned import with_preflight
 
     snapshot = analysis.snapshot
     model = snapshot.model
@@ -214,6 +215,8 @@ def _plan(analysis: LaunchAnalysis) -> dict[str, Any] | None:
     found = plan_relaunch(analysis.diagnoses, snapshot, candidates)
     if found is None:
         return None
+    if found.changes and not found.refused:
+        found = with_preflight(found, snapshot)
     return {**found.to_dict(), "text": render_plan(found, snapshot)}
 
 

@@ -1,0 +1,64 @@
+"""The configuration a plan leads to, read back as a launch would read it, so that the plan is
+checked by the same prediction as any launch before anything is started: the variant's or the
+overlay's model directory, the planned argv and environment, the same GPU and vLLM release.
+"""
+
+from __future__ import annotations
+
+import tempfile
+from dataclasses import replace
+
+from logwatch.core.argv import ArgvError, launch_from_summary, parse_launch
+from logwatch.core.latent import latent_problems
+from logwatch.core.plan import Check, Launch, Plan, apply_plan
+from logwatch.core.snapshot import Snapshot
+from logwatch.host.capture import take_snapshot
+from logwatch.host.overlay import make_overlay
+
+
+def planned_snapshot(plan: Plan, snapshot: Snapshot, state_dir: str | None = None
+                     ) -> Snapshot | None:
+    """The snapshot after the plan (its overlay made under `state_dir`, or in a directory of
+    its own that is removed afterwards); None when the launch's argv is not known."""
+    try:
+        spec = parse_launch(list(snapshot.argv))
+    except ArgvError:
+        if snapshot.model is None:
+            return None
+        spec = launch_from_summary(snapshot.launch, snapshot.model.path)
+    if plan.overlay is None:
+        return _read(plan, snapshot, Launch(spec, dict(snapshot.env)), None)
+    if state_dir is not None:
+        overlay = str(make_overlay(state_dir, plan))
+        return _read(plan, snapshot, Launch(spec, dict(snapshot.env)), overlay)
+    with tempfile.TemporaryDirectory(prefix="logwatch-plan-") as scratch:
+        overlay = str(make_overlay(scratch, plan))
+        return _read(plan, snapshot, Launch(spec, dict(snapshot.env)), overlay)
+
+
+def _read(plan: Plan, snapshot: Snapshot, launch: Launch, overlay: str | None) -> Snapshot:
+    after = apply_plan(plan, launch, overlay)
+    changed = next((c for c in plan.changes if c.kind == "model"), None)
+    # the directory read is the one the plan serves, or the one the snapshot read (the
+    # argv may name the model as another host or the hub knows it)
+    model_dir = (overlay if changed is not None and changed.value is None else
+                 changed.value if changed is not None else
+                 snapshot.model.path if snapshot.model else after.spec.model)
+    new = take_snapshot(argv=after.spec.argv(), env=after.env, model_dir=model_dir,
+                        gpu=snapshot.gpu)
+    return replace(new, vllm_version=snapshot.vllm_version)
+
+
+def with_preflight(plan: Plan, snapshot: Snapshot) -> Plan:
+    """The plan with a `preflight` check: the configuration it leads to, read back, shows
+    no problem a launch would hit (unknown when it cannot be read back)."""
+    after = planned_snapshot(plan, snapshot)
+    if after is None:
+        check = Check("preflight", None, "neither the launch's command line nor its model "
+                      "directory is known: the planned configuration could not be read back")
+    else:
+        problems = latent_problems(after)
+        check = Check("preflight", not problems, "the planned configuration, read back, "
+                      "shows no problem" if not problems else "the planned configuration "
+                      "would still hit: " + "; ".join(d.title for d in problems))
+    return replace(plan, checks=(*plan.checks, check))
