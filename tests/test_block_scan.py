@@ -157,19 +157,19 @@ def test_read_blocks_matches_a_naive_line_cutter(block: int) -> None:
 def _joiner_answers(buf: bytes, index: bool) -> list[bool]:
     """joiner_near's answer for every (header, own, window) asked of `buf`, with the
     buffer's joiner index (built at the first question) or with plain searches only."""
-    from logwatch.core import block_scan
+    from logwatch.core import buffer_lines
 
     headers = [b"(Worker_TP0 pid=9) ERROR 11-29 03:10:01 [multiproc_executor.py:631] ",
                b"(Worker_TP1 pid=9) ERROR 11-29 03:10:01 [multiproc_executor.py:631] ",
                b"(APIServer pid=7) INFO 11-29 03:10:01 [metrics.py:101] "]
     scanner = BlockScanner(Matcher([]), "t", REF)
-    lines = block_scan._Lines(scanner, buf, 1, buf.count(b"\n"), True)
+    lines = buffer_lines.BufferLines(scanner, buf, 1, buf.count(b"\n"), True)
     answers = []
     with pytest.MonkeyPatch.context() as patch:
         # every buffer is worth an index, or no header is long enough to use one
-        patch.setattr(block_scan, "JOINER_INDEX_EVERY_LOG2", 64)
+        patch.setattr(buffer_lines, "JOINER_INDEX_EVERY_LOG2", 64)
         if not index:
-            patch.setattr(block_scan, "JOINER_KEY", 1 << 20)
+            patch.setattr(buffer_lines, "JOINER_KEY", 1 << 20)
         for header in headers:
             offsets = [i for i in range(len(buf)) if buf.startswith(header, i)]
             edges = {o + d for o in offsets for d in (-1, 0, 1, len(header))}
@@ -210,7 +210,7 @@ def test_a_traceback_logged_again_is_assembled_from_memory(library: Library) -> 
     """The same traceback under the same header (another second) gives its record from the
     header-run memory: no line of it is read by parse_sibling again, and the findings, record
     spans and messages are what the per-line pipeline gives."""
-    from logwatch.core import block_scan
+    from logwatch.core import buffer_lines
 
     def traceback(ts: str) -> bytes:
         head = f"(Worker_TP0 pid=9) ERROR 11-29 {ts} [multiproc_executor.py:631] ".encode()
@@ -223,7 +223,7 @@ def test_a_traceback_logged_again_is_assembled_from_memory(library: Library) -> 
     filler = b'INFO:     10.0.0.1:4000 - "GET /health HTTP/1.1" 200 OK\n' * 300
     data = filler + traceback("03:10:01") + filler + traceback("03:10:07") + filler
     read: list[int] = []
-    original = block_scan.parse_sibling
+    original = buffer_lines.parse_sibling
 
     def counting(*args: object) -> object:
         read.append(args[2])  # type: ignore[arg-type]
@@ -236,7 +236,7 @@ def test_a_traceback_logged_again_is_assembled_from_memory(library: Library) -> 
                 for f in found]
 
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(block_scan, "parse_sibling", counting)
+        patch.setattr(buffer_lines, "parse_sibling", counting)
         fast = spans(full=False)
     assert fast == spans(full=True)
     assert [f[1] for f in fast] == [301, 605]

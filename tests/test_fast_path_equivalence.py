@@ -17,7 +17,8 @@ from pathlib import Path
 import pytest
 
 from logwatch.core import prefilter
-from logwatch.core.block_scan import _REWRITTEN, BlockScanner
+from logwatch.core.block_scan import BlockScanner
+from logwatch.core.buffer_lines import REWRITTEN
 from logwatch.core.library import Library
 from logwatch.scan.blocks import read_blocks
 from logwatch.scan.offline import resolve_inputs, scan_inputs
@@ -190,7 +191,7 @@ def test_two_processes_report_what_one_does(library: Library, tmp_path: Path,
     "<b>", "<STRONG>x"])
 def test_every_rewriting_trigger_makes_a_window_not_plain(text: str) -> None:
     """The writer-token shortcut is only taken where unwrapping rewrites nothing."""
-    assert _REWRITTEN.search(f"(X pid=1) INFO 11-29 03:40:30 [a.py:1] {text}\n".encode())
+    assert REWRITTEN.search(f"(X pid=1) INFO 11-29 03:40:30 [a.py:1] {text}\n".encode())
 
 
 @pytest.mark.parametrize("text", [
@@ -198,7 +199,7 @@ def test_every_rewriting_trigger_makes_a_window_not_plain(text: str) -> None:
     "INFO:     10.0.0.1:5 - \"POST /v1/chat/completions HTTP/1.1\" 200 OK", "[m]", "a*b",
     "&nbsp;", "<bold>", "x[0;31]"])
 def test_ordinary_lines_are_plain(text: str) -> None:
-    assert _REWRITTEN.search(text.encode()) is None
+    assert REWRITTEN.search(text.encode()) is None
 
 
 def test_a_finding_crosses_between_processes_whole(library: Library) -> None:

@@ -9,7 +9,6 @@ gives. `full=True` runs the per-line pipeline everywhere (hard-wrapped logs, cro
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Final, Literal
@@ -21,30 +20,24 @@ from logwatch.core.assemble import (
     Assembler,
     starts_traceback,
 )
+from logwatch.core.buffer_lines import (
+    LINE_CUT_MARKER,
+    MAX_PARSED_LINE,
+    BufferLines,
+    walk,
+)
 from logwatch.core.findings import Finding
+from logwatch.core.header_runs import RunMemo, run_key
 from logwatch.core.matcher import Matcher
 from logwatch.core.records import ParsedLine, Record
-from logwatch.core.vllm_format import parse_line, parse_sibling, plain_header, sibling_line
+from logwatch.core.vllm_format import parse_line, plain_header
 
 CONTEXT_BEFORE = 200  # lines: interleaved tracebacks of 8 ranks, or one plus its raw copy
 CONTEXT_AFTER = 200
 INITIAL_CONTEXT = 4  # most hits are one-line records; widen only when the record may go on
 HEADER_SEARCH_BYTES = 16 << 10  # where a logger record's other lines would repeat its header
-MAX_SAME_HEADER_LINES = 64
 MAX_RUN_LINES = CONTEXT_BEFORE + CONTEXT_AFTER  # same-header lines of one record, at most
-RUN_MEMO_ENTRIES = 256  # header runs remembered by their messages (see _run_from_memo)
-RUN_MEMO_MAX_BYTES = 8 << 10
-# Messages that join a same-header neighbour into one record (see assemble._continues).
-_JOINING_STARTS = (b" ", b"\t", b"Traceback", b"The above exception", b"During handling", b"\r",
-                   b"\n")
-# Where a line with a logger header joins a neighbour: right after the header's `] `, one of
-# _JOINING_STARTS. Found in one pass over a buffer when many lines ask (see _joiners_of).
-_JOINER = re.compile(rb"\] (?=" + b"|".join(re.escape(s) for s in _JOINING_STARTS) + rb")")
-JOINER_KEY = 40  # bytes before a joining message that index it: the header's tail
-JOINER_INDEX_EVERY_LOG2 = 13  # build the index once a buffer asks once per 8 KiB
 MAX_CARRY_BYTES = 32 << 20
-MAX_PARSED_LINE = 1 << 20  # a longer line is parsed cut, with a marker
-LINE_CUT_MARKER = b" \xe2\x80\xa6[line cut by logwatch: over 1 MiB]"
 
 # What a scanner waits for when it holds a hit back (see BlockScanner.holding):
 # "line": a logger line that no line at hand joins; only the bytes after it are missing to
@@ -91,8 +84,8 @@ class BlockScanner:
         self._held: list[Finding] = []  # found, waiting for earlier records still open
         # Parsed lines of the carry, kept across blocks: a line's number names the same
         # complete line in every later buffer (live sources feed a few lines at a time).
-        self._parsed: dict[int, ParsedLine] = {}
-        self._runs: dict[tuple[bytes, tuple[bytes, ...]], _Run | None] = {}  # _run_from_memo
+        self.parsed_lines: dict[int, ParsedLine] = {}
+        self._runs = RunMemo()  # header runs seen before (core.header_runs)
         # (hit line, lines after it needed before trying again): a record that may go on
         # is retried when the data after it has doubled, not on every small block
         self._recheck: tuple[int, int] | None = None
@@ -134,7 +127,7 @@ class BlockScanner:
     def _process_full(self, block: bytes, final: bool = False) -> list[Finding]:
         records: list[Record] = []
         if block:
-            raws = self._decode(block).split("\n")
+            raws = self.decode(block).split("\n")
             if raws[-1] == "":
                 raws.pop()
             raws = [r if len(r) <= MAX_PARSED_LINE else
@@ -175,7 +168,7 @@ class BlockScanner:
         end_anchor = (base + newlines, buf.rfind(b"\n") + 1 if partial else len(buf))
         self.stats.lines = max(self.stats.lines, last_line)
 
-        lines = _Lines(self, buf, base, last_line, final)
+        lines = BufferLines(self, buf, base, last_line, final)
         pending: int | None = None  # the first hit whose record may go on in the next block
         holding: Holding | None = None  # what it waits for
         forced = final or len(buf) >= MAX_CARRY_BYTES
@@ -225,7 +218,7 @@ class BlockScanner:
 
         if final and (not keep_context or partial):  # a cut last line was read as a line
             self._carry, self._carry_hits, self._carry_newlines = b"", [], 0
-            self._carry_literals, self._parsed = {}, {}
+            self._carry_literals, self.parsed_lines = {}, {}
             self._carry_lineno = last_line + 1
             return findings
         # keep everything the waiting hit may need, or else the last lines as context for
@@ -238,11 +231,11 @@ class BlockScanner:
         self._carry_hits = [(h, o - offset) for h, o in waiting]
         self._carry_literals = {h: literals[h] for h, _ in waiting if h in literals}
         self._carry_newlines = self._carry.count(b"\n")
-        if self._parsed:
-            self._parsed = {n: ln for n, ln in self._parsed.items() if n >= first}
+        if self.parsed_lines:
+            self.parsed_lines = {n: ln for n, ln in self.parsed_lines.items() if n >= first}
         return findings
 
-    def _record_around(self, lines: _Lines, hit: tuple[int, int],
+    def _record_around(self, lines: BufferLines, hit: tuple[int, int],
                        final: bool) -> Record | None:
         """The record holding the hit line, from the smallest window that settles it; None
         when it may go on past what has been read so far."""
@@ -272,7 +265,7 @@ class BlockScanner:
             if widen_after:
                 after = min(after * 4, CONTEXT_AFTER)
 
-    def _header_run(self, lines: _Lines, hit: tuple[int, int], final: bool) -> Record | None:
+    def _header_run(self, lines: BufferLines, hit: tuple[int, int], final: bool) -> Record | None:
         """Fast path for a logger record of several lines (a traceback logged line by line):
         only lines with the hit line's exact header can join it, so the record is assembled
         from those alone, each read from its message without the header regex. None when
@@ -321,9 +314,11 @@ class BlockScanner:
             return None
         key = None
         if numbers[-1] - numbers[0] == len(starts) - 1:  # one line after another
-            key = _run_key(buf, line, header_bytes, starts)
+            key = run_key(buf, line, header_bytes, starts)
             if key is not None and key in self._runs:
-                return self._run_from_memo(lines, line, header, numbers, index, self._runs[key])
+                record, made = self._runs.record(key, line, header, numbers, index, lines.cache)
+                lines.parsed += made
+                return record
         run: list[ParsedLine] = []
         for i, (number, start) in enumerate(zip(numbers, starts, strict=True)):
             if start > 0 and buf[start - 1] != 0x0A:
@@ -337,62 +332,16 @@ class BlockScanner:
             sibling = line if number == hit[0] else lines.sibling(number, start, line, header)
             if sibling is None:
                 if key is not None:
-                    self._keep_run(key, None)  # the same lines are never read so
+                    self._runs.forget(key)  # the same lines are never read so
                 return None
             run.append(sibling)
         assembler = Assembler(ordered=False)
         records = [r for ln in run for r in assembler.feed(ln)] + assembler.flush()
         if key is not None:
-            self._remember_run(key, run, records, header)
+            self._runs.remember(key, run, records, header)
         return next(r for r in records if any(ln.lineno == hit[0] for ln in r.lines))
 
-    def _remember_run(self, key: tuple[bytes, tuple[bytes, ...]], run: list[ParsedLine],
-                      records: list[Record], header: str) -> None:
-        """Keep what a header run of consecutive lines gave: each line's text after the
-        header, its message, and the record it went to (see _run_from_memo)."""
-        suffixes = tuple(ln.raw[len(header):] for ln in run)
-        if any("\ufffd" in suffix for suffix in suffixes):
-            return  # invalid UTF-8 is counted as it is decoded: read it afresh each time
-        position = {ln.lineno: i for i, ln in enumerate(run)}
-        groups = [(0, 0)] * len(run)
-        for record in records:
-            group = (position[record.lineno], position[record.last_lineno])
-            for i in range(group[0], group[1] + 1):
-                groups[i] = group
-        messages = tuple(ln.message for ln in run)
-        texts = {group: "\n".join(messages[group[0]:group[1] + 1]) for group in set(groups)}
-        self._keep_run(key, _Run(suffixes, messages, tuple(groups),
-                                 tuple(texts[group] for group in groups)))
-
-    def _keep_run(self, key: tuple[bytes, tuple[bytes, ...]], run: _Run | None) -> None:
-        if len(self._runs) >= RUN_MEMO_ENTRIES:
-            self._runs.clear()
-        self._runs[key] = run
-
-    def _run_from_memo(self, lines: _Lines, line: ParsedLine, header: str, numbers: list[int],
-                       index: int, known: _Run | None) -> Record | None:
-        """The record holding the hit line (`index` in the run), from a run of the same
-        messages seen before under this header: each line's text, message and record are as
-        then (assembly reads only the messages of lines that share a header), so only the
-        lines of the hit's record are made, and none is decoded, parsed or assembled."""
-        if known is None:
-            return None
-        first, last = known.groups[index]
-        cache, made = lines._cache, []
-        for i in range(first, last + 1):
-            if i == index:
-                made.append(line)
-                continue
-            number = numbers[i]
-            sibling = cache.get(number)
-            if sibling is None:
-                sibling = sibling_line(line, number, header + known.suffixes[i],
-                                       known.messages[i])
-                lines.parsed += 1
-            made.append(sibling)
-        return Record(made, known.texts[index])
-
-    def _single_line_record(self, lines: _Lines, hit: tuple[int, int],
+    def _single_line_record(self, lines: BufferLines, hit: tuple[int, int],
                             final: bool) -> Record | str | None:
         """Fast path: a logger line is a record of its own when no nearby line with its exact
         header could join it. Every line of a multi-line logger record repeats the header,
@@ -416,7 +365,7 @@ class BlockScanner:
         alone = Record([line]) if not later else _LATER
         return alone if not lines.joiner_near(header, hit[1] + skip, low, high) else None
 
-    def _decode(self, data: bytes) -> str:
+    def decode(self, data: bytes) -> str:
         text = data.decode("utf-8", errors="replace")
         if "\ufffd" in text:
             self.stats.replaced_chars += text.count("\ufffd")
@@ -436,189 +385,6 @@ class BlockScanner:
             self.stats.matched_lines += len(findings)
         self.stats.findings += len(findings)
         return findings
-
-
-class _Lines:
-    """Lazily decoded and parsed lines of one buffer, cached across overlapping windows."""
-
-    def __init__(self, scanner: BlockScanner, buf: bytes, first: int, last: int,
-                 final: bool) -> None:
-        self.scanner, self.buf, self.first, self.last = scanner, buf, first, last
-        self.final = final  # nothing comes after this buffer
-        self._cache = scanner._parsed  # complete lines only: the partial last is never read
-        self.parsed = 0
-        self._starts: dict[int, int] = {}
-        self._clean: dict[bytes, tuple[int, int]] = {}  # header -> stretch with no joiner
-        self._searches = 0  # joiner_near calls: many per byte make an index worth building
-        self._joiners: dict[bytes, list[int]] | None = None  # see _joiners_of
-
-    def joiner_near(self, header: bytes, own: int, low: int, high: int) -> bool:
-        """Whether buf[low:high] repeats `header` (other than at offset `own`) followed by a
-        message that would join a neighbour (indented, or a traceback): a record of several
-        lines may hold the line at `own`."""
-        self._searches += 1
-        if (self._joiners is None and header.endswith(b"] ") and len(header) >= JOINER_KEY
-                and self._searches << JOINER_INDEX_EVERY_LOG2 >= len(self.buf)):
-            self._joiners = _joiners_of(self.buf)
-        if self._joiners is not None and header.endswith(b"] ") and len(header) >= JOINER_KEY:
-            # the header then ends every line it may join, right before the message
-            width, buf = len(header), self.buf
-            for start in self._joiners.get(header[-JOINER_KEY:], ()):
-                if (low <= start - width and start <= high and start - width != own
-                        and buf.startswith(header, start - width)):
-                    return True
-            return False
-        if header in self._clean:  # a burst already seen (see below)
-            return not self._no_joining_line(header, low, high)
-        buf = self.buf
-        found = buf.find(header, low, high)
-        for _ in range(MAX_SAME_HEADER_LINES):
-            if found < 0:
-                return False
-            if found != own and buf.startswith(_JOINING_STARTS, found + len(header)):
-                return True
-            found = buf.find(header, found + 1, high)
-        # A burst of lines with one header (one call site, one second): ask directly whether
-        # any of them could join, remembering the stretch already known to hold none.
-        return not self._no_joining_line(header, low, high)
-
-    def _no_joining_line(self, header: bytes, low: int, high: int) -> bool:
-        """No line in buf[low:high] repeats `header` followed by a message that would join
-        a neighbour (indented, or a traceback). Linear over a burst of same-header lines:
-        each stretch of the buffer is searched once per header."""
-        known_low, known_high = self._clean.get(header, (high, high))
-        if known_high < low or known_low > high:  # no overlap: start afresh
-            known_low, known_high = high, high
-        for start, end in ((low, known_low), (known_high, high)):
-            if start < end and any(
-                    self.buf.find(header + joining, start, end + len(header) + len(joining)) >= 0
-                    for joining in _JOINING_STARTS):
-                return False
-        self._clean[header] = (min(low, known_low), max(high, known_high))
-        return True
-
-    def start_of(self, lineno: int) -> int | None:
-        """Byte offset of a line already read through `get`."""
-        return self._starts.get(lineno)
-
-    def _offset(self, lineno: int, anchor: tuple[int, int]) -> int:
-        start = self._starts.get(lineno)
-        if start is None:
-            start = self._starts[lineno] = _walk(self.buf, anchor, lineno)
-        return start
-
-    def _end(self, lineno: int, anchor: tuple[int, int]) -> int:
-        """Offset of the newline ending a line (or the buffer's end)."""
-        end = self.buf.find(b"\n", self._offset(lineno, anchor))
-        end = len(self.buf) if end < 0 else end
-        self._starts[lineno + 1] = end + 1
-        return end
-
-    def plain(self, low: int, high: int, anchor: tuple[int, int]) -> bool:
-        """Lines low..high hold nothing that unwrapping rewrites (colour, markup, escapes,
-        JSON): a line's writer is then named by bytes the line itself holds."""
-        start, end = self._offset(low, anchor), self._end(high, anchor)
-        return _REWRITTEN.search(self.buf, start, end) is None
-
-    def may_hold(self, lineno: int, anchor: tuple[int, int], tokens: tuple[bytes, ...]
-                 ) -> bool:
-        """Whether a line may be the writer's whose `tokens` these are (in `plain` lines, a
-        line without them is not); a line parsed already is simply taken."""
-        if lineno in self._cache:
-            return True
-        start, end = self._offset(lineno, anchor), self._end(lineno, anchor)
-        return all(self.buf.find(token, start, end) >= 0 for token in tokens)
-
-    def sibling(self, lineno: int, start: int, template: ParsedLine, header: str
-                ) -> ParsedLine | None:
-        """Line `lineno`, starting at `start` with `template`'s plain header, read as
-        parse_line would (vllm_format.parse_sibling); None for a line it cannot read so."""
-        line = self._cache.get(lineno)
-        if line is not None:
-            return line
-        end = self.buf.find(b"\n", start)
-        end = len(self.buf) if end < 0 else end
-        if end - start > MAX_PARSED_LINE:
-            return None
-        self._starts[lineno], self._starts[lineno + 1] = start, end + 1
-        line = parse_sibling(template, header, lineno, self.scanner._decode(self.buf[start:end]))
-        if line is not None:
-            self._parsed(lineno, end, line)
-        return line
-
-    def _parsed(self, lineno: int, end: int, line: ParsedLine) -> None:
-        """Count a line parsed, and keep it if it is complete (the same in later buffers)."""
-        self.parsed += 1
-        if lineno <= self.last and (self.final or end < len(self.buf)):
-            self._cache[lineno] = line
-
-    def get(self, lineno: int, anchor: tuple[int, int]) -> ParsedLine:
-        line = self._cache.get(lineno)
-        if line is None:
-            start = self._starts.get(lineno)
-            if start is None:
-                start = _walk(self.buf, anchor, lineno)
-                self._starts[lineno] = start
-            end = self.buf.find(b"\n", start)
-            end = len(self.buf) if end < 0 else end
-            self._starts[lineno + 1] = end + 1
-            scanner = self.scanner
-            raw = self.buf[start:min(end, start + MAX_PARSED_LINE)]
-            if end - start > MAX_PARSED_LINE:  # parse a cut copy; byte accounting is unchanged
-                raw += LINE_CUT_MARKER
-            line = parse_line(scanner.source, lineno, scanner._decode(raw), scanner.reference)
-            self._parsed(lineno, end, line)
-        return line
-
-
-# Where unwrapping (normalize.unwrap, vllm_format's JSON lines) may delete or decode text, so
-# that a line's writer could be named by bytes the line does not hold as such: colour codes in
-# every form, HTML tags and entities, escapes, JSON, carriage returns, markdown. A step that
-# rewrites other text must add its trigger here (test_fast_path_equivalence checks samples).
-# Written as one class of first bytes, then what must precede or follow each: `re` then skips
-# ahead by the class (about 3x the speed of the plain alternation on header-heavy lines).
-_REWRITTEN = re.compile(
-    rb"[\x1b\\\r{`^\[*&<](?:(?<=[\x1b\\\r{`])|(?<=\^)\[|(?<=\[)[0-9;]*m(?![\w\]])"
-    rb"|(?<=\*)\*|(?<=&)(?:lt|gt|quot|#39|amp);|(?<=<)/?(?i:font|b|span|strong)[\s>])")
-
-
-@dataclass(frozen=True, slots=True)
-class _Run:
-    """What a header run of consecutive lines gave (BlockScanner._remember_run)."""
-
-    suffixes: tuple[str, ...]  # each line's text after the header
-    messages: tuple[str, ...]
-    groups: tuple[tuple[int, int], ...]  # each line's record: its first and last line
-    texts: tuple[str, ...]  # each line's record's message
-
-
-def _run_key(buf: bytes, line: ParsedLine, header: bytes, starts: list[int]
-             ) -> tuple[bytes, tuple[bytes, ...]] | None:
-    """What a run of consecutive lines starting with `header` is remembered by: the header
-    without its time, and each line's bytes after it. None for a run too long to keep, or
-    whose lines do not each start with the header."""
-    end = buf.find(b"\n", starts[-1])
-    end = len(buf) if end < 0 else end
-    if end - starts[0] > RUN_MEMO_MAX_BYTES or line.vllm_time is None:
-        return None
-    if starts[0] and buf[starts[0] - 1] != 0x0A:
-        return None  # a header inside a line, or after a prefix
-    width = len(header)
-    bodies = tuple(buf[starts[0] + width:end].split(b"\n" + header))
-    if len(bodies) != len(starts):
-        return None  # ... the same for a later line: a newline is not right before it
-    return header.replace(line.vllm_time.encode(), b"", 1), bodies
-
-
-def _joiners_of(buf: bytes) -> dict[bytes, list[int]]:
-    """Where each message that would join a same-header neighbour starts, in order, under
-    the JOINER_KEY bytes before it: a line repeating a header of at least that length and
-    ending in `] ` is found by its tail, without searching the buffer for the header."""
-    index: dict[bytes, list[int]] = {}
-    for match in _JOINER.finditer(buf):
-        start = match.end()
-        index.setdefault(buf[start - JOINER_KEY:start], []).append(start)
-    return index
 
 
 def _line_order(finding: Finding) -> tuple[int, int]:
@@ -657,7 +423,7 @@ def _header_bytes(line: ParsedLine) -> tuple[bytes, int] | None:
     return head[start:].encode(), len(head[:start].encode())
 
 
-def _header_absent(lines: _Lines, line: ParsedLine, before: bool) -> bool:
+def _header_absent(lines: BufferLines, line: ParsedLine, before: bool) -> bool:
     """No other line with this logger line's exact header within reach on one side, so no
     record can join it from there. False when unsure (no header, or reach not at hand)."""
     located = _header_bytes(line)
@@ -678,7 +444,7 @@ def _header_absent(lines: _Lines, line: ParsedLine, before: bool) -> bool:
     return lines.buf.find(header, start + skip + 1, min(high, len(lines.buf))) < 0
 
 
-def _opens_cleanly(record: Record, window: list[ParsedLine], lines: _Lines) -> bool:
+def _opens_cleanly(record: Record, window: list[ParsedLine], lines: BufferLines) -> bool:
     """Whether the record's first line starts a record whatever came before the window."""
     first = record.first
     previous = next((ln for ln in reversed(window)
@@ -696,7 +462,7 @@ def _opens_cleanly(record: Record, window: list[ParsedLine], lines: _Lines) -> b
     return bool(previous.message.strip()) and previous.message[:1] not in (" ", "\t")
 
 
-def _closed_in(record: Record, window: list[ParsedLine], lines: _Lines) -> bool:
+def _closed_in(record: Record, window: list[ParsedLine], lines: BufferLines) -> bool:
     """Whether nothing after the window can join the record: its writer printed another line
     that did not continue it, or (for a logger record) its header does not come again."""
     key, last = record.first.stream_key, record.last_lineno
@@ -715,21 +481,6 @@ def _context_start(buf: bytes, anchor: tuple[int, int], floor: int) -> tuple[int
     first = line - buf.count(b"\n", start, offset)
     if first > line - CONTEXT_BEFORE and start > 0:  # long lines: walk on to the line count
         target = max(floor, line - CONTEXT_BEFORE)
-        start = _walk(buf, (first, start), target)
+        start = walk(buf, (first, start), target)
         first = target
     return first, start
-
-
-def _walk(buf: bytes, anchor: tuple[int, int], target: int) -> int:
-    """Offset where line `target` starts, walking from an anchor (line number, its offset)."""
-    lineno, offset = anchor
-    while lineno > target and offset > 0:
-        offset = buf.rfind(b"\n", 0, offset - 1) + 1
-        lineno -= 1
-    while lineno < target:
-        nl = buf.find(b"\n", offset)
-        if nl < 0:
-            return len(buf)
-        offset = nl + 1
-        lineno += 1
-    return offset
