@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from logwatch.core.argv import parse_launch
-from logwatch.core.diagnose import Diagnosis
+from logwatch.core.diagnosis import Diagnosis
 from logwatch.core.fp4_backend import fp4_switches
 from logwatch.core.ignore_rules import parse_release
 from logwatch.core.latent import latent_problems

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from logwatch.core.diagnose import Diagnosis, diagnose
+from logwatch.core.diagnose import diagnose
+from logwatch.core.diagnosis import Diagnosis
 from logwatch.core.incidents import Incident
 from logwatch.core.latent import latent_problems, with_failures_ahead
 from logwatch.core.launches import Launch

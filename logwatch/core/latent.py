@@ -12,10 +12,12 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import replace
 
-from logwatch.core.diagnose import Context, Diagnosis, Remedy, mtp_module_details, w4a4_remedy
+from logwatch.core.diagnosis import Context, Diagnosis, Remedy
 from logwatch.core.incidents import Incident
+from logwatch.core.marlin_rules import w4a4_remedy
 from logwatch.core.marlin_split import REPACK_SCHEMES, aligned_sizes, untileable
 from logwatch.core.mtp_coverage import snapshot_release, suggest_mtp_entries, uncovered_mtp_modules
+from logwatch.core.mtp_rules import mtp_module_details
 from logwatch.core.quant import NATIVE_FP4_CAPABILITY
 from logwatch.core.snapshot import Snapshot
 

@@ -25,7 +25,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from logwatch.core.argv import LaunchSpec
-from logwatch.core.diagnose import Diagnosis, Remedy
+from logwatch.core.diagnosis import Diagnosis, Remedy
 from logwatch.core.fp4_backend import (
     GEMM_ENV,
     GEMM_ENV_VALUE,
