@@ -208,16 +208,22 @@ def test_the_readme_plan_example_runs(tmp_path: Path) -> None:
     import shlex
 
     root = models_dir(tmp_path, A16, W4A4_COVERED)
+    db = tmp_path / "history.duckdb"
     names = {"vllm.log": str(SAMPLES / "demo_marlin_and_mtp.log"),
-             "/models/Qwen3.6-NVFP4A16": str(root / A16)}
+             "/models/Qwen3.6-NVFP4A16": str(root / A16), "history.duckdb": str(db)}
     readme = (ROOT / "README.md").read_text()
-    (command,) = [line for line in readme.splitlines()
-                  if line.startswith("logwatch scan") and "--plan" in line]
-    argv = [names.get(word, word) for word in shlex.split(command)[1:]]
-    done = subprocess.run([sys.executable, "-m", "logwatch", *argv], capture_output=True,
-                          text=True, cwd=ROOT, timeout=60)
+    (scan,) = [line for line in readme.splitlines()
+               if line.startswith("logwatch scan") and "--plan" in line]
+    (plan,) = [line for line in readme.splitlines() if line.startswith("logwatch plan")]
+    argv = [names.get(word, word) for word in shlex.split(scan)[1:]]
+    done = subprocess.run([sys.executable, "-m", "logwatch", *argv, "--db", str(db)],
+                          capture_output=True, text=True, cwd=ROOT, timeout=60)
     assert done.returncode == 1, done.stderr
     assert "PLAN " in done.stdout and "startable" in done.stdout
+    argv = [names.get(word, word) for word in shlex.split(plan.split("#")[0])[1:]]
+    done = subprocess.run([sys.executable, "-m", "logwatch", *argv], capture_output=True,
+                          text=True, cwd=ROOT, timeout=60)
+    assert done.returncode == 0 and "startable" in done.stdout, done.stderr
 
 
 def test_a_plan_passes_preflight_only_when_its_configuration_read_back_is_clean(
@@ -240,3 +246,29 @@ def test_a_plan_passes_preflight_only_when_its_configuration_read_back_is_clean(
     refused = with_preflight(half, snap)
     assert refused.checks[-1].holds is False and not refused.startable
     assert "MTP" in refused.checks[-1].why
+
+
+def test_plan_from_the_history(tmp_path: Path) -> None:
+    """`logwatch plan --db H`: the newest failed launch recorded by a scan, its diagnoses as
+    recorded and its model directory read again; `--launch` picks another; a history without
+    such a launch says so."""
+    root = models_dir(tmp_path, A16, W4A4_COVERED)
+    db = tmp_path / "history.duckdb"
+
+    def logwatch(*argv: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([sys.executable, "-m", "logwatch", *argv], capture_output=True,
+                              text=True, cwd=ROOT, timeout=60)
+
+    scanned = logwatch("scan", str(SAMPLES / "demo_marlin_and_mtp.log"), "--model-dir",
+                       str(root / A16), "--gpu-capability", "10.0", "--db", str(db))
+    assert scanned.returncode == 1, scanned.stderr
+    text = logwatch("plan", "--db", str(db))
+    assert text.returncode == 0, text.stderr
+    assert "launch #2 of" in text.stdout and str(root / W4A4_COVERED) in text.stdout
+    assert "[ok] preflight" in text.stdout
+    answer = json.loads(logwatch("plan", "--db", str(db), "--json").stdout)
+    assert answer["number"] == 2 and answer["plan"]["startable"]
+    none = logwatch("plan", "--db", str(db), "--launch", "no-such-launch")
+    assert none.returncode == 1 and "no failed launch no-such-launch" in none.stderr
+    missing = logwatch("plan", "--db", str(tmp_path / "none.duckdb"))
+    assert missing.returncode == 2 and "no database yet" in missing.stderr

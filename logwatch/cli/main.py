@@ -93,6 +93,13 @@ def build_parser() -> argparse.ArgumentParser:
     hist.add_argument("--db", type=Path, metavar="PATH", default=None)
     hist.add_argument("--limit", type=int, default=20)
 
+    plan = sub.add_parser("plan", help="the corrected launch for the newest failed launch in "
+                          "the history (a diff of argv, environment, model); nothing is started")
+    plan.add_argument("--db", type=Path, metavar="PATH", default=None)
+    plan.add_argument("--launch", metavar="ID", help="this launch (an id from the launches "
+                      "table) instead of the newest failed one")
+    plan.add_argument("--json", action="store_true")
+
     daemon = sub.add_parser("daemon", help="follow logs live and record findings in the history")
     daemon.add_argument("--file", action="append", default=[], metavar="PATH",
                         help="a log file to follow across rotations, or a quoted glob (every "
@@ -496,6 +503,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             return _cmd_snapshot(args)
         if args.command in ("sql", "history", "status"):
             return _cmd_history(args)
+        if args.command == "plan":
+            from logwatch.cli.plan import plan_command
+
+            return plan_command(args.db, args.launch, args.json)
         if args.command == "daemon":
             return _cmd_daemon(args)
         if args.command == "run":

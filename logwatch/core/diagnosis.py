@@ -61,3 +61,15 @@ class Context:
     @property
     def capability(self) -> int | None:
         return self.snapshot.gpu.capability
+
+
+def diagnosis_from_dict(data: dict[str, Any]) -> Diagnosis:
+    """A diagnosis as `Diagnosis.to_dict` wrote it (the history keeps that), without its
+    evidence lines: what plans read of it."""
+    return Diagnosis(
+        str(data["cause"]), str(data.get("title", "")), data.get("signature"),
+        str(data.get("summary", "")), tuple(data.get("details") or ()), (),
+        dict(data.get("config") or {}), float(data.get("confidence", 0.5)),
+        tuple(Remedy(str(r["kind"]), str(r["summary"]), r.get("applicable"),
+                     str(r.get("why", ""))) for r in data.get("remedies") or ()),
+        data.get("incident"), bool(data.get("latent", False)))
