@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from logwatch.core.findings import Finding
 from logwatch.core.launches import SERVING_SIGNATURES
 from logwatch.core.plan import Check
+from logwatch.core.signature import parse_number
 
 MARLIN_SIGNATURE_PREFIXES = ("marlin.",)
 MARLIN_FALLBACKS = frozenset({"nvfp4.marlin_fallback", "nvfp4.marlin_negative_scales"})
@@ -103,7 +104,7 @@ def _completion(probes: Probes) -> Check:
 def _acceptance(findings: Sequence[Finding]) -> Check:
     rates = [f.captures.get("rate_percent") for f in findings
              if f.signature.id == ACCEPTANCE_SIGNATURE]
-    readings = [float(r) for r in rates if r is not None and _number(r)]
+    readings = [n for r in rates if r is not None and (n := parse_number(r)) is not None]
     if not readings:
         return Check("draft_acceptance", False, "no speculative-decoding reading yet")
     last = readings[-1]
@@ -111,10 +112,3 @@ def _acceptance(findings: Sequence[Finding]) -> Check:
                  f"draft acceptance {last:g}%" + ("" if last >= MIN_ACCEPTANCE_PERCENT else
                                                    " (near zero: the MTP draft is garbage)"))
 
-
-def _number(text: str) -> bool:
-    try:
-        float(text)
-    except ValueError:
-        return False
-    return True
