@@ -204,7 +204,9 @@ def decide(history: Sequence[HistoryItem], now: datetime, policy: RelaunchPolicy
 
 
 def actions_of(history: Iterable[HistoryItem], target: str) -> list[Action]:
-    return [a for a in history if isinstance(a, Action) and a.target == target]
+    """The target's actions, oldest first (so a decision never depends on history's order)."""
+    return sorted((a for a in history if isinstance(a, Action) and a.target == target),
+                  key=lambda a: (a.created, a.id))
 
 
 def failure_streak(history: Sequence[HistoryItem], target: str) -> list[Action]:
@@ -214,7 +216,7 @@ def failure_streak(history: Sequence[HistoryItem], target: str) -> list[Action]:
               and e.target == target and e.kind == BREAKER_RESET]
     since = max(resets, default=None)
     done = sorted((a for a in actions_of(history, target) if finished(a)),
-                  key=lambda a: a.entered(APPLYING) or a.created, reverse=True)
+                  key=lambda a: (a.entered(APPLYING) or a.created, a.id), reverse=True)
     streak: list[Action] = []
     for a in done:
         if succeeded(a) or (since is not None and (a.entered(APPLYING) or a.created) < since):
