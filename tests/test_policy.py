@@ -210,11 +210,17 @@ def test_the_lock_is_held_while_in_flight_and_released_at_the_end() -> None:
     a = transition(a, A.ESCALATED, a.updated, "policy", "a person decides")
     assert A.is_terminal(a)
     assert verdict(decide([a], a.updated, policy(), request())) == (P.WAIT, P.BACKOFF)
-    # an action that has not started does not hold the lock; nor does the asker itself
+    # an action that has not started does not hold the lock; the asker is in the history
     pending = request(name="other").action
-    assert decide([pending], T0, policy(), request()) == P.allow()
-    running = attempt("new", T0, "running")
-    assert decide([running], T0, policy(), Request(running, "stable", 0.95)) == P.allow()
+    assert decide([pending, request().action], T0, policy(), request()) == P.allow()
+
+
+@pytest.mark.parametrize("outcome", ["running", "succeeded", "failed"])
+def test_only_an_action_that_has_not_started_is_decided(outcome: str) -> None:
+    started = attempt("new", T0, outcome)
+    decision = decide([started], T0, policy(), Request(started, "stable", 0.95))
+    assert verdict(decision) == (P.BLOCK, P.NOT_PENDING)
+    assert f"is {started.state}" in decision.text
 
 
 def test_no_health_judgement_during_the_grace_period() -> None:

@@ -23,6 +23,7 @@ from logwatch.core.actions import (
     finished,
     in_flight,
     is_actor,
+    is_pending,
     succeeded,
 )
 from logwatch.core.config import RELAUNCH_POLICIES, TargetConfig
@@ -46,6 +47,7 @@ BACKOFF = "backoff"
 APPROVAL = "approval"
 NOT_CURRENT = "not_current"  # the failure is gone at execution time
 CONFIG_CHANGED = "config_changed"
+NOT_PENDING = "not_pending"  # asked about an action that has started or ended already
 # Blocks that lift by themselves or by an operator event, without a new plan: the runner
 # keeps the action `blocked` on these and escalates or expires it on the others.
 RETRYABLE_BLOCKS = frozenset({LOCK, BREAKER_OPEN})
@@ -161,6 +163,9 @@ def decide(history: Sequence[HistoryItem], now: datetime, policy: RelaunchPolicy
            request: Request) -> Decision:
     """Whether `request.action` may start now; `history` may or may not hold it."""
     action, limits = request.action, policy.thresholds
+    if not is_pending(action):
+        return block(NOT_PENDING, f"action {action.id} is {action.state}: only an action "
+                     "that has not started is decided")
     if not policy.targets:
         return block(NO_TARGETS, "no target is configured; an empty target list never "
                                  "means all targets")
