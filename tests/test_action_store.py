@@ -48,6 +48,9 @@ def test_transitions_round_trip_and_decide_gives_the_same_answer(tmp_path: Path)
         assert sorted(map(repr, loaded)) == sorted(
             repr(h) for h in history if getattr(h, "target", "") == "qwen")
         assert store.query("SELECT plan FROM actions WHERE id = 'a'") == [('{"flags": []}',)]
+        # each action's row says where it is now
+        assert sorted(store.query("SELECT id, state, updated, created FROM actions")) == sorted(
+            (a.id, a.state, a.updated, a.created) for a in history if isinstance(a, A.Action))
     rng = random.Random(7)
     limits = P.Thresholds(breaker_failures=3, attempts_per_failure=2)
     seen = set()

@@ -191,6 +191,11 @@ def test_the_breaker_opens_after_n_failures_and_only_an_operator_closes_it() -> 
     assert not P.breaker_open(closed, "qwen", limits)
     assert decide(closed, T0 + timedelta(hours=7), policy(thresholds=limits),
                   request()) == P.allow()
+    # a success in between breaks the streak: three failures, but not in a row
+    broken = [*history[:2], attempt("ok", T0 + timedelta(hours=3), "succeeded"),
+              attempt("a3", T0 + timedelta(hours=5), "failed")]
+    assert not P.breaker_open(broken, "qwen", limits)
+    assert [a.id for a in P.failure_streak(broken, "qwen")] == ["a3"]
     # another target's reset does not close this one
     other = OperatorEvent(P.BREAKER_RESET, "llama", T0 + timedelta(hours=7), "operator:ann", "")
     assert P.breaker_open([*history, other], "qwen", limits)
