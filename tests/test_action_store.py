@@ -14,7 +14,12 @@ import pytest
 from logwatch.core import actions as A
 from logwatch.core import policy as P
 from logwatch.core.actions import transition
-from logwatch.store.actions import load_history, record_action, record_operator_event
+from logwatch.store.actions import (
+    load_action,
+    load_history,
+    record_action,
+    record_operator_event,
+)
 from logwatch.store.db import open_store, schema_version
 from logwatch.store.schema import MIGRATIONS, SCHEMA_VERSION
 from tests.test_policy import MIN, T0, attempt, policy, request, reset
@@ -75,6 +80,8 @@ def test_log_text_travels_as_parameters(tmp_path: Path) -> None:
         assert load_history(store, "qwen") == [
             a, P.OperatorEvent(P.BREAKER_RESET, "qwen", T0, "operator:ann", HOSTILE)]
         assert load_history(store, HOSTILE) == []
+        assert load_action(store, "act-1") == a
+        assert load_action(store, HOSTILE) is None
         assert store.query("SELECT count(*) FROM actions") == [(1,)]
 
 

@@ -58,23 +58,34 @@ def record_operator_event(store: Store, event: OperatorEvent) -> bool:
 def load_history(store: Store, target: str) -> list[HistoryItem]:
     """The target's actions (with every move, oldest first), then its operator events:
     what `policy.decide` takes (it does not depend on their order)."""
-    rows = store.query(
-        "SELECT id, target, plan_hash, config_hash, snapshot_hash, signature, fingerprint, "
-        "created FROM actions WHERE target = ? ORDER BY created, id", [target])
-    moves: dict[str, list[Transition]] = {}
-    for action_id, from_state, to_state, time, actor, reason in store.query(
-            "SELECT t.action_id, t.from_state, t.to_state, t.time, t.actor, t.reason "
-            "FROM action_transitions t JOIN actions a ON a.id = t.action_id "
-            "WHERE a.target = ? ORDER BY t.action_id, t.seq", [target]):
-        moves.setdefault(action_id, []).append(
-            Transition(from_state, to_state, time, actor, reason))
-    history: list[HistoryItem] = [
-        Action(r[0], r[1], r[2], r[3], r[4], r[5], r[6], r[7], tuple(moves[r[0]]))
-        for r in rows if r[0] in moves]
+    history: list[HistoryItem] = list(_load_actions(store, "a.target = ?", target))
     history += [OperatorEvent(*r) for r in store.query(
         "SELECT kind, target, time, actor, reason FROM operator_events WHERE target = ? "
         "ORDER BY time", [target])]
     return history
+
+
+def load_action(store: Store, action_id: str) -> Action | None:
+    """One action with its moves (`logwatch approve ID`), or None if there is none."""
+    found = _load_actions(store, "a.id = ?", action_id)
+    return found[0] if found else None
+
+
+def _load_actions(store: Store, where: str, value: str) -> list[Action]:
+    """Actions matching `where` (SQL written here, one `?` for `value`), oldest first;
+    an action without recorded moves (a row from before schema 4) is left out."""
+    moves: dict[str, list[Transition]] = {}
+    for action_id, from_state, to_state, time, actor, reason in store.query(
+            "SELECT t.action_id, t.from_state, t.to_state, t.time, t.actor, t.reason "
+            f"FROM action_transitions t JOIN actions a ON a.id = t.action_id WHERE {where} "
+            "ORDER BY t.action_id, t.seq", [value]):
+        moves.setdefault(action_id, []).append(
+            Transition(from_state, to_state, time, actor, reason))
+    rows = store.query(
+        "SELECT id, target, plan_hash, config_hash, snapshot_hash, signature, fingerprint, "
+        f"created FROM actions a WHERE {where} ORDER BY created, id", [value])
+    return [Action(r[0], r[1], r[2], r[3], r[4], r[5], r[6], r[7], tuple(moves[r[0]]))
+            for r in rows if r[0] in moves]
 
 
 @contextlib.contextmanager
