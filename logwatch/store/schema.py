@@ -6,7 +6,7 @@ ids are content-derived, so recording the same log twice adds nothing.
 
 from __future__ import annotations
 
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 
 MIGRATIONS: dict[int, tuple[str, ...]] = {
     1: (
@@ -64,6 +64,23 @@ MIGRATIONS: dict[int, tuple[str, ...]] = {
         "ALTER TABLE incidents ADD COLUMN launch_id VARCHAR",
         "ALTER TABLE incidents ADD COLUMN problem VARCHAR",
         "ALTER TABLE diagnoses ADD COLUMN launch_id VARCHAR",
+    ),
+    # the action lifecycle (core/actions.py): what an action is for, its audited moves, and
+    # what operators did to a target outside an action (a breaker reset); `snapshot_hash` of
+    # an action is the configuration in force when it was proposed, `config_hash` the one
+    # its plan results in
+    4: (
+        "ALTER TABLE actions ADD COLUMN target VARCHAR",
+        "ALTER TABLE actions ADD COLUMN plan_hash VARCHAR",
+        "ALTER TABLE actions ADD COLUMN config_hash VARCHAR",
+        "ALTER TABLE actions ADD COLUMN signature VARCHAR",
+        "ALTER TABLE actions ADD COLUMN fingerprint VARCHAR",
+        """CREATE TABLE action_transitions (
+            action_id VARCHAR, seq INTEGER, from_state VARCHAR, to_state VARCHAR,
+            time TIMESTAMP, actor VARCHAR, reason VARCHAR, PRIMARY KEY (action_id, seq))""",
+        """CREATE TABLE operator_events (
+            id VARCHAR PRIMARY KEY, kind VARCHAR, target VARCHAR, time TIMESTAMP,
+            actor VARCHAR, reason VARCHAR)""",
     ),
 }
 
