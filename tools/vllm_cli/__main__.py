@@ -1,0 +1,93 @@
+"""`python -m tools.vllm_cli [--sources DIR] [--out FILE] [RELEASE ...]`: extract each release's
+`vllm serve` flags and VLLM_* variables from its sdist (`vllm-<release>.tar.gz`, as
+tools.fetch_vllm_sdists stores them) and write logwatch's data file: for each name, the
+releases of the extracted matrix that know it, as ranges of that matrix."""
+
+from __future__ import annotations
+
+import argparse
+import io
+import json
+import sys
+import tarfile
+from collections.abc import Sequence
+from pathlib import Path
+
+from logwatch.cli.preflight import DATA_FILE
+from logwatch.core.ignore_rules import parse_release, release_ranges
+from tools.fetch_vllm_sdists import default_dest
+from tools.vllm_cli.extract import PATHS, CliFacts, extract
+
+
+def read_sdist(sdist: Path, paths: frozenset[str] = PATHS) -> dict[str, str]:
+    """The given files (relative to the sdist's top directory) of one sdist."""
+    found: dict[str, str] = {}
+    with tarfile.open(sdist) as archive:
+        for member in archive:
+            relative = member.name.split("/", 1)[-1]
+            if relative in paths and member.isfile():
+                data = archive.extractfile(member)
+                assert data is not None
+                found[relative] = io.TextIOWrapper(data, encoding="utf-8",
+                                                   errors="replace").read()
+    return found
+
+
+def table(facts: dict[str, CliFacts]) -> dict[str, object]:
+    """The data file's content: names -> release ranges over the extracted releases."""
+    order = sorted(facts, key=lambda r: parse_release(r) or (0, 0, 0))
+    among = [parse_release(r) or (0, 0, 0) for r in order]
+
+    def ranges(kind: str) -> dict[str, list[str]]:
+        names = sorted(set().union(*(getattr(facts[r], kind) for r in order)))
+        return {name: release_ranges([among[i] for i, r in enumerate(order)
+                                      if name in getattr(facts[r], kind)], among)
+                for name in names}
+
+    return {"about": "vllm serve flags and VLLM_* environment variables per vLLM release, "
+                     "extracted from vLLM's sources by `python -m tools.vllm_cli`; ranges "
+                     "run over `releases` only",
+            "releases": order, "flags": ranges("flags"), "env": ranges("env")}
+
+
+def compact_json(data: dict[str, object]) -> str:
+    """One line per name: small diffs when a release is added."""
+    lines = []
+    for key, value in data.items():
+        if isinstance(value, dict):
+            rows = [f"  {json.dumps(k)}: {json.dumps(v)}" for k, v in value.items()]
+            lines.append(f"{json.dumps(key)}: {{\n" + ",\n".join(rows) + "\n}")
+        else:
+            lines.append(f"{json.dumps(key)}: {json.dumps(value)}")
+    return "{\n" + ",\n".join(lines) + "\n}\n"
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m tools.vllm_cli", description=__doc__)
+    parser.add_argument("releases", nargs="*", help="default: every sdist under --sources")
+    parser.add_argument("--sources", type=Path, default=default_dest(),
+                        help="directory of vllm-<release>.tar.gz (default: %(default)s)")
+    parser.add_argument("--out", type=Path, default=DATA_FILE, help="default: %(default)s")
+    args = parser.parse_args(argv)
+    wanted = args.releases or sorted((p.name[len("vllm-"):-len(".tar.gz")]
+                                      for p in args.sources.glob("vllm-*.tar.gz")),
+                                     key=lambda r: parse_release(r) or (0, 0, 0))
+    facts: dict[str, CliFacts] = {}
+    for release in wanted:
+        sdist = args.sources / f"vllm-{release}.tar.gz"
+        if not sdist.is_file():
+            print(f"{sdist}: not found (python -m tools.fetch_vllm_sdists {release})",
+                  file=sys.stderr)
+            return 2
+        facts[release] = extract(read_sdist(sdist))
+        print(f"{release}: {len(facts[release].flags)} flags, "
+              f"{len(facts[release].env)} variables", file=sys.stderr)
+    if not facts:
+        print(f"no sdists under {args.sources}", file=sys.stderr)
+        return 2
+    args.out.write_text(compact_json(table(facts)), encoding="utf-8")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
