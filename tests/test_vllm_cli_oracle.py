@@ -41,3 +41,21 @@ def test_committed_names_match_a_fresh_extraction(release: str) -> None:
 def test_an_incomplete_tree_is_refused_not_read_as_empty() -> None:
     with pytest.raises(SourceMissing, match="arg_utils"):
         extract({"vllm/envs.py": "environment_variables = {}"})
+
+
+def test_the_table_round_trips_through_the_vocabulary() -> None:
+    from tools.vllm_cli.__main__ import compact_json, table
+    from tools.vllm_cli.extract import CliFacts
+
+    facts = {"0.26.0": CliFacts(frozenset({"--a", "--b"}), frozenset({"VLLM_X"})),
+             "0.9.2": CliFacts(frozenset({"--a"}), frozenset({"VLLM_X", "VLLM_OLD"})),
+             "0.33.0": CliFacts(frozenset({"--a"}), frozenset())}
+    data = json.loads(compact_json(table(facts)))
+    assert data["releases"] == ["0.9.2", "0.26.0", "0.33.0"]  # by release, not by text
+    assert data["flags"] == {"--a": ["0.9.2-0.33.0"], "--b": ["0.26.0"]}
+    assert data["env"] == {"VLLM_OLD": ["0.9.2"], "VLLM_X": ["0.9.2-0.26.0"]}
+    back = vocabulary(data)
+    for release, fact in facts.items():
+        at = parse_release(release)
+        assert at is not None
+        assert back.flags_at(at) == fact.flags and back.env_at(at) == fact.env

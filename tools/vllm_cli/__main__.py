@@ -1,7 +1,10 @@
 """`python -m tools.vllm_cli [--sources DIR] [--out FILE] [RELEASE ...]`: extract each release's
 `vllm serve` flags and VLLM_* variables from its sdist (`vllm-<release>.tar.gz`, as
 tools.fetch_vllm_sdists stores them) and write logwatch's data file: for each name, the
-releases of the extracted matrix that know it, as ranges of that matrix."""
+releases of the extracted matrix that know it, as ranges of that matrix.
+
+The releases are those the data file already lists plus those named: a missing sdist is an
+error, so regenerating never silently drops a release."""
 
 from __future__ import annotations
 
@@ -64,26 +67,28 @@ def compact_json(data: dict[str, object]) -> str:
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m tools.vllm_cli", description=__doc__)
-    parser.add_argument("releases", nargs="*", help="default: every sdist under --sources")
+    parser.add_argument("releases", nargs="*",
+                        help="releases to add to those the data file lists")
     parser.add_argument("--sources", type=Path, default=default_dest(),
                         help="directory of vllm-<release>.tar.gz (default: %(default)s)")
     parser.add_argument("--out", type=Path, default=DATA_FILE, help="default: %(default)s")
     args = parser.parse_args(argv)
-    wanted = args.releases or sorted((p.name[len("vllm-"):-len(".tar.gz")]
-                                      for p in args.sources.glob("vllm-*.tar.gz")),
-                                     key=lambda r: parse_release(r) or (0, 0, 0))
+    listed = json.loads(args.out.read_text(encoding="utf-8"))["releases"] \
+        if args.out.is_file() else []
+    wanted = sorted(set(listed) | set(args.releases),
+                    key=lambda r: parse_release(r) or (0, 0, 0))
     facts: dict[str, CliFacts] = {}
     for release in wanted:
         sdist = args.sources / f"vllm-{release}.tar.gz"
         if not sdist.is_file():
-            print(f"{sdist}: not found (python -m tools.fetch_vllm_sdists {release})",
-                  file=sys.stderr)
+            print(f"{sdist}: not found (python -m tools.fetch_vllm_sdists --dest "
+                  f"{args.sources} {release})", file=sys.stderr)
             return 2
         facts[release] = extract(read_sdist(sdist))
         print(f"{release}: {len(facts[release].flags)} flags, "
               f"{len(facts[release].env)} variables", file=sys.stderr)
     if not facts:
-        print(f"no sdists under {args.sources}", file=sys.stderr)
+        print("no releases: name some", file=sys.stderr)
         return 2
     args.out.write_text(compact_json(table(facts)), encoding="utf-8")
     return 0
