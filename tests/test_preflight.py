@@ -99,6 +99,7 @@ def test_a_flag_of_later_releases_names_where_it_exists() -> None:
     assert problem["kind"] == "unknown_flag"
     assert problem["config"] == {"name": "--linear-backend", "vllm_version": "0.17.1",
                                  "known_in": ["0.22.1-0.33.0"]}
+    assert problem["fixes"] == []  # where it exists says more than a near spelling would
     assert preflight(COVERED, "--linear-backend cutlass", "--gpu-capability", "10.0",
                      "--vllm-version", "0.33.0").returncode == 0
 

@@ -130,9 +130,16 @@ def unknown_names(vocab: CliVocabulary, release: Release, flags: Sequence[str],
     """The flags and VLLM_* variables the release does not know (it must be `covered`)."""
     known_flags, known_env = vocab.flags_at(release), vocab.env_at(release)
     pairs = release >= ENABLE_DISABLE_FROM
-    out = [UnknownName(f, "flag", tuple(vocab.where(normalised_flag(f))),
-                       did_you_mean(normalised_flag(f), known_flags))
+    out = [_unknown(normalised_flag(f), f, "flag", vocab, known_flags)
            for f in dict.fromkeys(flags) if not flag_accepted(f, known_flags, pairs)]
-    out += [UnknownName(e, "env", tuple(vocab.where(e)), did_you_mean(e, known_env))
+    out += [_unknown(e, e, "env", vocab, known_env)
             for e in dict.fromkeys(env_names) if e.startswith("VLLM_") and e not in known_env]
     return out
+
+
+def _unknown(name: str, written: str, kind: str, vocab: CliVocabulary,
+             known: frozenset[str]) -> UnknownName:
+    """A name other releases know says so; only a name no release knows (a typo, most
+    likely) gets a "did you mean" among this release's names."""
+    where = tuple(vocab.where(name))
+    return UnknownName(written, kind, where, "" if where else did_you_mean(name, known))
