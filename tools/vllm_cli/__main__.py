@@ -9,10 +9,8 @@ error, so regenerating never silently drops a release."""
 from __future__ import annotations
 
 import argparse
-import io
 import json
 import sys
-import tarfile
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -20,20 +18,7 @@ from logwatch.cli.preflight import DATA_FILE
 from logwatch.core.ignore_rules import parse_release, release_ranges
 from tools.fetch_vllm_sdists import default_dest
 from tools.vllm_cli.extract import PATHS, CliFacts, extract
-
-
-def read_sdist(sdist: Path, paths: frozenset[str] = PATHS) -> dict[str, str]:
-    """The given files (relative to the sdist's top directory) of one sdist."""
-    found: dict[str, str] = {}
-    with tarfile.open(sdist) as archive:
-        for member in archive:
-            relative = member.name.split("/", 1)[-1]
-            if relative in paths and member.isfile():
-                data = archive.extractfile(member)
-                assert data is not None
-                found[relative] = io.TextIOWrapper(data, encoding="utf-8",
-                                                   errors="replace").read()
-    return found
+from tools.vllm_cli.sdist import read_sdist
 
 
 def table(facts: dict[str, CliFacts]) -> dict[str, object]:
@@ -84,7 +69,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(f"{sdist}: not found (python -m tools.fetch_vllm_sdists --dest "
                   f"{args.sources} {release})", file=sys.stderr)
             return 2
-        facts[release] = extract(read_sdist(sdist))
+        facts[release] = extract(read_sdist(sdist, PATHS))
         print(f"{release}: {len(facts[release].flags)} flags, "
               f"{len(facts[release].env)} variables", file=sys.stderr)
     if not facts:
