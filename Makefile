@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test check lint typecheck unit fast bench vocab clean system-deps vllm-sources
+.PHONY: demo test check lint typecheck unit fast bench vocab clean system-deps vllm-sources vllm-cli
 
 # Tools the tests drive for real (logrotate, journal files). Installed with apt when running
 # as root; elsewhere the tests that need them skip and say why.
@@ -85,6 +85,13 @@ bench: $(STAMP)
 # sources needed.
 vocab: $(STAMP)
 	$(BIN)/python -m tools.vllm_vocab coverage --write-readme
+
+# The `vllm serve` flags and VLLM_* variables of each release logwatch/core/data/vllm_cli.json
+# lists, extracted again from their sdists (`make vllm-sources VLLM_RELEASES="..."` first;
+# `$(BIN)/python -m tools.vllm_cli 0.34.0` adds a release). tests/test_vllm_cli_oracle.py checks
+# the file against every sdist in the tests' cache.
+vllm-cli: $(STAMP)
+	$(BIN)/python -m tools.vllm_cli
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache

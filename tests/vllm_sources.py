@@ -4,11 +4,12 @@ $XDG_CACHE_HOME/logwatch-tests/vllm-sdist. Tests that need them skip with a reas
 
 from __future__ import annotations
 
-import io
 import os
 import re
 import tarfile
 from pathlib import Path
+
+from tools.vllm_cli.sdist import read_sdist
 
 # Read when a test module is collected: the session fixtures in conftest.py later point
 # XDG_CACHE_HOME at a temporary directory.
@@ -77,13 +78,4 @@ def read_sources(release: str, paths: set[str]) -> dict[str, str] | None:
     sdist = SOURCES / f"vllm-{release}.tar.gz"
     if not sdist.is_file():
         return None
-    found: dict[str, str] = {}
-    with tarfile.open(sdist) as archive:
-        for member in archive:
-            relative = member.name.split("/", 1)[-1]
-            if relative in paths and member.isfile():
-                data = archive.extractfile(member)
-                assert data is not None
-                found[relative] = io.TextIOWrapper(data, encoding="utf-8",
-                                                   errors="replace").read()
-    return found
+    return read_sdist(sdist, paths)

@@ -73,6 +73,25 @@ def build_parser() -> argparse.ArgumentParser:
     diff.add_argument("b")
     diff.add_argument("--db", type=Path, metavar="PATH", default=None)
 
+    pre = sub.add_parser("preflight", help="predict, before vLLM loads a weight, the failures a "
+                                           "launch will hit (exit 0: clean start, 1: failures)")
+    pre.add_argument("--model-dir", metavar="DIR", required=True,
+                     help="the model directory the launch serves")
+    launch = pre.add_mutually_exclusive_group(required=True)
+    launch.add_argument("--cmdline", metavar="ARGV",
+                        help="the `[VLLM_X=1 ...] vllm serve ...` command line, quoted as one "
+                             "string")
+    launch.add_argument("--unit", metavar="UNIT", help="read ExecStart/Environment of a unit")
+    launch.add_argument("--user-unit", metavar="UNIT", help="the same, of a systemd --user unit")
+    pre.add_argument("--gpu-capability", metavar="X.Y",
+                     help="compute capability of the GPU it will run on (9.0, 10.0, 12.0 or "
+                          "90/100/120); read with nvidia-smi for --unit/--user-unit")
+    pre.add_argument("--gpu-name", metavar="NAME", help="the GPU's name, for the report")
+    pre.add_argument("--vllm-version", metavar="V",
+                     help="the vLLM release that will run it (default: the one installed for "
+                          "the command line's interpreter, when found)")
+    pre.add_argument("--json", action="store_true", help="print the prediction as JSON")
+
     status = sub.add_parser("status", help="what the daemon is doing (or, with none running, "
                                            "what the history holds)")
     status.add_argument("--socket", type=Path, metavar="PATH", default=None)
@@ -194,19 +213,26 @@ def _snapshot_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def _snapshot_options(args: argparse.Namespace) -> Any:
-    from logwatch.scan.triage import SnapshotOptions, parse_capability
+    from logwatch.scan.triage import SnapshotOptions
 
-    capability = None
-    if args.gpu_capability:
-        try:
-            capability = parse_capability(args.gpu_capability)
-        except ValueError as exc:
-            print(f"logwatch: --gpu-capability {args.gpu_capability!r}: expected a number "
-                  "like 9.0", file=sys.stderr)
-            raise SystemExit(EXIT_USAGE) from exc
+    capability = _capability(args.gpu_capability)
     return SnapshotOptions(cmdline=args.cmdline, model_dir=args.model_dir, pid=args.pid,
                            unit=args.unit, user_unit=args.user_unit,
                            gpu_capability=capability)
+
+
+def _capability(text: str | None) -> int | None:
+    """--gpu-capability as 90/100/120; a usage error when it is not a number."""
+    from logwatch.scan.triage import parse_capability
+
+    if not text:
+        return None
+    try:
+        return parse_capability(text)
+    except ValueError as exc:
+        print(f"logwatch: --gpu-capability {text!r}: expected a number like 9.0",
+              file=sys.stderr)
+        raise SystemExit(EXIT_USAGE) from exc
 
 
 def _load(args: argparse.Namespace, check: bool = True) -> Library:
@@ -306,6 +332,17 @@ def _cmd_snapshot(args: argparse.Namespace) -> int:
     if args.action == "diff":
         return snapshot_cmds.diff(args.a, args.b, args.db)
     return snapshot_cmds.show(_snapshot_options(args), as_json=args.json)
+
+
+def _cmd_preflight(args: argparse.Namespace) -> int:
+    from logwatch.cli.preflight import preflight
+    from logwatch.scan.triage import SnapshotOptions
+
+    capability = _capability(args.gpu_capability)
+    options = SnapshotOptions(cmdline=args.cmdline, model_dir=args.model_dir,
+                              unit=args.unit or args.user_unit, user_unit=bool(args.user_unit),
+                              gpu_capability=capability, gpu_name=args.gpu_name)
+    return preflight(options, args.vllm_version, args.json)
 
 
 def _cmd_daemon(args: argparse.Namespace) -> int:
@@ -509,6 +546,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return plan_command(args.db, args.launch, args.json)
         if args.command == "daemon":
             return _cmd_daemon(args)
+        if args.command == "preflight":
+            return _cmd_preflight(args)
         if args.command == "run":
             return _cmd_run(args)
         if args.command in ("check-config", "show-config"):

@@ -22,6 +22,7 @@ class SnapshotOptions:
     unit: str | None = None
     user_unit: bool = False
     gpu_capability: int | None = None
+    gpu_name: str | None = None
 
     @property
     def live(self) -> bool:
@@ -40,7 +41,10 @@ def parse_capability(text: str) -> int:
 
 def gpu_for(options: SnapshotOptions) -> GpuFacts:
     if options.gpu_capability is not None:
-        return GpuFacts(capability=options.gpu_capability, source="--gpu-capability")
+        return GpuFacts(name=options.gpu_name, capability=options.gpu_capability,
+                        source="--gpu-capability")
+    if options.gpu_name is not None:  # a name alone: its capability is not guessed
+        return GpuFacts(name=options.gpu_name, source="--gpu-name (capability not given)")
     if options.live:
         return capture_gpu()
     return GpuFacts(source="unknown (offline scan; pass --gpu-capability to state it)")

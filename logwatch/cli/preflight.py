@@ -1,0 +1,117 @@
+"""`logwatch preflight`: the failures a launch will hit, predicted from its configuration
+(core/preflight.py) before vLLM loads a weight. Exit 0: a clean start predicted; 1: failures
+predicted (listed with their reasons); 2: a usage or input error."""
+
+from __future__ import annotations
+
+import json
+import re
+import shlex
+import sys
+import textwrap
+from dataclasses import replace
+from pathlib import Path
+
+from logwatch.core import vllm_cli
+from logwatch.core.ignore_rules import parse_release
+from logwatch.core.preflight import Prediction, PreflightProblem, predict
+from logwatch.core.snapshot import Snapshot
+from logwatch.core.visible import visible
+from logwatch.core.vllm_cli import DATA_NAME, CliVocabulary, VocabularyError, vocabulary
+from logwatch.host.capture import take_snapshot
+from logwatch.scan.triage import SnapshotOptions, gpu_for
+
+EXIT_CLEAN, EXIT_FAILURES, EXIT_USAGE = 0, 1, 2
+DATA_FILE = Path(vllm_cli.__file__).resolve().parent / "data" / DATA_NAME
+ASSIGNMENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*=")
+
+
+class InputError(ValueError):
+    """What the operator gave cannot be checked: said with what and where."""
+
+
+def split_command(cmdline: str) -> tuple[list[str], dict[str, str]]:
+    """A shell-style `[env] NAME=value ... vllm serve ...` line: argv and the assignments."""
+    try:
+        tokens = shlex.split(cmdline)
+    except ValueError as exc:
+        raise InputError(f"--cmdline: cannot split it: {exc}") from exc
+    env: dict[str, str] = {}
+    while tokens and (tokens[0] == "env" or ASSIGNMENT.match(tokens[0])):
+        token = tokens.pop(0)
+        if token != "env":
+            name, _, value = token.partition("=")
+            env[name] = value
+    return tokens, env
+
+
+def load_vocabulary(path: Path = DATA_FILE) -> CliVocabulary:
+    try:
+        return vocabulary(json.loads(path.read_text(encoding="utf-8")))
+    except (OSError, ValueError, VocabularyError) as exc:
+        raise InputError(f"{path}: {exc}") from exc
+
+
+def capture(options: SnapshotOptions, vllm_version: str | None) -> Snapshot:
+    """The launch's snapshot, the operator's --vllm-version in force over what was found."""
+    if options.model_dir is not None and not Path(options.model_dir).is_dir():
+        raise InputError(f"--model-dir {options.model_dir}: not a directory")
+    if vllm_version is not None and parse_release(vllm_version) is None:
+        raise InputError(f"--vllm-version {vllm_version!r}: expected a release like 0.26.0")
+    argv, env = split_command(options.cmdline) if options.cmdline else (None, {})
+    snapshot = take_snapshot(argv=argv, env=env, unit=options.unit,
+                             user_unit=options.user_unit, model_dir=options.model_dir,
+                             gpu=gpu_for(options))
+    if not snapshot.launch:
+        raise InputError("no vLLM launch to check: " + ("; ".join(snapshot.problems)
+                                                        or "the command line is empty"))
+    if snapshot.model is None or not snapshot.model.architectures:
+        raise InputError(f"--model-dir {options.model_dir}: cannot read the model: "
+                         + ("; ".join(snapshot.problems) or "no config.json architectures"))
+    if vllm_version is not None:
+        snapshot = replace(snapshot, vllm_version=vllm_version,
+                           sources={**snapshot.sources, "vllm_version": "--vllm-version"})
+    return snapshot
+
+
+def preflight(options: SnapshotOptions, vllm_version: str | None, as_json: bool) -> int:
+    try:
+        snapshot = capture(options, vllm_version)
+        prediction = predict(snapshot, load_vocabulary())
+    except InputError as exc:
+        print(visible(f"logwatch: preflight: {exc}", lines=True), file=sys.stderr)
+        return EXIT_USAGE
+    if as_json:
+        json.dump({"snapshot": snapshot.content_hash(), "vllm_version": snapshot.vllm_version,
+                   "gpu": snapshot.gpu.to_dict(), **prediction.to_dict()},
+                  sys.stdout, indent=2)
+        sys.stdout.write("\n")
+    else:
+        sys.stdout.write(render(snapshot, prediction))
+    return EXIT_CLEAN if prediction.clean else EXIT_FAILURES
+
+
+def render(snapshot: Snapshot, prediction: Prediction, width: int = 100) -> str:
+    cap = snapshot.gpu.capability
+    gpu = f"{snapshot.gpu.name or 'GPU'} {cap / 10:.1f}" if cap else "GPU unknown"
+    out = [f"preflight: vLLM {snapshot.vllm_version or 'unknown'}, {gpu}, "
+           f"tensor-parallel {snapshot.tensor_parallel_size}, model {snapshot.model.path}"
+           if snapshot.model else "preflight:"]
+    for label, problems in (("FAIL", prediction.problems), ("MAYBE", prediction.uncertain)):
+        for problem in problems:
+            out += _problem_lines(label, problem, width)
+    out += [f"  note: {n}" for n in prediction.notes]
+    out.append(f"{len(prediction.problems)} failure(s) predicted: the launch will not start "
+               "cleanly" if prediction.problems else "a clean start predicted")
+    return "\n".join(visible(line) for line in out) + "\n"
+
+
+def _problem_lines(label: str, problem: PreflightProblem, width: int) -> list[str]:
+    texts = [f"{problem.title}: {problem.reason}", *problem.details]
+    texts += [f"fix: {f}" for f in problem.fixes]
+    out = []
+    for number, text in enumerate(texts):
+        for n, line in enumerate(textwrap.wrap(text, width - 10, break_on_hyphens=False)):
+            lead = f"  {label:<6}  " if number == 0 and n == 0 else " " * 10
+            out.append(lead + ("  " if n and number else "") + line)
+    return out

@@ -1,0 +1,1 @@
+"""Extract the `vllm serve` flags and VLLM_* environment variables each vLLM release knows."""
