@@ -36,7 +36,7 @@ CORE_FORBIDDEN = frozenset({
     "sqlite3", "urllib", "http", "time", "duckdb", "textual", "watchdog", "structlog",
 })
 CORE_EXCEPTIONS = {"matcher.py": frozenset({"time"})}
-ROLES = {"core", "sources", "host", "store", "daemon", "library", "scan", "cli",
+ROLES = {"core", "sources", "host", "store", "daemon", "library", "scan", "cli", "demo",
          "own_log.py", "__init__.py", "__main__.py", "py.typed"}
 
 
