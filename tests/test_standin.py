@@ -20,6 +20,7 @@ from typing import Any
 
 import pytest
 
+from logwatch.core.snapshot import model_facts
 from logwatch.demo.standin_args import UsageError, parse_serve
 from logwatch.demo.standin_outcome import GPUS, Launch, outcome
 from logwatch.host.model_dir import read_model_dir
@@ -223,3 +224,46 @@ def test_hostile_argv_is_printed_inert(tmp_path: Path,
     assert bad.wait(timeout=30) == 2
     assert b"\x1b" not in (tmp_path / "bad.log").read_bytes()
     assert not marker.exists() and not (tmp_path / "pwned").exists()
+
+
+def test_quark_moe_children_fail_before_0_26_only() -> None:
+    """The exclude list names an expert child: before 0.26.0 the experts stay MXFP4 (their
+    BF16 weights do not fit); from 0.26.0 only the shared experts, never listed, do."""
+    facts, _ = read_model_dir(MODELS / "glm-5.2-quark-mxfp4")
+    assert facts is not None
+    launch = Launch(model="glm", tensor_parallel_size=8, speculative_config={"method": "mtp"})
+    before = outcome(facts, launch, GPUS["b200"], "0.25.1")
+    after = outcome(facts, launch, GPUS["b200"], "0.26.0")
+    assert before.kind == after.kind == "tensor_mismatch"
+    assert before.mismatch_module == "model.layers.78.mlp.experts.*.down_proj"
+    assert after.mismatch_module == "model.layers.78.mlp.shared_experts.down_proj"
+    assert before.mismatch == (128, 256)  # MXFP4 packs K = 2048 / 8 ranks into bytes
+
+
+def test_dense_marlin_widths_crash_before_0_24_and_pad_after() -> None:
+    weights = {"num_bits": 4, "type": "float", "strategy": "tensor_group", "group_size": 16,
+               "symmetric": True, "dynamic": False}
+    config = {"architectures": ["Qwen3ForCausalLM"], "model_type": "qwen3", "hidden_size": 4096,
+              "intermediate_size": 12320, "num_hidden_layers": 2, "num_attention_heads": 32,
+              "num_key_value_heads": 8, "head_dim": 128,
+              "quantization_config": {"quant_method": "compressed-tensors",
+                                      "config_groups": {"g": {"targets": ["Linear"],
+                                                              "weights": weights}}}}
+    facts = model_facts("/m", config, ["model.layers.0.mlp.down_proj.weight_packed"])
+    launch = Launch(model="/m", tensor_parallel_size=2)
+    old = outcome(facts, launch, GPUS["h200"], "0.11.2")
+    assert (old.kind, old.tile_error) == (
+        "marlin_tile", "size_n = 12320 is not divisible by tile_n_size = 64")
+    new = outcome(facts, launch, GPUS["h200"], "0.25.1")
+    assert (new.kind, new.padded) == ("serve", ("mlp gate_up_proj",))
+    assert outcome(facts, launch, GPUS["b200"], "0.11.2").kind == "serve"  # no Marlin on 10.0
+
+
+def test_default_pacing_is_short(tmp_path: Path) -> None:
+    log = tmp_path / "vllm.log"
+    began = time.monotonic()
+    proc = start(["serve", str(UNCOVERED), "-tp", "4"], log, tmp_path,
+                 LOGWATCH_STANDIN_PACE="1", LOGWATCH_STANDIN_GPU="h200")
+    assert proc.wait(timeout=30) == 1
+    assert time.monotonic() - began < 8
+    assert "tile_n_size = 64" in log.read_text()

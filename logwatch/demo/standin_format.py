@@ -117,6 +117,8 @@ class Writer:
         self.api_pid = api_pid
 
     def _prefix(self, proc: str, pid: int) -> str:
+        if proc == "MainProcess" and self.style.stream_prefix:
+            return ""  # logged before decorate_logs wraps the streams
         if self.style.colour and self.style.stream_prefix:
             return f"{CYAN}({proc} pid={pid}){RESET} "
         return f"({proc} pid={pid}) "

@@ -136,10 +136,14 @@ def input_width(module: str, dims: dict[str, int], tp: int) -> int:
         heads, head_dim = dims.get("num_attention_heads"), dims.get("head_dim")
         return (heads * head_dim if heads and head_dim else hidden) // max(tp, 1)
     if leaf == "down_proj":
-        key = "moe_intermediate_size" if ".experts" in module else (
-            "shared_expert_intermediate_size" if "shared_expert." in module
-            else "intermediate_size")
-        size = dims.get(key) or dims.get("intermediate_size") or hidden
+        if ".experts" in module or "shared_expert" in module:
+            # a shared expert without its own size in config.json: one routed expert's
+            size = dims.get("shared_expert_intermediate_size") if "shared_expert" in module \
+                else None
+            size = size or dims.get("moe_intermediate_size")
+        else:
+            size = dims.get("intermediate_size")
+        size = size or hidden
         return size // max(tp, 1)
     return hidden
 
