@@ -267,3 +267,23 @@ def test_default_pacing_is_short(tmp_path: Path) -> None:
     assert proc.wait(timeout=30) == 1
     assert time.monotonic() - began < 8
     assert "tile_n_size = 64" in log.read_text()
+
+
+def test_0_11_2_prefixes_every_line_and_scans_healthy(
+        tmp_path: Path, reaper: list[subprocess.Popen[bytes]]) -> None:
+    """0.11.2 wraps stdout/stderr: uvicorn's lines carry the cyan `(APIServer pid=N)` too."""
+    log = tmp_path / "vllm.log"
+    proc = start(["serve", str(MODELS / "qwen3-32b-w4a16"), "--port", "0"], log, tmp_path,
+                 LOGWATCH_STANDIN_VLLM="0.11.2")
+    reaper.append(proc)
+    url = wait_for_address(proc, log)
+    wait_healthy(url)
+    proc.send_signal(signal.SIGTERM)
+    assert proc.wait(timeout=10) == 0
+    text = log.read_text()
+    assert f"\x1b[1;36m(APIServer pid={proc.pid})\x1b[0;0m INFO:     Application startup " \
+           "complete." in text
+    assert "(EngineCore_DP0 pid=" in text and "vLLM API server version 0.11.2" in text
+    report = scan(log)
+    assert report["verdict"] == "healthy" and report["unrecognised"] == []
+    assert "lifecycle.startup_complete" in signatures(report)

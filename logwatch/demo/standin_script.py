@@ -224,7 +224,11 @@ def engine_ready(scene: Scene, stamp: Stamp) -> list[Line]:
     kv = scene.gpu.memory_gib * 0.9 - 21.4
     out += scene.each_rank("INFO", "kv_mem", f"Available KV cache memory: {kv:.2f} GiB", stamp)
     tokens = int(kv * 21_800) * scene.launch.tensor_parallel_size
-    out += scene.engine("INFO", "kv_size", f"GPU KV cache size: {tokens:,} tokens", stamp)
+    size_line = f"GPU KV cache size: {tokens:,} tokens"
+    if scene.writer.style.read_as >= (0, 33, 0):  # one line with the concurrency in 0.33
+        size_line += (f", Maximum concurrency for {scene.max_model_len:,} tokens per request: "
+                      f"{tokens / scene.max_model_len:.2f}x")
+    out += scene.engine("INFO", "kv_size", size_line, stamp)
     out += scene.each_rank("INFO", "graphs", "Graph capturing finished in 2 secs, took 0.91 GiB",
                            stamp)
     unit = " seconds" if scene.writer.style.read_as < (0, 25, 1) else " s"
