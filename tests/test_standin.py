@@ -287,3 +287,15 @@ def test_0_11_2_prefixes_every_line_and_scans_healthy(
     report = scan(log)
     assert report["verdict"] == "healthy" and report["unrecognised"] == []
     assert "lifecycle.startup_complete" in signatures(report)
+
+
+@pytest.mark.parametrize("release", ["0.11.2", "0.33.0"])
+def test_more_ranks_than_gpus_is_refused_before_the_engine(tmp_path: Path, release: str) -> None:
+    log = tmp_path / "vllm.log"
+    proc = start(["serve", str(MODELS / "qwen3-32b-w4a16"), "-tp", "4"], log, tmp_path,
+                 LOGWATCH_STANDIN_GPU_COUNT="2", LOGWATCH_STANDIN_VLLM=release)
+    assert proc.wait(timeout=30) == 1
+    assert "Initializing a V1 LLM engine" not in log.read_text()
+    found = signatures(scan(log))
+    assert found["config.world_size_exceeds_gpus"]["captures"] == {"world_size": "4",
+                                                                   "gpus": "2"}

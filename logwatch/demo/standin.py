@@ -199,7 +199,8 @@ def run(argv: list[str], env: dict[str, str]) -> int:
         sys.stderr.write(f"logwatch stand-in: {visible(problems[0])}\n")
         return 1
     gpu = GPUS[env.get("LOGWATCH_STANDIN_GPU", "h200")]
-    result = outcome(facts, launch, gpu, env.get("LOGWATCH_STANDIN_VLLM", DEFAULT_RELEASE), env)
+    result = outcome(facts, launch, gpu, env.get("LOGWATCH_STANDIN_VLLM", DEFAULT_RELEASE), env,
+                     int(env.get("LOGWATCH_STANDIN_GPU_COUNT", "8")))
     pace = max(float(env.get("LOGWATCH_STANDIN_PACE", "1")), 0.0)
     out = Output()
     stop = threading.Event()
@@ -227,8 +228,9 @@ def serve_or_crash(scene: Scene, result: Outcome, no_stats: bool, access_log: bo
 
     if not phase(script.api_start(scene, stamp), 0.2):
         return 128 + signal.SIGTERM
-    if result.kind == "unsupported_architecture":
-        out.write(script.unsupported_architecture(scene))
+    if result.kind in ("unsupported_architecture", "too_few_gpus"):
+        out.write(script.unsupported_architecture(scene) if result.kind ==
+                  "unsupported_architecture" else script.too_few_gpus(scene))
         return 1
     for lines, pause in ((script.engine_start(scene, stamp), 0.3),
                          (script.load_weights(scene, stamp), 0.4)):

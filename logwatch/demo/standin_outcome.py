@@ -75,7 +75,7 @@ class Launch:
 @dataclass(frozen=True, slots=True)
 class Outcome:
     """What the launch does. `kind`: serve, marlin_tile, tensor_mismatch,
-    unsupported_architecture."""
+    unsupported_architecture, too_few_gpus."""
 
     kind: str
     release: str
@@ -87,6 +87,7 @@ class Outcome:
     mismatch_module: str | None = None
     unknown_env: tuple[str, ...] = ()  # VLLM_* variables this release warns about
     supported: tuple[str, ...] = ()  # architectures registered (unsupported_architecture)
+    world: tuple[int, int] | None = None  # (world size, GPUs visible) for too_few_gpus
 
     @property
     def fails(self) -> bool:
@@ -149,8 +150,8 @@ def input_width(module: str, dims: dict[str, int], tp: int) -> int:
 
 
 def outcome(facts: ModelFacts, launch: Launch, gpu: SimulatedGpu, release_text_: str,
-            env: dict[str, str] | None = None) -> Outcome:
-    """What vLLM `release_text_` does with this model and launch on `gpu`."""
+            env: dict[str, str] | None = None, gpu_count: int = 8) -> Outcome:
+    """What vLLM `release_text_` does with this model and launch on `gpu_count` of `gpu`."""
     release = release_of(release_text_)
     name = release_text(release)
     unknown = _unknown_env(env or {}, release)
@@ -161,6 +162,8 @@ def outcome(facts: ModelFacts, launch: Launch, gpu: SimulatedGpu, release_text_:
                        supported=registered)
     quant = facts.quant
     tp = max(launch.tensor_parallel_size, 1)
+    if tp > gpu_count:  # ParallelConfig refuses it before any engine starts
+        return Outcome("too_few_gpus", name, unknown_env=unknown, world=(tp, gpu_count))
     marlin = bool(quant.marlin_path(gpu.capability)) or (quant.quantized and _forces_marlin(
         launch))
     padded: tuple[str, ...] = ()

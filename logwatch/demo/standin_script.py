@@ -75,7 +75,7 @@ def api_start(scene: Scene, stamp: Stamp) -> list[Line]:
     for name in scene.outcome.unknown_env:
         out += w.api("WARNING", "env", f"Unknown vLLM environment variable detected: {name}",
                      stamp())
-    if scene.outcome.kind == "unsupported_architecture":
+    if scene.outcome.kind in ("unsupported_architecture", "too_few_gpus"):
         return out
     arch = scene.facts.architectures[0] if scene.facts.architectures else "unknown"
     out += w.api("INFO", "arch", f"Resolved architecture: {arch}", stamp())
@@ -99,6 +99,29 @@ def unsupported_architecture(scene: Scene) -> list[Line]:
         f"ValueError: Model architectures {archs} are not supported for now. Supported "
         f"architectures: dict_keys({list(scene.outcome.supported)})"])
     return w.raw("APIServer", w.api_pid, text)
+
+
+def too_few_gpus(scene: Scene) -> list[Line]:
+    """ParallelConfig's refusal (config/parallel.py): the 0.11.2 text, or 0.25.1's on, raised
+    in the pydantic dataclass's validation."""
+    w = scene.writer
+    world, gpus = scene.outcome.world or (0, 0)
+    frames = ["Traceback (most recent call last):",
+              '  File "/usr/local/bin/vllm", line 10, in <module>', "    sys.exit(main())",
+              f'  File "{SITE}/engine/arg_utils.py", line 1360, in create_engine_config',
+              "    parallel_config = ParallelConfig("]
+    if w.style.read_as < (0, 25, 1):
+        error = [f"ValueError: Tensor parallel size ({world}) cannot be larger than the number "
+                 f"of available GPUs ({gpus})."]
+    else:
+        error = ["pydantic_core._pydantic_core.ValidationError: 1 validation error for "
+                 "ParallelConfig",
+                 f"  Value error, World size ({world}) is larger than the number of available "
+                 f"GPUs ({gpus}) in this node. If this is intentional and you are using:",
+                 "- ray, set '--distributed-executor-backend ray'.",
+                 "- multiprocessing, set '--nnodes' appropriately. [type=value_error, "
+                 "input_value=ArgsKwargs(()), input_type=ArgsKwargs]"]
+    return w.raw("APIServer", w.api_pid, "\n".join(frames + error))
 
 
 def engine_start(scene: Scene, stamp: Stamp) -> list[Line]:
