@@ -26,6 +26,7 @@ from types import FrameType
 from typing import Any
 
 from logwatch.core.visible import visible
+from logwatch.demo import standin_failures as failures
 from logwatch.demo import standin_script as script
 from logwatch.demo.standin_args import USAGE, UsageError, parse_serve
 from logwatch.demo.standin_format import Line, Writer, style_for
@@ -229,15 +230,15 @@ def serve_or_crash(scene: Scene, result: Outcome, no_stats: bool, access_log: bo
     if not phase(script.api_start(scene, stamp), 0.2):
         return 128 + signal.SIGTERM
     if result.kind in ("unsupported_architecture", "too_few_gpus"):
-        out.write(script.unsupported_architecture(scene) if result.kind ==
-                  "unsupported_architecture" else script.too_few_gpus(scene))
+        out.write(failures.unsupported_architecture(scene) if result.kind ==
+                  "unsupported_architecture" else failures.too_few_gpus(scene))
         return 1
     for lines, pause in ((script.engine_start(scene, stamp), 0.3),
                          (script.load_weights(scene, stamp), 0.4)):
         if not phase(lines, pause):
             return 128 + signal.SIGTERM
     if result.fails:
-        out.write(script.crash(scene, stamp))
+        out.write(failures.crash(scene, stamp))
         return 1
     if not phase(script.engine_ready(scene, stamp), 0.3):
         return 128 + signal.SIGTERM
