@@ -151,6 +151,7 @@ def test_covered_w4a4_on_b200_serves_and_stops_cleanly(
     assert status == 200 and answer["object"] == "text_completion"
     assert answer["choices"][0]["text"].strip() and answer["usage"]["completion_tokens"] == 4
     assert get(url + "/v1/completions", {"model": "other", "prompt": "x"})[0] == 404
+    assert get(url + "/v1/completions", {"prompt": "x", "max_tokens": "many"})[0] == 400
     wait_for_text(log, "SpecDecoding metrics:")
     proc.send_signal(signal.SIGTERM)
     assert proc.wait(timeout=10) == 0
@@ -299,3 +300,22 @@ def test_more_ranks_than_gpus_is_refused_before_the_engine(tmp_path: Path, relea
     found = signatures(scan(log))
     assert found["config.world_size_exceeds_gpus"]["captures"] == {"world_size": "4",
                                                                    "gpus": "2"}
+
+
+@pytest.mark.parametrize(("args", "settings", "code", "message"), [
+    (["serve", "/nonexistent/model"], {}, 1, "/nonexistent/model: model directory not found"),
+    (["serve", str(MODELS / "broken-config")], {}, 1, "config.json:2: invalid JSON"),
+    (["serve", str(COVERED)], {"LOGWATCH_STANDIN_GPU": "a100"}, 2,
+     "LOGWATCH_STANDIN_GPU='a100': expected one of h200, b200, rtx-pro-6000"),
+    (["serve", str(COVERED)], {"LOGWATCH_STANDIN_VLLM": "latest"}, 2, "not a vLLM release"),
+    (["serve", str(COVERED), "-sc", "{oops"], {}, 2,
+     "vllm serve: error: argument --speculative-config/-sc: invalid JSON"),
+])
+def test_bad_input_is_a_clear_error_not_a_traceback(
+        tmp_path: Path, args: list[str], settings: dict[str, str], code: int,
+        message: str) -> None:
+    log = tmp_path / "vllm.log"
+    proc = start(args, log, tmp_path, **settings)
+    assert proc.wait(timeout=30) == code
+    text = log.read_text()
+    assert message in text and "Traceback" not in text

@@ -125,17 +125,17 @@ def make_handler(scene: Scene, out: Output, traffic: Traffic, access_log: bool
             if self.path != "/v1/completions":
                 self._send(404, script.json_body({"detail": "Not Found"}))
                 return
-            length = int(self.headers.get("content-length") or 0)
-            if length > MAX_BODY:
+            length_text = self.headers.get("content-length") or "0"
+            length = int(length_text) if length_text.isdigit() else -1
+            if not 0 <= length <= MAX_BODY:
                 self._send(413, script.json_body({"detail": "Request too large"}))
                 return
-            try:
-                body = json.loads(self.rfile.read(length) or b"{}")
-                assert isinstance(body, dict)
-            except (ValueError, AssertionError):
+            body = _json_object(self.rfile.read(length) or b"{}")
+            max_tokens = body.get("max_tokens", 16) if body is not None else None
+            if body is None or not isinstance(max_tokens, int) or isinstance(max_tokens, bool):
                 self._send(400, script.json_body(
-                    {"object": "error", "message": "invalid JSON body", "type": "BadRequestError",
-                     "param": None, "code": 400}))
+                    {"object": "error", "message": "expected a JSON object with an integer "
+                     "max_tokens", "type": "BadRequestError", "param": None, "code": 400}))
                 return
             model = body.get("model")
             if model not in (launch.served_name, None):
@@ -144,7 +144,7 @@ def make_handler(scene: Scene, out: Output, traffic: Traffic, access_log: bool
                      "type": "NotFoundError", "param": None, "code": 404}))
                 return
             prompt = str(body.get("prompt", ""))
-            max_tokens = min(max(int(body.get("max_tokens") or 16), 1), 64)
+            max_tokens = min(max(max_tokens, 1), 64)
             text = script.completion_text(prompt, max_tokens)
             prompt_tokens = max(1, len(prompt.split()))
             traffic.add(max_tokens)
@@ -157,6 +157,14 @@ def make_handler(scene: Scene, out: Output, traffic: Traffic, access_log: bool
                           "total_tokens": prompt_tokens + max_tokens}}))
 
     return Handler
+
+
+def _json_object(raw: bytes) -> dict[str, Any] | None:
+    try:
+        value = json.loads(raw)
+    except ValueError:
+        return None
+    return value if isinstance(value, dict) else None
 
 
 def _env_problem(env: dict[str, str]) -> str | None:
@@ -196,8 +204,10 @@ def run(argv: list[str], env: dict[str, str]) -> int:
         sys.stderr.write(f"usage: {USAGE}\nvllm serve: error: {visible(str(exc))}\n")
         return 2
     facts, problems = read_model_dir(launch.model, launch.hf_overrides)
-    if facts is None:
-        sys.stderr.write(f"logwatch stand-in: {visible(problems[0])}\n")
+    unreadable = [p for p in problems if "config.json" in p] if facts else problems
+    if facts is None or unreadable:  # vLLM cannot build a model config either
+        for problem in unreadable:
+            sys.stderr.write(f"logwatch stand-in: {visible(problem)}\n")
         return 1
     gpu = GPUS[env.get("LOGWATCH_STANDIN_GPU", "h200")]
     result = outcome(facts, launch, gpu, env.get("LOGWATCH_STANDIN_VLLM", DEFAULT_RELEASE), env,
@@ -247,9 +257,9 @@ def serve_or_crash(scene: Scene, result: Outcome, no_stats: bool, access_log: bo
     try:
         server = ThreadingHTTPServer((launch.host, launch.port),
                                      make_handler(scene, out, traffic, access_log))
-    except OSError as exc:
-        sys.stderr.write(f"OSError: [Errno {exc.errno}] could not bind on {launch.host}:"
-                         f"{launch.port}: {exc.strerror}\n")
+    except (OSError, OverflowError) as exc:
+        sys.stderr.write(f"logwatch stand-in: cannot listen on {visible(launch.host)}:"
+                         f"{launch.port}: {visible(str(exc))}\n")
         return 1
     server.daemon_threads = True
     bound = server.server_address
