@@ -138,14 +138,17 @@ def test_covered_w4a4_on_b200_serves_and_stops_cleanly(
         tmp_path: Path, reaper: list[subprocess.Popen[bytes]]) -> None:
     log = tmp_path / "vllm.log"
     proc = start(["serve", str(COVERED), "--port", "0", "--speculative-config", MTP,
-                  "--served-model-name", "qwen"], log, tmp_path, LOGWATCH_STANDIN_GPU="b200")
+                  "--served-model-name", "qwen", "q2"], log, tmp_path,
+                 LOGWATCH_STANDIN_GPU="b200")
     reaper.append(proc)
     url = wait_for_address(proc, log)
     wait_healthy(url)
     status, body = get(url + "/v1/models")
     assert status == 200
-    card = json.loads(body)["data"][0]
-    assert (card["id"], card["root"], card["owned_by"]) == ("qwen", str(COVERED), "vllm")
+    cards = json.loads(body)["data"]
+    assert [(c["id"], c["root"], c["owned_by"]) for c in cards] == [
+        ("qwen", str(COVERED), "vllm"), ("q2", str(COVERED), "vllm")]
+    assert get(url + "/v1/completions", {"model": "q2", "prompt": "x"})[0] == 200
     status, body = get(url + "/v1/completions", {"model": "qwen", "prompt": "Hi", "max_tokens": 4})
     answer = json.loads(body)
     assert status == 200 and answer["object"] == "text_completion"

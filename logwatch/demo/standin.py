@@ -114,10 +114,12 @@ def make_handler(scene: Scene, out: Output, traffic: Traffic, access_log: bool
             if self.path == "/health":
                 self._send(200, b"")
             elif self.path == "/v1/models":
-                card = {"id": launch.served_name, "object": "model",
-                        "created": int(time.time()), "owned_by": "vllm", "root": launch.model,
-                        "parent": None, "max_model_len": scene.max_model_len, "permission": []}
-                self._send(200, script.json_body({"object": "list", "data": [card]}))
+                cards: list[dict[str, Any]] = [
+                    {"id": name, "object": "model", "created": int(time.time()),
+                     "owned_by": "vllm", "root": launch.model, "parent": None,
+                     "max_model_len": scene.max_model_len, "permission": []}
+                    for name in launch.served_model_names or (launch.model,)]
+                self._send(200, script.json_body({"object": "list", "data": cards}))
             else:
                 self._send(404, script.json_body({"detail": "Not Found"}))
 
@@ -138,7 +140,7 @@ def make_handler(scene: Scene, out: Output, traffic: Traffic, access_log: bool
                      "max_tokens", "type": "BadRequestError", "param": None, "code": 400}))
                 return
             model = body.get("model")
-            if model not in (launch.served_name, None):
+            if model is not None and model not in (launch.served_model_names or (launch.model,)):
                 self._send(404, script.json_body(
                     {"object": "error", "message": f"The model `{model}` does not exist.",
                      "type": "NotFoundError", "param": None, "code": 404}))
@@ -150,7 +152,7 @@ def make_handler(scene: Scene, out: Output, traffic: Traffic, access_log: bool
             traffic.add(max_tokens)
             self._send(200, script.json_body({
                 "id": f"cmpl-{uuid.uuid4().hex}", "object": "text_completion",
-                "created": int(time.time()), "model": launch.served_name,
+                "created": int(time.time()), "model": model or launch.served_name,
                 "choices": [{"index": 0, "text": text, "logprobs": None,
                              "finish_reason": "length", "stop_reason": None}],
                 "usage": {"prompt_tokens": prompt_tokens, "completion_tokens": max_tokens,
