@@ -22,7 +22,9 @@ import pytest
 
 from logwatch.core.snapshot import model_facts
 from logwatch.demo.standin_args import UsageError, parse_serve
+from logwatch.demo.standin_format import Writer, style_for
 from logwatch.demo.standin_outcome import GPUS, Launch, outcome
+from logwatch.demo.standin_script import Scene, stats
 from logwatch.host.model_dir import read_model_dir
 from tests.conftest import ROOT
 
@@ -322,3 +324,24 @@ def test_bad_input_is_a_clear_error_not_a_traceback(
     assert proc.wait(timeout=30) == code
     text = log.read_text()
     assert message in text and "Traceback" not in text
+
+
+def test_same_shape_draft_serves_with_garbage_acceptance() -> None:
+    """An FP8 draft built over BF16 MTP weights loads without a size error (one value an
+    element); its scales are never set, so the draft is garbage and acceptance falls to 0."""
+    config = json.loads((UNCOVERED / "config.json").read_text())
+    groups = config["quantization_config"]["config_groups"]["group_0"]
+    groups["weights"] = {"num_bits": 8, "type": "float", "strategy": "channel",
+                         "symmetric": True, "dynamic": False}
+    groups["input_activations"] = {"num_bits": 8, "type": "float", "strategy": "token",
+                                   "symmetric": True, "dynamic": True}
+    names = list(json.loads((UNCOVERED / "model.safetensors.index.json").read_text())
+                 ["weight_map"])
+    facts = model_facts(str(UNCOVERED), config, names)
+    launch = Launch(model="m", speculative_config={"method": "mtp", "num_speculative_tokens": 2})
+    result = outcome(facts, launch, GPUS["h200"], "0.33.0")
+    assert (facts.quant.scheme, result.kind, result.garbage_draft) == ("FP8", "serve", True)
+    scene = Scene(Writer(style_for((0, 33, 0), {}), 1), facts, launch, GPUS["h200"], result,
+                  2, 4096)
+    spec = stats(scene, 3, 30, 10.0, lambda: "12-01 10:00:00")[-1].text
+    assert "Mean acceptance length: 1.00" in spec and "Avg Draft acceptance rate: 0.0%" in spec

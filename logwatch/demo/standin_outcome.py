@@ -88,6 +88,7 @@ class Outcome:
     unknown_env: tuple[str, ...] = ()  # VLLM_* variables this release warns about
     supported: tuple[str, ...] = ()  # architectures registered (unsupported_architecture)
     world: tuple[int, int] | None = None  # (world size, GPUs visible) for too_few_gpus
+    garbage_draft: bool = False  # serves, but the draft's weights were loaded wrongly
 
     @property
     def fails(self) -> bool:
@@ -98,6 +99,11 @@ class Outcome:
 # which warn "Unknown vLLM environment variable detected"; 0.11.2 has both and no warning).
 REMOVED_ENV = ("VLLM_NVFP4_GEMM_BACKEND", "VLLM_USE_FLASHINFER_MOE_FP4")
 UNKNOWN_ENV_WARNING_FROM: Release = (0, 25, 1)
+
+
+# values per stored element along K: FP4 two a byte; compressed-tensors pack-quantized integers
+# eight (4-bit) or four (8-bit) an int32. A model of the failure, not read per release.
+PACKED_ALONG_K = {"W4A16": 8, "W8A16": 4}
 
 
 def release_of(text: str) -> Release:
@@ -180,7 +186,10 @@ def outcome(facts: ModelFacts, launch: Launch, gpu: SimulatedGpu, release_text_:
         if uncovered:
             module = uncovered[0]
             k = input_width(module, facts.dims, tp)
-            packed = k // 2 if quant.fp4 else k  # FP4 packs two values a byte
-            return Outcome("tensor_mismatch", name, marlin, padded, mismatch=(packed, k),
+            factor = PACKED_ALONG_K.get(quant.scheme, 2 if quant.fp4 else 1)
+            if factor == 1:  # same shape, other dtype: copied in, scales never set
+                return Outcome("serve", name, marlin, padded, unknown_env=unknown,
+                               garbage_draft=True)
+            return Outcome("tensor_mismatch", name, marlin, padded, mismatch=(k // factor, k),
                            mismatch_module=module, unknown_env=unknown)
     return Outcome("serve", name, marlin, padded, unknown_env=unknown)

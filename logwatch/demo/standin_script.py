@@ -176,7 +176,8 @@ def stats(scene: Scene, requests: int, tokens: int, interval: float, stamp: Stam
     if scene.launch.uses_mtp:
         n = int((scene.launch.speculative_config or {}).get("num_speculative_tokens", 1) or 1)
         drafted = max(tokens, 1) * n
-        positions = [max(0.0, 0.87 - 0.1 * i) for i in range(n)]
+        positions = [0.0 if scene.outcome.garbage_draft else max(0.0, 0.87 - 0.1 * i)
+                     for i in range(n)]
         accepted = int(drafted * sum(positions) / n)
         out += w.api("INFO", "spec", "SpecDecoding metrics: Mean acceptance length: "
                      f"{1 + sum(positions):.2f}, Accepted throughput: {accepted / interval:.2f} "
