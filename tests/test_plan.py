@@ -27,6 +27,7 @@ from logwatch.core.snapshot import GpuFacts, Snapshot
 from logwatch.host.capture import take_snapshot
 from logwatch.host.overlay import make_overlay, remove_overlay
 from logwatch.host.variants import variant_candidates
+from logwatch.host.vllm_cli_data import shipped_vocabulary
 from tests.conftest import SAMPLES
 
 MODELS = SAMPLES.parent / "models"
@@ -77,7 +78,7 @@ def test_the_seed_on_a_b200_switches_to_the_w4a4_variant_in_one_relaunch(
     root = models_dir(tmp_path, A16, W4A4_COVERED, "deepseek-v3-modelopt-nvfp4-legacy")
     snap = snapshot(root / A16, 100)
     plan = plan_relaunch([marlin_failure(), *latent_problems(snap)], snap,
-                         variant_candidates(str(root / A16)))
+                         variant_candidates(str(root / A16)), vocab=shipped_vocabulary())
     assert plan is not None and plan.startable, plan
     kinds = {(c.kind, c.name): c.value for c in plan.changes}
     assert kinds[("model", "model")] == str(root / W4A4_COVERED)
@@ -149,23 +150,33 @@ def test_no_variant_of_the_same_model_is_refused_with_the_reasons(tmp_path: Path
 
 @pytest.mark.parametrize(("version", "moe", "expected"), [
     ("0.11.2", True, [("env", "VLLM_NVFP4_GEMM_BACKEND"), ("env", "VLLM_USE_FLASHINFER_MOE_FP4")]),
-    ("0.14.0", True, [("env", "VLLM_NVFP4_GEMM_BACKEND"), ("env", "VLLM_USE_FLASHINFER_MOE_FP4")]),
+    ("0.14.1", True, [("env", "VLLM_NVFP4_GEMM_BACKEND"), ("env", "VLLM_USE_FLASHINFER_MOE_FP4")]),
     ("0.20.2", True, [("env", "VLLM_NVFP4_GEMM_BACKEND"), ("flag", "--moe-backend")]),
-    ("0.23.0", True, [("flag", "--linear-backend"), ("flag", "--moe-backend")]),
+    ("0.22.1", True, [("flag", "--linear-backend"), ("flag", "--moe-backend")]),
     ("0.33.0", False, [("flag", "--linear-backend")]),
 ])
 def test_backend_switches_are_the_releases_own(version: str, moe: bool,
                                                expected: list[tuple[str, str]]) -> None:
-    switches, notes = fp4_switches(parse_release(version), moe)
+    """Chosen from the flags and variables extracted from each release's sources: a flag
+    where the release has it, else its variable (0.17.1-0.20.2 have --moe-backend but not
+    --linear-backend; 0.25.1 on have no variables)."""
+    switches, notes = fp4_switches(parse_release(version), moe, shipped_vocabulary())
     assert [(s.kind, s.name) for s in switches] == expected
     assert notes == []
+    vocab = shipped_vocabulary()
+    assert vocab is not None
+    for switch in switches:  # never a switch the release does not know
+        known = vocab.flags_at if switch.kind == "flag" else vocab.env_at
+        assert switch.name in known(parse_release(version))  # type: ignore[arg-type]
 
 
 def test_an_unknown_release_sets_no_backend_switch_and_says_so() -> None:
-    switches, notes = fp4_switches(None, True)
+    switches, notes = fp4_switches(None, True, shipped_vocabulary())
     assert switches == [] and "release unknown" in notes[0]
-    switches, notes = fp4_switches(parse_release("0.40.0"), True)
-    assert [s.kind for s in switches] == ["flag", "flag"] and "assumed" in notes[0]
+    switches, notes = fp4_switches(parse_release("0.40.0"), True, shipped_vocabulary())
+    assert [s.kind for s in switches] == ["flag", "flag"] and "0.33.0 are assumed" in notes[0]
+    switches, notes = fp4_switches(parse_release("0.33.0"), True, None)
+    assert switches == [] and "could not be read" in notes[0]
 
 
 def test_modelopt_and_gptq_lists_are_merged_where_each_method_reads_them() -> None:

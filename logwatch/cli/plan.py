@@ -19,6 +19,7 @@ from logwatch.core.snapshot import GpuFacts, Snapshot
 from logwatch.core.visible import json_escaped, visible
 from logwatch.host.capture import take_snapshot
 from logwatch.host.variants import variant_candidates
+from logwatch.host.vllm_cli_data import shipped_vocabulary
 from logwatch.relaunch.planned import with_preflight
 from logwatch.store.db import default_db_path
 from logwatch.store.errors import DatabaseError
@@ -63,7 +64,8 @@ def plan_command(db: Path | None, launch_id: str | None, as_json: bool) -> int:
                  for r in rows]
     model = snapshot.model
     plan = plan_relaunch(diagnoses, snapshot,
-                         variant_candidates(model.path) if model is not None else {})
+                         variant_candidates(model.path) if model is not None else {},
+                         vocab=shipped_vocabulary())
     if plan is not None and plan.changes and not plan.refused:
         plan = with_preflight(plan, snapshot)
     if as_json:

@@ -12,17 +12,17 @@ import textwrap
 from dataclasses import replace
 from pathlib import Path
 
-from logwatch.core import vllm_cli
 from logwatch.core.ignore_rules import parse_release
 from logwatch.core.preflight import Prediction, PreflightProblem, predict
 from logwatch.core.snapshot import Snapshot
 from logwatch.core.visible import visible
-from logwatch.core.vllm_cli import DATA_NAME, CliVocabulary, VocabularyError, vocabulary
+from logwatch.core.vllm_cli import CliVocabulary
 from logwatch.host.capture import take_snapshot
+from logwatch.host.vllm_cli_data import DATA_FILE, VocabularyUnreadable
+from logwatch.host.vllm_cli_data import load_vocabulary as read_vocabulary
 from logwatch.scan.triage import SnapshotOptions, gpu_for
 
 EXIT_CLEAN, EXIT_FAILURES, EXIT_USAGE = 0, 1, 2
-DATA_FILE = Path(vllm_cli.__file__).resolve().parent / "data" / DATA_NAME
 ASSIGNMENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*=")
 
 
@@ -47,9 +47,9 @@ def split_command(cmdline: str) -> tuple[list[str], dict[str, str]]:
 
 def load_vocabulary(path: Path = DATA_FILE) -> CliVocabulary:
     try:
-        return vocabulary(json.loads(path.read_text(encoding="utf-8")))
-    except (OSError, ValueError, VocabularyError) as exc:
-        raise InputError(f"{path}: {exc}") from exc
+        return read_vocabulary(path)
+    except VocabularyUnreadable as exc:
+        raise InputError(str(exc)) from exc
 
 
 def capture(options: SnapshotOptions, vllm_version: str | None) -> Snapshot:

@@ -29,14 +29,17 @@ from logwatch.core.diagnosis import Diagnosis, Remedy
 from logwatch.core.fp4_backend import (
     GEMM_ENV,
     GEMM_ENV_VALUE,
+    LINEAR_FLAG,
     MOE_ENV,
     MOE_ENV_VALUE,
+    MOE_FLAG,
     fp4_switches,
 )
 from logwatch.core.ignore_rules import parse_release
 from logwatch.core.latent import LATENT_MARLIN, LATENT_MTP
 from logwatch.core.quant import NATIVE_FP4_CAPABILITY
 from logwatch.core.snapshot import ModelFacts, Snapshot
+from logwatch.core.vllm_cli import CliVocabulary
 
 W4A4 = "W4A4_NVFP4"
 PATH_CAUSES = frozenset({"marlin_weight_only_tile", LATENT_MARLIN, "marlin_on_native_fp4"})
@@ -160,10 +163,12 @@ def choose_variant(current: ModelFacts, candidates: Mapping[str, ModelFacts]
 
 def plan_relaunch(diagnoses: Sequence[Diagnosis], snapshot: Snapshot,
                   candidates: Mapping[str, ModelFacts] | None = None,
-                  target: str | None = None) -> Plan | None:
+                  target: str | None = None, vocab: CliVocabulary | None = None
+                  ) -> Plan | None:
     """The plan that answers these diagnoses in this snapshot; None when none of them is a
     cause a relaunch fixes. `candidates`: model facts of the possible W4A4 variants, by the
-    name the operator knows them by (a variant's name or its directory)."""
+    name the operator knows them by (a variant's name or its directory). `vocab`: the flags
+    and variables of each release (core.vllm_cli), which choose the backend switches."""
     causes = tuple(dict.fromkeys(d.cause for d in diagnoses
                                  if d.cause in PATH_CAUSES | MTP_CAUSES))
     if not causes:
@@ -182,8 +187,8 @@ def plan_relaunch(diagnoses: Sequence[Diagnosis], snapshot: Snapshot,
     served, variant = model, None
     release = parse_release(snapshot.vllm_version)
     if any(c in PATH_CAUSES for c in causes):
-        served, variant = _path_fix(model, snapshot, candidates or {}, changes, checks,
-                                    refused, notes)
+        served, variant = _path_fix(model, snapshot, candidates or {}, vocab, changes,
+                                    checks, refused, notes)
     overlay = None
     if snapshot.uses_mtp or any(c in MTP_CAUSES for c in causes):
         overlay = _ignore_fix(served, snapshot.vllm_version, checks, refused)
@@ -205,8 +210,8 @@ def plan_relaunch(diagnoses: Sequence[Diagnosis], snapshot: Snapshot,
 
 
 def _path_fix(model: ModelFacts, snapshot: Snapshot, candidates: Mapping[str, ModelFacts],
-              changes: list[Change], checks: list[Check], refused: list[str],
-              notes: list[str]) -> tuple[ModelFacts, str | None]:
+              vocab: CliVocabulary | None, changes: list[Change], checks: list[Check],
+              refused: list[str], notes: list[str]) -> tuple[ModelFacts, str | None]:
     """Serve the W4A4 variant through FlashInfer CUTLASS: the model then served, and why
     it replaces the launch's (None: the launch's own is W4A4 already)."""
     cap = snapshot.gpu.capability
@@ -236,7 +241,8 @@ def _path_fix(model: ModelFacts, snapshot: Snapshot, candidates: Mapping[str, Mo
         changes.append(Change("unset_flag", "--quantization", None, "vLLM reads the "
                               "variant's quantization from its config"))
     has_moe = "moe_intermediate_size" in served.dims
-    switches, switch_notes = fp4_switches(parse_release(snapshot.vllm_version), has_moe)
+    switches, switch_notes = fp4_switches(parse_release(snapshot.vllm_version), has_moe,
+                                          vocab)
     notes.extend(switch_notes)
     for switch in switches:
         changes.append(Change("flag" if switch.kind == "flag" else "env", switch.name,
@@ -247,7 +253,7 @@ def _path_fix(model: ModelFacts, snapshot: Snapshot, candidates: Mapping[str, Mo
         if snapshot.env.get(name, wanted) != wanted and name not in chosen:
             changes.append(Change("unset_env", name, None, "it chooses another NVFP4 backend "
                                   "(Marlin included)"))
-    for flag, key in (("--linear-backend", "linear_backend"), ("--moe-backend", "moe_backend")):
+    for flag, key in ((LINEAR_FLAG, "linear_backend"), (MOE_FLAG, "moe_backend")):
         if snapshot.launch.get(key) not in (None, "auto") and flag not in chosen:
             changes.append(Change("unset_flag", flag, None, "it chooses another backend "
                                   "(Marlin included)"))

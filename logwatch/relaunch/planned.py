@@ -9,11 +9,13 @@ import tempfile
 from dataclasses import replace
 
 from logwatch.core.argv import ArgvError, launch_from_summary, parse_launch
-from logwatch.core.latent import latent_problems
 from logwatch.core.plan import Check, Launch, Plan, apply_plan
+from logwatch.core.preflight import predict
 from logwatch.core.snapshot import Snapshot
+from logwatch.core.vllm_cli import CliVocabulary
 from logwatch.host.capture import take_snapshot
 from logwatch.host.overlay import make_overlay
+from logwatch.host.vllm_cli_data import shipped_vocabulary
 
 
 def planned_snapshot(plan: Plan, snapshot: Snapshot, state_dir: str | None = None
@@ -49,16 +51,18 @@ def _read(plan: Plan, snapshot: Snapshot, launch: Launch, overlay: str | None) -
     return replace(new, vllm_version=snapshot.vllm_version)
 
 
-def with_preflight(plan: Plan, snapshot: Snapshot) -> Plan:
-    """The plan with a `preflight` check: the configuration it leads to, read back, shows
-    no problem a launch would hit (unknown when it cannot be read back)."""
+def with_preflight(plan: Plan, snapshot: Snapshot, vocab: CliVocabulary | None = None) -> Plan:
+    """The plan with a `preflight` check: `logwatch preflight`'s prediction (core.preflight)
+    for the configuration it leads to, read back, finds no failure; unknown when it cannot be
+    read back. `vocab`: the releases' flags (default: the shipped ones)."""
     after = planned_snapshot(plan, snapshot)
     if after is None:
         check = Check("preflight", None, "neither the launch's command line nor its model "
                       "directory is known: the planned configuration could not be read back")
     else:
-        problems = latent_problems(after)
-        check = Check("preflight", not problems, "the planned configuration, read back, "
-                      "shows no problem" if not problems else "the planned configuration "
-                      "would still hit: " + "; ".join(d.title for d in problems))
+        found = predict(after, vocab if vocab is not None else shipped_vocabulary())
+        check = Check("preflight", not found.problems, "the planned configuration, read "
+                      "back, is predicted to start" if not found.problems else "the planned "
+                      "configuration would still hit: " + "; ".join(
+                          p.title for p in found.problems))
     return replace(plan, checks=(*plan.checks, check))

@@ -207,12 +207,14 @@ def _plan(analysis: LaunchAnalysis) -> dict[str, Any] | None:
     """The corrected launch for one launch's diagnoses, with the variants beside its model."""
     from logwatch.core.plan import plan_relaunch, render_plan
     from logwatch.host.variants import variant_candidates
+    from logwatch.host.vllm_cli_data import shipped_vocabulary
     from logwatch.relaunch.planned import with_preflight
 
     snapshot = analysis.snapshot
     model = snapshot.model
     candidates = variant_candidates(model.path) if model is not None else {}
-    found = plan_relaunch(analysis.diagnoses, snapshot, candidates)
+    found = plan_relaunch(analysis.diagnoses, snapshot, candidates,
+                          vocab=shipped_vocabulary())
     if found is None:
         return None
     if found.changes and not found.refused:
