@@ -14,11 +14,11 @@ from pathlib import Path
 
 import pytest
 
-from logwatch.cli.preflight import DATA_FILE
 from logwatch.core.preflight import predict
 from logwatch.core.snapshot import GpuFacts
 from logwatch.core.vllm_cli import flag_accepted, normalised_flag
 from logwatch.host.capture import take_snapshot
+from logwatch.host.vllm_cli_data import DATA_FILE
 from tests.conftest import ROOT
 from tests.inprocess import logwatch_text
 

@@ -8,9 +8,9 @@ import json
 
 import pytest
 
-from logwatch.cli.preflight import DATA_FILE
 from logwatch.core.ignore_rules import parse_release
 from logwatch.core.vllm_cli import vocabulary
+from logwatch.host.vllm_cli_data import DATA_FILE
 from tests import vllm_sources as vs
 from tools.vllm_cli.extract import PATHS, SourceMissing, extract
 

@@ -14,8 +14,8 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from logwatch.cli.preflight import DATA_FILE
 from logwatch.core.ignore_rules import parse_release, release_ranges
+from logwatch.host.vllm_cli_data import DATA_FILE
 from tools.fetch_vllm_sdists import default_dest
 from tools.vllm_cli.extract import PATHS, CliFacts, extract
 from tools.vllm_cli.sdist import read_sdist
