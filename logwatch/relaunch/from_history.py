@@ -1,0 +1,71 @@
+"""The corrected launch for a failed launch in the history: its snapshot (the model directory
+read again now, as a plan is for the next start), its recorded diagnoses, the plan and its
+pre-flight. Used by `logwatch plan` and the demo."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+from logwatch.core.diagnosis import Diagnosis, diagnosis_from_dict
+from logwatch.core.plan import Plan, plan_relaunch
+from logwatch.core.snapshot import GpuFacts, Snapshot
+from logwatch.host.capture import take_snapshot
+from logwatch.host.variants import variant_candidates
+from logwatch.host.vllm_cli_data import shipped_vocabulary
+from logwatch.relaunch.planned import with_preflight
+from logwatch.store.operator_sql import read_only_query
+
+LAUNCH_QUERY = """
+    SELECT l.id, l.source, l.number, s.body
+    FROM launches l JOIN snapshots s ON s.hash = l.snapshot_hash
+    WHERE l.outcome = 'failed' AND (CAST(? AS VARCHAR) IS NULL OR l.id = ?)
+    ORDER BY l.updated DESC, l.number DESC LIMIT 1"""
+DIAGNOSES_QUERY = "SELECT id, body FROM diagnoses WHERE launch_id = ? ORDER BY recorded, id"
+
+
+@dataclass(frozen=True, slots=True)
+class FailedLaunch:
+    id: str
+    source: str
+    number: int
+    snapshot: Snapshot
+    diagnoses: list[Diagnosis]
+    diagnosis_ids: list[str]
+    plan: Plan | None
+
+
+def retaken(body: dict[str, Any]) -> Snapshot:
+    """The snapshot a launch recorded, with its model directory read again now."""
+    model = (body.get("model") or {}).get("path")
+    gpu = {k: v for k, v in (body.get("gpu") or {}).items()
+           if k in ("name", "count", "driver", "capability")}
+    snapshot = take_snapshot(argv=list(body.get("argv") or []) or None,
+                             env=dict(body.get("env") or {}), model_dir=model,
+                             gpu=GpuFacts(**gpu, source="the history"))
+    return replace(snapshot, launch=dict(body.get("launch") or {}),
+                   vllm_version=body.get("vllm_version"))
+
+
+def failed_launch(path: Path, launch_id: str | None = None) -> FailedLaunch | None:
+    """The newest failed launch (or `launch_id`) with its plan; None when there is none.
+    Raises DatabaseError for a history that cannot be read."""
+    found = read_only_query(path, LAUNCH_QUERY, (launch_id, launch_id))
+    if not found.rows:
+        return None
+    lid, source, number, body = found.rows[0]
+    rows = read_only_query(path, DIAGNOSES_QUERY, (lid,)).rows
+    snapshot = retaken(json.loads(body) if isinstance(body, str) else body)
+    diagnoses = [diagnosis_from_dict(json.loads(r[1]) if isinstance(r[1], str) else r[1])
+                 for r in rows]
+    model = snapshot.model
+    vocab = shipped_vocabulary()
+    plan = plan_relaunch(diagnoses, snapshot,
+                         variant_candidates(model.path) if model is not None else {},
+                         vocab=vocab)
+    if plan is not None and plan.changes and not plan.refused:
+        plan = with_preflight(plan, snapshot, vocab)
+    return FailedLaunch(str(lid), str(source), int(number), snapshot, diagnoses,
+                        [str(r[0]) for r in rows], plan)
