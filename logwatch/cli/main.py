@@ -119,6 +119,15 @@ def build_parser() -> argparse.ArgumentParser:
                       "table) instead of the newest failed one")
     plan.add_argument("--json", action="store_true")
 
+    demo = sub.add_parser("demo", help="the whole loop with a vLLM stand-in in a scratch "
+                          "workspace: failure, diagnosis, plan, pre-flight, relaunch, "
+                          "verification, the history in SQL")
+    demo.add_argument("--gpu", choices=("b200", "h200", "rtx-pro-6000"), default="b200",
+                      help="the simulated GPU (h200: no native FP4, the plan is refused)")
+    demo.add_argument("--json", action="store_true", help="print a summary as one JSON object")
+    demo.add_argument("--keep", type=Path, metavar="DIR",
+                      help="build the workspace in DIR (new, empty) and keep it")
+
     daemon = sub.add_parser("daemon", help="follow logs live and record findings in the history")
     daemon.add_argument("--file", action="append", default=[], metavar="PATH",
                         help="a log file to follow across rotations, or a quoted glob (every "
@@ -527,6 +536,26 @@ def _cmd_history(args: argparse.Namespace) -> int:
     return history_cmds.history(args.db, args.limit)
 
 
+def _cmd_demo(args: argparse.Namespace) -> int:
+    from logwatch.demo.scenario import DemoError, run_demo
+    from logwatch.library.worker import load_bounded
+
+    if args.keep is not None and args.keep.exists() and any(args.keep.iterdir()):
+        print(f"logwatch demo: --keep {args.keep}: not empty", file=sys.stderr)
+        return EXIT_USAGE
+    try:
+        healthy, summary = run_demo(load_bounded([]), args.gpu, args.json, args.keep)
+    except DemoError as exc:
+        _warn(f"logwatch demo: {exc}")
+        return EXIT_USAGE
+    if args.json:
+        sys.stdout.write(json_escaped(json.dumps(summary, indent=2, ensure_ascii=False)) + "\n")
+    else:
+        print(f"logwatch demo: {'healthy' if healthy else 'NOT healthy'} after "
+              f"{summary['seconds']} s")
+    return EXIT_OK if healthy else 1
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)  # --help and usage errors import nothing more
     from logwatch.core.library import LibraryError
@@ -540,6 +569,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return _cmd_snapshot(args)
         if args.command in ("sql", "history", "status"):
             return _cmd_history(args)
+        if args.command == "demo":
+            return _cmd_demo(args)
         if args.command == "plan":
             from logwatch.cli.plan import plan_command
 
