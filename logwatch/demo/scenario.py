@@ -17,8 +17,6 @@ import json
 import os
 import shlex
 import shutil
-import signal
-import subprocess
 import sys
 import tempfile
 import time
@@ -29,29 +27,25 @@ from pathlib import Path
 from typing import Any
 
 from logwatch.core.actions import (
-    APPLYING,
     APPROVED,
-    EXECUTOR,
     POLICY,
-    RESTARTING,
     SUCCEEDED,
-    VERIFY_FAILED,
-    VERIFYING,
     Action,
     propose,
     transition,
 )
-from logwatch.core.argv import LaunchSpec, parse_launch
+from logwatch.core.argv import LaunchSpec
 from logwatch.core.block_scan import BlockScanner
 from logwatch.core.findings import Finding
 from logwatch.core.library import Library
 from logwatch.core.matcher import Matcher
-from logwatch.core.plan import Launch, apply_plan, render_plan
+from logwatch.core.plan import Launch, render_plan
 from logwatch.core.policy import RelaunchPolicy, Request, TargetPolicy, decide
 from logwatch.core.verify import Probes, Verdict, judge
 from logwatch.demo.standin_outcome import GPUS
-from logwatch.host.overlay import make_overlay
+from logwatch.relaunch.child import Child, ChildExecutor
 from logwatch.relaunch.from_history import FailedLaunch, failed_launch
+from logwatch.relaunch.runner import carry_out
 from logwatch.relaunch.verify import endpoint, probe, served_name, wait_healthy
 from logwatch.scan.offline import resolve_inputs, scan_inputs
 from logwatch.scan.triage import SnapshotOptions
@@ -114,41 +108,6 @@ def workspace(root: Path) -> dict[str, Path]:
     vllm.chmod(0o755)
     return {"root": root, "model": models / MODEL, "vllm": vllm, "state": root / "state",
             "db": root / "history.duckdb", "logs": root / "logs"}
-
-
-@dataclass
-class Child:
-    """A launch run as a child of the demo (the executor `logwatch run` uses), its output in
-    a log file."""
-
-    argv: list[str]
-    env: dict[str, str]
-    log: Path
-    process: subprocess.Popen[bytes] | None = None
-
-    def start(self) -> None:
-        self.log.parent.mkdir(parents=True, exist_ok=True)
-        with open(self.log, "wb") as out:
-            self.process = subprocess.Popen(self.argv, stdout=out, stderr=subprocess.STDOUT,
-                                            env=self.env, start_new_session=True)
-
-    def wait(self, deadline: float) -> int | None:
-        assert self.process is not None
-        try:
-            return self.process.wait(max(deadline - time.monotonic(), 0.1))
-        except subprocess.TimeoutExpired:
-            return None
-
-    def stop(self, timeout: float = 10.0) -> None:
-        """TERM to the process group, KILL after `timeout`."""
-        if self.process is None or self.process.poll() is not None:
-            return
-        os.killpg(self.process.pid, signal.SIGTERM)
-        try:
-            self.process.wait(timeout)
-        except subprocess.TimeoutExpired:
-            os.killpg(self.process.pid, signal.SIGKILL)
-            self.process.wait()
 
 
 def run_demo(library: Library, gpu: str = "b200", as_json: bool = False,
@@ -214,34 +173,24 @@ def _loop(library: Library, gpu: str, ws: dict[str, Path], timeline: Timeline,
         return False, _finish(summary, timeline)
     timeline.say(f"action {action.id}: approved by the policy (auto)")
 
-    action = _move(ws["db"], action, APPLYING, EXECUTOR, "making the overlay, "
-                   "writing the corrected command line")
-    overlay = str(make_overlay(ws["state"], plan)) if plan.overlay else None
-    after = apply_plan(plan, Launch(parse_launch(argv), {}), overlay)
-    new_env = {**env, **after.env}
-    for change in plan.changes:
-        if change.kind == "unset_env":
-            new_env.pop(change.name, None)
-    action = _move(ws["db"], action, RESTARTING, EXECUTOR, "starting the corrected launch")
-    second = Child(after.spec.argv(), new_env, ws["logs"] / "launch-2.log")
-    children.append(second)
-    second.start()
-    timeline.say(f"launch 2: {shlex.join(after.spec.argv()[1:])}")
-    action = _move(ws["db"], action, VERIFYING, EXECUTOR, "waiting for the server")
-    verdict = _verify(library, second, after, timeline)
-    for check in verdict.checks:
-        timeline.say(f"  [{'ok' if check.holds else 'NO'}] {check.name}: {check.why}")
-    if verdict.passed:
-        action = _move(ws["db"], action, SUCCEEDED, EXECUTOR, "every check passed")
+    executor = ChildExecutor(first, ws["logs"])
+    result = carry_out(ws["db"], action, plan, executor,
+                       lambda launch: verify_child(library, executor.current, launch, timeline),
+                       ws["state"], on_move=lambda moved: timeline.say(
+                           f"action: {moved.state} ({moved.transitions[-1].reason})"))
+    children.extend(executor.children)
+    action = result.action
+    if result.verdict is not None:
+        for check in result.verdict.checks:
+            timeline.say(f"  [{'ok' if check.holds else 'NO'}] {check.name}: {check.why}")
+    if action.state == SUCCEEDED:
         summary["healthy"] = True
         timeline.say("healthy: the corrected launch serves")
     else:
-        action = _move(ws["db"], action, VERIFY_FAILED, EXECUTOR, "; ".join(
-            c.name for c in verdict.failed))
-        timeline.say("the corrected launch failed its verification")
+        timeline.say(f"the corrected launch did not pass: the action ended {action.state}")
     summary["actions"] = [{"id": action.id, "state": action.state,
                            "moves": [t.to_state for t in action.transitions]}]
-    second.stop()
+    executor.current.stop()
     rows = read_only_query(ws["db"], HISTORY_SQL).rows
     timeline.say("the history, asked with SQL (" + HISTORY_SQL + "):\n" + "\n".join(
         "  " + " | ".join(str(v) for v in row) for row in rows))
@@ -300,7 +249,7 @@ def _move(db: Path, action: Action, to: str, actor: str, reason: str) -> Action:
     return moved
 
 
-def _verify(library: Library, child: Child, launch: Launch, timeline: Timeline) -> Verdict:
+def verify_child(library: Library, child: Child, launch: Launch, timeline: Timeline) -> Verdict:
     """Health first, then a short soak for a speculative-decoding reading, then every check
     over the launch's findings and the probes."""
     spec = launch.spec

@@ -25,7 +25,7 @@ PLACEHOLDERS = frozenset({"model", "argv", "argv_json", "env_json", "plan"})
 COMMAND_TIMEOUT_S = 300.0
 
 
-class CommandError(Exception):
+class CommandError(RuntimeError):
     """The template is not usable, or the command failed; the message says which."""
 
 

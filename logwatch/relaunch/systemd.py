@@ -28,7 +28,7 @@ from logwatch.core.plan import Launch, Plan, apply_plan
 from logwatch.host.capture import read_unit, run_systemctl
 
 
-class RelaunchError(Exception):
+class RelaunchError(RuntimeError):
     """The relaunch could not be carried out; the message says which step and why."""
 
 

@@ -1,0 +1,99 @@
+"""Carry an approved action out: apply the plan through an executor, restart, verify, and on
+a failed verification roll back and hand the target to a person. Every move is recorded in
+the history before the step it names is taken (so an attempt is reserved, and a crash leaves
+the truth behind).
+
+The executor is anything that can start a plan's launch and put the previous one back (the
+systemd drop-in, a site's command, a supervised child); verification is a function of the
+launch started (relaunch/verify.py and core/verify.py make one).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+from typing import Protocol
+
+from logwatch.core.actions import (
+    APPLYING,
+    ESCALATED,
+    EXECUTOR,
+    POLICY,
+    RESTARTING,
+    ROLLBACK_FAILED,
+    ROLLED_BACK,
+    ROLLING_BACK,
+    SUCCEEDED,
+    VERIFY_FAILED,
+    VERIFYING,
+    Action,
+    transition,
+)
+from logwatch.core.plan import Launch, Plan
+from logwatch.core.verify import Verdict
+from logwatch.host.overlay import OverlayError, make_overlay
+from logwatch.store.actions import record_action
+from logwatch.store.db import open_store
+
+
+class Executor(Protocol):
+    def start(self, plan: Plan, overlay_dir: str | None) -> Launch:
+        """Put the plan's launch in place and start it (raise on failure)."""
+
+    def roll_back(self) -> None:
+        """Put the launch from before back and start it (raise on failure)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Outcome:
+    action: Action
+    launch: Launch | None  # the launch started, when one was
+    verdict: Verdict | None
+
+
+def carry_out(db: Path, action: Action, plan: Plan, executor: Executor,
+              verify: Callable[[Launch], Verdict], state_dir: Path,
+              on_move: Callable[[Action], None] | None = None,
+              now: Callable[[], datetime] = datetime.now) -> Outcome:
+    """From `approved` (or `blocked` once its wait is over) to `succeeded`, or to
+    `escalated` after a rollback."""
+
+    def move(current: Action, to: str, actor: str, reason: str) -> Action:
+        moved = transition(current, to, now(), actor, reason)
+        with open_store(db) as store:
+            record_action(store, moved)
+        if on_move is not None:
+            on_move(moved)
+        return moved
+
+    action = move(action, APPLYING, EXECUTOR, "putting the plan's launch in place"
+                  + (" (an overlay of the model directory)" if plan.overlay else ""))
+    try:
+        overlay = str(make_overlay(state_dir, plan)) if plan.overlay else None
+        launch = executor.start(plan, overlay)
+    except (OSError, OverlayError, ValueError, RuntimeError) as exc:
+        action = move(action, ROLLING_BACK, EXECUTOR, f"could not apply: {exc}")
+        return Outcome(_roll_back(action, executor, move), None, None)
+    action = move(action, RESTARTING, EXECUTOR, "the corrected launch is starting")
+    action = move(action, VERIFYING, EXECUTOR, "checking more than /health")
+    verdict = verify(launch)
+    if verdict.passed:
+        return Outcome(move(action, SUCCEEDED, EXECUTOR, "every check passed"), launch,
+                       verdict)
+    action = move(action, VERIFY_FAILED, EXECUTOR, "; ".join(
+        f"{c.name}: {c.why}" for c in verdict.failed))
+    action = move(action, ROLLING_BACK, EXECUTOR, "putting the previous launch back")
+    return Outcome(_roll_back(action, executor, move), launch, verdict)
+
+
+def _roll_back(action: Action, executor: Executor,
+               move: Callable[[Action, str, str, str], Action]) -> Action:
+    try:
+        executor.roll_back()
+    except (OSError, ValueError, RuntimeError) as exc:
+        action = move(action, ROLLBACK_FAILED, EXECUTOR, f"the rollback failed: {exc}")
+    else:
+        action = move(action, ROLLED_BACK, EXECUTOR, "the previous launch is back")
+    return move(action, ESCALATED, POLICY, "stopped after a rollback: a person must look")
