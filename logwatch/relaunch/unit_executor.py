@@ -1,0 +1,31 @@
+"""The runner's executor for a systemd unit (relaunch/systemd.py): `start` writes logwatch's
+drop-in with the plan's launch and restarts the unit, its own Restart= held while the action
+runs; `roll_back` deletes the drop-in (the operator's launch comes back) and gives Restart=
+back."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from logwatch.core.plan import Launch, Plan
+from logwatch.relaunch.systemd import SystemdUnit
+
+
+@dataclass
+class UnitExecutor:
+    unit: SystemdUnit
+    action: str  # the action's id, named in the hold drop-in
+
+    def start(self, plan: Plan, overlay_dir: str | None) -> Launch:
+        self.unit.hold_restarts(self.action)
+        return self.unit.apply(plan, overlay_dir)
+
+    def roll_back(self) -> None:
+        try:
+            self.unit.undo()
+        finally:
+            self.unit.release_restarts()
+
+    def done(self) -> None:
+        """The action ended well: the unit's own Restart= is back."""
+        self.unit.release_restarts()

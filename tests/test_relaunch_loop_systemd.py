@@ -1,0 +1,224 @@
+"""The loop under a real `systemd --user` manager: the vLLM stand-in as the operator's unit,
+its failure read back from its output (the unit's StandardOutput file: the harness's journal
+does not receive a user unit's output here), diagnosed and planned from the history, the plan
+carried out through logwatch's drop-in and verified; a relaunch that fails is rolled back to
+the operator's launch and escalated; the operator's drop-in is never touched; after repeated
+failures the breaker opens."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import time
+from datetime import datetime, timedelta
+from pathlib import Path
+
+import pytest
+
+from logwatch.core.actions import APPROVED, POLICY, Action, propose, transition
+from logwatch.core.argv import LaunchSpec
+from logwatch.core.block_scan import BlockScanner
+from logwatch.core.library import Library
+from logwatch.core.matcher import Matcher
+from logwatch.core.plan import Change, Launch, Plan
+from logwatch.core.policy import (
+    BREAKER_OPEN,
+    RelaunchPolicy,
+    Request,
+    TargetPolicy,
+    Thresholds,
+    decide,
+)
+from logwatch.core.verify import Probes, Verdict, judge
+from logwatch.relaunch.from_history import failed_launch
+from logwatch.relaunch.runner import carry_out
+from logwatch.relaunch.systemd import SystemdUnit
+from logwatch.relaunch.unit_executor import UnitExecutor
+from logwatch.relaunch.verify import endpoint, probe, served_name, wait_healthy
+from logwatch.scan.offline import resolve_inputs, scan_inputs
+from logwatch.scan.triage import SnapshotOptions
+from logwatch.store.actions import load_history
+from logwatch.store.db import open_store
+from logwatch.store.record import ScanRecorder
+from tests.test_plan import MODELS, SPEC, W4A4_UNCOVERED
+
+UNIT_DIR = Path("/run/user/0/systemd/user")
+MODEL = "Qwen3.6-NVFP4"  # the sample W4A4 checkpoint with its MTP entry taken out
+
+
+def _systemctl(env: dict[str, str], *args: str) -> str:
+    return subprocess.run(["systemctl", "--user", *args], capture_output=True, text=True,
+                          env=env, timeout=30, check=True).stdout
+
+
+OUTPUT: dict[str, int] = {}  # the unit's log file -> where the current launch's lines start
+
+
+def _output(env: dict[str, str], unit: str) -> str:
+    """What the unit printed since its current launch started (its StandardOutput file)."""
+    path = Path(env["LOOP_LOG"])
+    data = path.read_bytes() if path.exists() else b""
+    return data[OUTPUT.get(str(path), 0):].decode(errors="replace")
+
+
+def _mark(env: dict[str, str]) -> None:
+    """A launch starts now: its lines are the ones after this point."""
+    path = Path(env["LOOP_LOG"])
+    OUTPUT[str(path)] = path.stat().st_size if path.exists() else 0
+
+
+def _until(check: object, timeout: float, what: str) -> None:
+    deadline = time.monotonic() + timeout
+    while not check():  # type: ignore[operator]
+        assert time.monotonic() < deadline, what
+        time.sleep(0.1)  # polling the manager within the deadline
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+@pytest.fixture
+def loop(systemd_user: dict[str, str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+         ) -> object:
+    env = systemd_user
+    monkeypatch.setenv("XDG_RUNTIME_DIR", env["XDG_RUNTIME_DIR"])
+    UNIT_DIR.mkdir(parents=True, exist_ok=True)
+    models = tmp_path / "models"
+    shutil.copytree(MODELS / W4A4_UNCOVERED, models / MODEL)  # MTP not covered
+    vllm = tmp_path / "bin" / "vllm"
+    vllm.parent.mkdir()
+    vllm.write_text(f"#!{sys.executable}\nimport sys\nfrom logwatch.demo.standin import main\n"
+                    "sys.exit(main())\n")
+    vllm.chmod(0o755)
+    name = f"logwatch-loop-{os.getpid()}.service"
+    port = _free_port()
+    (UNIT_DIR / name).write_text(
+        "[Service]\n"
+        f"ExecStart={vllm} serve {models / MODEL} -tp 4 --speculative-config '{SPEC}' "
+        f"--port {port}\n"
+        "Environment=LOGWATCH_STANDIN_GPU=b200 LOGWATCH_STANDIN_GPU_COUNT=4 "
+        "LOGWATCH_STANDIN_PACE=0 VLLM_LOG_STATS_INTERVAL=1\n"
+        f"StandardOutput=append:{tmp_path / 'vllm.log'}\nStandardError=inherit\n"
+        "Restart=on-failure\nRestartSec=30\n")
+    operator = UNIT_DIR / f"{name}.d" / "10-operator.conf"
+    operator.parent.mkdir(parents=True, exist_ok=True)
+    operator.write_text("[Service]\nEnvironment=OPERATOR_SETTING=kept\n")
+    _systemctl(env, "daemon-reload")
+    try:
+        yield {"env": {**env, "LOOP_LOG": str(tmp_path / "vllm.log")}, "name": name,
+               "models": models, "operator": operator, "text": operator.read_text(),
+               "tmp": tmp_path}
+    finally:
+        subprocess.run(["systemctl", "--user", "stop", name], env=env, timeout=30, check=False)
+        subprocess.run(["systemctl", "--user", "reset-failed", name], env=env, timeout=30,
+                       check=False)
+        shutil.rmtree(operator.parent, ignore_errors=True)
+        (UNIT_DIR / name).unlink(missing_ok=True)
+        subprocess.run(["systemctl", "--user", "daemon-reload"], env=env, timeout=30,
+                       check=False)
+
+
+def _verify(library: Library, env: dict[str, str], unit: str, launch: Launch) -> Verdict:
+    spec: LaunchSpec = launch.spec
+    base, name = endpoint(spec), served_name(spec) or ""
+    deadline = time.monotonic() + 20
+    healthy = False
+    while not healthy and time.monotonic() < deadline:
+        healthy = wait_healthy(base, time.monotonic() + 0.5)
+        state = _systemctl(env, "show", "-p", "ActiveState", "--value", unit).strip()
+        if state in ("failed", "inactive"):
+            break  # the relaunch died (restarts are held): nothing will answer
+    matcher = Matcher(library.signatures)
+    answers = Probes(errors={"health": "never answered"})
+    deadline = time.monotonic() + 15
+    while True:
+        if healthy:
+            answers = probe(base, name)
+        text = _output(env, unit)
+        scanner = BlockScanner(matcher, unit, datetime.now())
+        findings = scanner.feed(text.encode()) + scanner.finish()
+        done = any(f.signature.id == "spec_decode.acceptance" for f in findings)
+        if not healthy or done or time.monotonic() > deadline:
+            return judge(findings, answers, name, spec.uses_mtp)
+        time.sleep(0.3)  # the soak: a reading each second the server had requests
+
+
+def _approved(action_id: str, plan: Plan, now: datetime) -> Action:
+    return transition(propose(action_id, "vllm", plan.digest, plan.digest, "cfg",
+                              "weights.tensor_size_mismatch", "launch", now, "test"),
+                      APPROVED, now, POLICY, "auto")
+
+
+@pytest.mark.slow
+def test_the_loop_through_systemd(loop: dict[str, object], library: Library) -> None:
+    env, name = loop["env"], str(loop["name"])
+    tmp, models = Path(str(loop["tmp"])), Path(str(loop["models"]))
+    assert isinstance(env, dict)
+    _mark(env)
+    _systemctl(env, "start", name)
+    _until(lambda: _systemctl(env, "show", "-p", "ActiveState", "--value", name).strip()
+           in ("failed", "activating"), 20, "the first launch did not fail")
+    _until(lambda: "must match the size of tensor b" in _output(env, name), 5,
+           "the failure did not reach the journal")
+    log = tmp / "journal.log"
+    log.write_text(_output(env, name))
+    _systemctl(env, "stop", name)  # no automatic restart into the same failure meanwhile
+    db = tmp / "history.duckdb"
+    recorder = ScanRecorder()
+    report = scan_inputs(resolve_inputs([str(log)]), library, recorder=recorder, jobs=1,
+                         snapshot_options=SnapshotOptions(unit=name, user_unit=True,
+                                                          model_dir=str(models / MODEL),
+                                                          gpu_capability=100))
+    with open_store(db) as store:
+        recorder.write(store, report)
+    found = failed_launch(db)
+    assert found is not None and found.plan is not None and found.plan.startable, found
+    assert found.plan.overlay is not None
+
+    unit = SystemdUnit(name, user=True, dropin_root=UNIT_DIR, runtime_root=UNIT_DIR)
+    now = datetime(2026, 12, 1, 11)
+    executor = UnitExecutor(unit, "a1")
+    _mark(env)
+    outcome = carry_out(db, _approved("a1", found.plan, now), found.plan, executor,
+                        lambda launch: _verify(library, env, name, launch), tmp / "state",
+                        now=lambda: now)
+    executor.done()
+    assert outcome.action.state == "succeeded", outcome.verdict
+    assert unit.dropin.exists() and not unit.hold.exists()
+    assert unit.restart_policy() == "on-failure"
+    assert Path(str(loop["operator"])).read_text() == loop["text"]
+
+    # a relaunch that fails: the checkpoint itself again, without the overlay (the MTP draft
+    # crashes), is rolled back to the operator's launch and escalated
+    bad = Plan(("mtp_ignore_list_gap",), changes=(
+        Change("model", "model", str(models / MODEL), "forced failure"),
+        Change("flag", "--max-model-len", "4096", "forced failure")))
+    executor = UnitExecutor(unit, "a2")
+    later = now + timedelta(hours=1)
+    _mark(env)
+    failed = carry_out(db, _approved("a2", bad, later), bad, executor,
+                       lambda launch: _verify(library, env, name, launch), tmp / "state",
+                       now=lambda: later)
+    assert [t.to_state for t in failed.action.transitions][-4:] == [
+        "verify_failed", "rolling_back", "rolled_back", "escalated"]
+    assert not unit.dropin.exists() and not unit.hold.exists()
+    assert Path(str(loop["operator"])).read_text() == loop["text"]
+    argv = unit.current().spec.argv()
+    assert argv[2] == str(models / MODEL)  # the operator's own launch is back
+
+    with open_store(db) as store:
+        history = load_history(store, "vllm")
+    assert sorted(a.state for a in history) == ["escalated", "succeeded"]
+    third = propose("a3", "vllm", "p3", "p3", "cfg-2", "weights.tensor_size_mismatch", "l3",
+                    later + timedelta(hours=2), "test")
+    decision = decide(history, later + timedelta(hours=2),
+                      RelaunchPolicy({"vllm": TargetPolicy("auto")},
+                                     Thresholds(breaker_failures=1)),
+                      Request(third, "stable", 0.95))
+    assert decision.verdict == "block" and decision.reason == BREAKER_OPEN, decision
