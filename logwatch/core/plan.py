@@ -270,7 +270,7 @@ def _ignore_fix(model: ModelFacts, version: str | None, checks: list[Check],
     release = mtp.release_for(version)
     if not mtp.uncovered_at(release):
         return None
-    key = model.quant.ignore_key or _default_key(model.quant.method)
+    key = model.quant.ignore_key or "ignore"
     suggestion = mtp.suggestion(release, key)
     if suggestion is None:
         return None
@@ -284,12 +284,6 @@ def _ignore_fix(model: ModelFacts, version: str | None, checks: list[Check],
     existing = model.quant.ignore if suggestion.key != "dynamic" else model.quant.dynamic_keys
     merged = tuple(existing) + tuple(e for e in suggestion.entries if e not in existing)
     return Overlay(model.path, model.quant.source, suggestion.key, suggestion.entries, merged)
-
-
-def _default_key(method: str | None) -> str:
-    return {"quark": "exclude", "modelopt_fp4": "exclude_modules", "modelopt": "exclude_modules",
-            "awq": "modules_to_not_convert", "gptq": "dynamic", "fp8": "ignored_layers"
-            }.get(method or "", "ignore")
 
 
 @dataclass(frozen=True, slots=True)

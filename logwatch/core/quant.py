@@ -26,7 +26,9 @@ class QuantFacts:
     weight_only: bool
     group_size: int | None = None
     ignore: tuple[str, ...] = ()
-    ignore_key: str | None = None  # which key held the list: ignore, exclude_modules, exclude
+    # the key the method reads its list from (ignore, exclude_modules, exclude,
+    # modules_to_not_convert, dynamic, ignored_layers), whether the checkpoint has one or not
+    ignore_key: str | None = None
     source: str = "config.json"
     notes: tuple[str, ...] = field(default=())
     # GPTQ: the `dynamic` keys in order (`-:regex` excludes) and `modules_in_block_to_quantize`
@@ -210,14 +212,14 @@ def derive_quant(config: dict[str, Any], hf_quant_config: dict[str, Any] | None 
         in_block = qc.get("modules_in_block_to_quantize")
         return QuantFacts("gptq", "GPTQ", True, qc.get("group_size"),
                           tuple(k[2:] for k in dynamic if str(k).startswith("-:")),
-                          "dynamic" if dynamic else None, source,
+                          "dynamic", source,
                           (f"{qc.get('bits', '?')}-bit",), tuple(str(k) for k in dynamic),
                           tuple(str(x) for x in _flatten(in_block)) if isinstance(
                               in_block, list) else ())
     if method in ("awq", "awq_marlin", "auto_awq"):
         skipped = tuple(str(x) for x in qc.get("modules_to_not_convert") or [])
         return QuantFacts("awq", "AWQ", True, qc.get("group_size"), skipped,
-                          "modules_to_not_convert" if skipped else None, source)
+                          "modules_to_not_convert", source)
     if method == "fp8":
         ignore = tuple(str(x) for x in qc.get("ignored_layers") or [])
         return QuantFacts("fp8", "FP8", False, None, ignore, "ignored_layers", source)
