@@ -10,12 +10,10 @@ from pathlib import Path
 from typing import Any
 
 from logwatch.core.diagnosis import Diagnosis, diagnosis_from_dict
-from logwatch.core.plan import Plan, plan_relaunch
+from logwatch.core.plan import Plan
 from logwatch.core.snapshot import GpuFacts, Snapshot
 from logwatch.host.capture import take_snapshot
-from logwatch.host.variants import variant_candidates
-from logwatch.host.vllm_cli_data import shipped_vocabulary
-from logwatch.relaunch.planned import with_preflight
+from logwatch.relaunch.planned import checked_plan
 from logwatch.store.operator_sql import read_only_query
 
 LAUNCH_QUERY = """
@@ -23,7 +21,7 @@ LAUNCH_QUERY = """
     FROM launches l JOIN snapshots s ON s.hash = l.snapshot_hash
     WHERE l.outcome = 'failed' AND (CAST(? AS VARCHAR) IS NULL OR l.id = ?)
     ORDER BY l.updated DESC, l.number DESC LIMIT 1"""
-DIAGNOSES_QUERY = "SELECT id, body FROM diagnoses WHERE launch_id = ? ORDER BY recorded, id"
+DIAGNOSES_QUERY = "SELECT body FROM diagnoses WHERE launch_id = ? ORDER BY recorded, id"
 
 
 @dataclass(frozen=True, slots=True)
@@ -33,7 +31,6 @@ class FailedLaunch:
     number: int
     snapshot: Snapshot
     diagnoses: list[Diagnosis]
-    diagnosis_ids: list[str]
     plan: Plan | None
 
 
@@ -58,14 +55,7 @@ def failed_launch(path: Path, launch_id: str | None = None) -> FailedLaunch | No
     lid, source, number, body = found.rows[0]
     rows = read_only_query(path, DIAGNOSES_QUERY, (lid,)).rows
     snapshot = retaken(json.loads(body) if isinstance(body, str) else body)
-    diagnoses = [diagnosis_from_dict(json.loads(r[1]) if isinstance(r[1], str) else r[1])
+    diagnoses = [diagnosis_from_dict(json.loads(r[0]) if isinstance(r[0], str) else r[0])
                  for r in rows]
-    model = snapshot.model
-    vocab = shipped_vocabulary()
-    plan = plan_relaunch(diagnoses, snapshot,
-                         variant_candidates(model.path) if model is not None else {},
-                         vocab=vocab)
-    if plan is not None and plan.changes and not plan.refused:
-        plan = with_preflight(plan, snapshot, vocab)
-    return FailedLaunch(str(lid), str(source), int(number), snapshot, diagnoses,
-                        [str(r[0]) for r in rows], plan)
+    plan = checked_plan(diagnoses, snapshot)
+    return FailedLaunch(str(lid), str(source), int(number), snapshot, diagnoses, plan)

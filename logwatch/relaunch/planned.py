@@ -6,15 +6,18 @@ overlay's model directory, the planned argv and environment, the same GPU and vL
 from __future__ import annotations
 
 import tempfile
+from collections.abc import Sequence
 from dataclasses import replace
 
 from logwatch.core.argv import ArgvError, launch_from_summary, parse_launch
-from logwatch.core.plan import Check, Launch, Plan, apply_plan
+from logwatch.core.diagnosis import Diagnosis
+from logwatch.core.plan import Check, Launch, Plan, apply_plan, plan_relaunch
 from logwatch.core.preflight import predict
 from logwatch.core.snapshot import Snapshot
 from logwatch.core.vllm_cli import CliVocabulary
 from logwatch.host.capture import take_snapshot
 from logwatch.host.overlay import make_overlay
+from logwatch.host.variants import variant_candidates
 from logwatch.host.vllm_cli_data import shipped_vocabulary
 
 
@@ -66,3 +69,17 @@ def with_preflight(plan: Plan, snapshot: Snapshot, vocab: CliVocabulary | None =
                       "configuration would still hit: " + "; ".join(
                           p.title for p in found.problems))
     return replace(plan, checks=(*plan.checks, check))
+
+
+def checked_plan(diagnoses: Sequence[Diagnosis], snapshot: Snapshot) -> Plan | None:
+    """The plan for these diagnoses with the variants beside the snapshot's model and the
+    shipped flags of each release, pre-flight checked when it changes something and nothing
+    refused it; None when a relaunch fixes none of them."""
+    model = snapshot.model
+    vocab = shipped_vocabulary()
+    plan = plan_relaunch(diagnoses, snapshot,
+                         variant_candidates(model.path) if model is not None else {},
+                         vocab=vocab)
+    if plan is not None and plan.changes and not plan.refused:
+        plan = with_preflight(plan, snapshot, vocab)
+    return plan

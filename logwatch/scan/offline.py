@@ -205,20 +205,13 @@ def scan_inputs(inputs: Sequence[ScanInput], library: Library, engine: str = "au
 
 def _plan(analysis: LaunchAnalysis) -> dict[str, Any] | None:
     """The corrected launch for one launch's diagnoses, with the variants beside its model."""
-    from logwatch.core.plan import plan_relaunch, render_plan
-    from logwatch.host.variants import variant_candidates
-    from logwatch.host.vllm_cli_data import shipped_vocabulary
-    from logwatch.relaunch.planned import with_preflight
+    from logwatch.core.plan import render_plan
+    from logwatch.relaunch.planned import checked_plan
 
     snapshot = analysis.snapshot
-    model = snapshot.model
-    candidates = variant_candidates(model.path) if model is not None else {}
-    found = plan_relaunch(analysis.diagnoses, snapshot, candidates,
-                          vocab=shipped_vocabulary())
+    found = checked_plan(analysis.diagnoses, snapshot)
     if found is None:
         return None
-    if found.changes and not found.refused:
-        found = with_preflight(found, snapshot)
     return {**found.to_dict(), "text": render_plan(found, snapshot)}
 
 
