@@ -288,7 +288,8 @@ def _ignore_fix(model: ModelFacts, version: str | None, checks: list[Check],
 
 @dataclass(frozen=True, slots=True)
 class Launch:
-    """What a launch runs: its parsed argv and its environment (only what logwatch sets)."""
+    """What a launch runs: its parsed argv and the environment the caller knows of it (a
+    child's whole environment; for a unit, what its drop-in sets)."""
 
     spec: LaunchSpec
     env: dict[str, str] = field(default_factory=dict)

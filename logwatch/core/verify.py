@@ -52,12 +52,10 @@ def judge(findings: Sequence[Finding], probes: Probes, expected_model: str,
           uses_mtp: bool) -> Verdict:
     """Every check of the relaunched launch, from its findings (in log order) and the
     probes' answers."""
-    ids = [f.signature.id for f in findings]
+    started = any(f.signature.id in SERVING_SIGNATURES for f in findings)
     checks = [
-        Check("startup_complete", any(i in SERVING_SIGNATURES for i in ids),
-              "vLLM logged `Application startup complete`" if any(
-                  i in SERVING_SIGNATURES for i in ids) else
-              "no `Application startup complete` line for this launch"),
+        Check("startup_complete", started, "vLLM logged `Application startup complete`"
+              if started else "no `Application startup complete` line for this launch"),
         _health(probes), _models(probes, expected_model), _completion(probes),
     ]
     fatal = sorted({f.signature.id for f in findings if f.signature.fatal})

@@ -32,7 +32,6 @@ from logwatch.core.actions import (
     SUCCEEDED,
     Action,
     propose,
-    transition,
 )
 from logwatch.core.argv import LaunchSpec
 from logwatch.core.block_scan import BlockScanner
@@ -45,7 +44,7 @@ from logwatch.core.verify import Probes, Verdict, judge
 from logwatch.demo.standin_outcome import GPUS
 from logwatch.relaunch.child import Child, ChildExecutor
 from logwatch.relaunch.from_history import FailedLaunch, failed_launch
-from logwatch.relaunch.runner import carry_out
+from logwatch.relaunch.runner import carry_out, record_move
 from logwatch.relaunch.verify import endpoint, probe, served_name, wait_healthy
 from logwatch.scan.offline import resolve_inputs, scan_inputs
 from logwatch.scan.triage import SnapshotOptions
@@ -236,17 +235,11 @@ def _decide(db: Path, action: Action, found: FailedLaunch) -> tuple[Action, bool
     decision = decide(history, datetime.now(), policy,
                       Request(action, "stable", root.confidence if root else 0.0))
     if decision.verdict == "allow":
-        return _move(db, action, APPROVED, POLICY, "policy auto: every guardrail passed"), True
+        return record_move(db, action, APPROVED, POLICY, "policy auto: every guardrail passed",
+                           datetime.now()), True
     with open_store(db) as store:
         record_action(store, action)
     return action, False
-
-
-def _move(db: Path, action: Action, to: str, actor: str, reason: str) -> Action:
-    moved = transition(action, to, datetime.now(), actor, reason)
-    with open_store(db) as store:
-        record_action(store, moved)
-    return moved
 
 
 def verify_child(library: Library, child: Child, launch: Launch, timeline: Timeline) -> Verdict:

@@ -70,19 +70,15 @@ class ChildExecutor:
     previous: Child | None = None
 
     def start(self, plan: Plan, overlay_dir: str | None) -> Launch:
-        before = Launch(parse_launch(self.current.argv), {})
-        after = apply_plan(plan, before, overlay_dir)
-        env = {**self.current.env, **after.env}
-        for change in plan.changes:
-            if change.kind == "unset_env":
-                env.pop(change.name, None)
+        after = apply_plan(plan, Launch(parse_launch(self.current.argv),
+                                        dict(self.current.env)), overlay_dir)
         self.current.stop()
         self.previous = self.current
-        self.current = Child(after.spec.argv(), env,
+        self.current = Child(after.spec.argv(), after.env,
                              self.log_dir / f"launch-{len(self.children) + 2}.log")
         self.children.append(self.current)
         self.current.start()
-        return Launch(after.spec, env)
+        return after
 
     def roll_back(self) -> None:
         self.current.stop()

@@ -53,6 +53,15 @@ class Outcome:
     verdict: Verdict | None
 
 
+def record_move(db: Path, action: Action, to: str, actor: str, reason: str,
+                time: datetime) -> Action:
+    """The action moved to `to`, written to the history (before the step it names)."""
+    moved = transition(action, to, time, actor, reason)
+    with open_store(db) as store:
+        record_action(store, moved)
+    return moved
+
+
 def carry_out(db: Path, action: Action, plan: Plan, executor: Executor,
               verify: Callable[[Launch], Verdict], state_dir: Path,
               on_move: Callable[[Action], None] | None = None,
@@ -61,9 +70,7 @@ def carry_out(db: Path, action: Action, plan: Plan, executor: Executor,
     `escalated` after a rollback."""
 
     def move(current: Action, to: str, actor: str, reason: str) -> Action:
-        moved = transition(current, to, now(), actor, reason)
-        with open_store(db) as store:
-            record_action(store, moved)
+        moved = record_move(db, current, to, actor, reason, now())
         if on_move is not None:
             on_move(moved)
         return moved
