@@ -11,7 +11,6 @@ import os
 import shutil
 import socket
 import subprocess
-import sys
 import time
 from datetime import datetime, timedelta
 from pathlib import Path
@@ -33,6 +32,7 @@ from logwatch.core.policy import (
     decide,
 )
 from logwatch.core.verify import Probes, Verdict, judge
+from logwatch.demo.scenario import standin_entry
 from logwatch.relaunch.from_history import failed_launch
 from logwatch.relaunch.runner import carry_out
 from logwatch.relaunch.systemd import SystemdUnit
@@ -91,11 +91,7 @@ def loop(systemd_user: dict[str, str], tmp_path: Path, monkeypatch: pytest.Monke
     UNIT_DIR.mkdir(parents=True, exist_ok=True)
     models = tmp_path / "models"
     shutil.copytree(MODELS / W4A4_UNCOVERED, models / MODEL)  # MTP not covered
-    vllm = tmp_path / "bin" / "vllm"
-    vllm.parent.mkdir()
-    vllm.write_text(f"#!{sys.executable}\nimport sys\nfrom logwatch.demo.standin import main\n"
-                    "sys.exit(main())\n")
-    vllm.chmod(0o755)
+    vllm = standin_entry(tmp_path / "bin")
     name = f"logwatch-loop-{os.getpid()}.service"
     port = _free_port()
     (UNIT_DIR / name).write_text(

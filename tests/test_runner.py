@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import os
 import shutil
-import sys
 from datetime import datetime, timedelta
 from pathlib import Path
 
@@ -14,7 +13,7 @@ from logwatch.core.actions import APPROVED, POLICY, propose, transition
 from logwatch.core.library import Library
 from logwatch.core.plan import Change, Plan
 from logwatch.core.policy import FAILED_CONFIG, RelaunchPolicy, Request, TargetPolicy, decide
-from logwatch.demo.scenario import SPEC, Timeline, verify_child
+from logwatch.demo.scenario import SPEC, Timeline, standin_entry, verify_child
 from logwatch.relaunch.child import Child, ChildExecutor
 from logwatch.relaunch.runner import carry_out
 from logwatch.store.actions import load_history
@@ -26,11 +25,7 @@ def test_a_relaunch_that_fails_verification_is_rolled_back_and_escalated(
         library: Library, tmp_path: Path) -> None:
     for name in (A16, W4A4_UNCOVERED):
         shutil.copytree(MODELS / name, tmp_path / "models" / name)
-    vllm = tmp_path / "bin" / "vllm"
-    vllm.parent.mkdir()
-    vllm.write_text(f"#!{sys.executable}\nimport sys\nfrom logwatch.demo.standin import main\n"
-                    "sys.exit(main())\n")
-    vllm.chmod(0o755)
+    vllm = standin_entry(tmp_path / "bin")
     env = {**os.environ, "LOGWATCH_STANDIN_GPU": "b200", "LOGWATCH_STANDIN_GPU_COUNT": "4",
            "LOGWATCH_STANDIN_PACE": "0"}
     first = Child([str(vllm), "serve", str(tmp_path / "models" / A16), "-tp", "4",

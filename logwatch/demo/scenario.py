@@ -85,6 +85,17 @@ class Timeline:
             self.echo(f"[{at:5.1f} s] {text}")
 
 
+def standin_entry(directory: Path) -> Path:
+    """A `vllm` executable in `directory` that runs the stand-in: named as vLLM's entry point
+    is, so a launch of it reads as `vllm serve ...`."""
+    directory.mkdir(parents=True, exist_ok=True)
+    vllm = directory / "vllm"
+    vllm.write_text(f"#!{sys.executable}\nimport sys\nfrom logwatch.demo.standin import main\n"
+                    "sys.exit(main())\n")
+    vllm.chmod(0o755)
+    return vllm
+
+
 def workspace(root: Path) -> dict[str, Path]:
     """The scratch workspace: the checkpoint (its MTP entry taken out of the ignore list, as
     the seed's was), its W4A4 variant beside it, a `vllm` that runs the stand-in, the state
@@ -100,13 +111,8 @@ def workspace(root: Path) -> dict[str, Path]:
     quant = config["quantization_config"]
     quant["ignore"] = [e for e in quant["ignore"] if "mtp" not in e]
     config_path.write_text(json.dumps(config, indent=2))
-    vllm = root / "bin" / "vllm"
-    vllm.parent.mkdir()
-    vllm.write_text(f"#!{sys.executable}\nimport sys\nfrom logwatch.demo.standin import main\n"
-                    "sys.exit(main())\n")
-    vllm.chmod(0o755)
-    return {"root": root, "model": models / MODEL, "vllm": vllm, "state": root / "state",
-            "db": root / "history.duckdb", "logs": root / "logs"}
+    return {"root": root, "model": models / MODEL, "vllm": standin_entry(root / "bin"),
+            "state": root / "state", "db": root / "history.duckdb", "logs": root / "logs"}
 
 
 def run_demo(library: Library, gpu: str = "b200", as_json: bool = False,
