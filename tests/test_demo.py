@@ -70,5 +70,8 @@ def test_on_an_h200_the_plan_is_refused_and_nothing_starts() -> None:
 def test_keep_refuses_a_directory_with_something_in_it(tmp_path: Path) -> None:
     (tmp_path / "x").write_text("mine")
     done = demo("--keep", str(tmp_path))
-    assert done.returncode == 2 and "not empty" in done.stderr
+    assert done.returncode == 2 and "not an empty directory" in done.stderr
+    assert (tmp_path / "x").read_text() == "mine"
+    done = demo("--keep", str(tmp_path / "x"))  # a file: refused, not a traceback
+    assert done.returncode == 2 and "not an empty directory" in done.stderr
     assert (tmp_path / "x").read_text() == "mine"

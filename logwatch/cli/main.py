@@ -540,8 +540,9 @@ def _cmd_demo(args: argparse.Namespace) -> int:
     from logwatch.demo.scenario import DemoError, run_demo
     from logwatch.library.worker import load_bounded
 
-    if args.keep is not None and args.keep.exists() and any(args.keep.iterdir()):
-        print(f"logwatch demo: --keep {args.keep}: not empty", file=sys.stderr)
+    if args.keep is not None and args.keep.exists() and (
+            not args.keep.is_dir() or any(args.keep.iterdir())):
+        print(f"logwatch demo: --keep {args.keep}: not an empty directory", file=sys.stderr)
         return EXIT_USAGE
     try:
         healthy, summary = run_demo(load_bounded([]), args.gpu, args.json, args.keep)

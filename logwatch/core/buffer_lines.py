@@ -55,10 +55,11 @@ class BufferLines:
         message that would join a neighbour (indented, or a traceback): a record of several
         lines may hold the line at `own`."""
         self._searches += 1
-        if (self._joiners is None and header.endswith(b"] ") and len(header) >= JOINER_KEY
+        indexable = header.endswith(b"] ") and len(header) >= JOINER_KEY
+        if (indexable and self._joiners is None
                 and self._searches << JOINER_INDEX_EVERY_LOG2 >= len(self.buf)):
             self._joiners = joiners_of(self.buf)
-        if self._joiners is not None and header.endswith(b"] ") and len(header) >= JOINER_KEY:
+        if indexable and self._joiners is not None:
             # the header then ends every line it may join, right before the message
             width, buf = len(header), self.buf
             for start in self._joiners.get(header[-JOINER_KEY:], ()):
