@@ -173,3 +173,36 @@ def test_target_tables_of_the_wrong_kind_are_reported_not_ignored() -> None:
     assert any("relaunch of target 'q' must be a table" in m for m in msgs)
     assert any("model_dir of target 'q' must be a string" in m for m in msgs)
     assert len(msgs) == 3
+
+
+def test_a_relaunch_policy_that_may_act_needs_a_way_to_act() -> None:
+    """ask/auto without a unit or a site command would propose actions nothing can carry
+    out: refused before the daemon starts, with what to add."""
+    no_unit = GOOD.replace("[targets.launch]\nunit = \"vllm.service\"\n", "")
+    assert any("has no way to relaunch" in m for m in messages(no_unit))
+    with_command = no_unit.replace("max_per_hour = 2\n", "max_per_hour = 2\n"
+                                   'command = ["/bin/restart-vllm", "{argv}"]\n'
+                                   'undo_command = ["/bin/restart-vllm", "--previous"]\n')
+    assert messages(with_command) == []
+    half = no_unit.replace("max_per_hour = 2\n", "max_per_hour = 2\n"
+                           'command = ["/bin/restart-vllm", "{argv}"]\n')
+    assert any("needs both command and undo_command" in m for m in messages(half))
+    hostile = with_command.replace('"{argv}"', '"--x={argv}", "{log_line}"')
+    found = messages(hostile)
+    assert any("{argv} must be a word of its own" in m for m in found), found
+    assert any("{log_line} is not one of" in m for m in found), found
+
+
+def test_the_relaunch_section() -> None:
+    config = parse_config("lw.toml", GOOD + "")
+    assert config.get("relaunch.dropin") == "persistent"
+    assert config.get("relaunch.start_seconds") == 900.0
+    text = "[relaunch]\ndropin = \"tmp\"\nsoak_seconds = 0\n"
+    found = messages(text)
+    assert any("relaunch.dropin is 'tmp': one of persistent, runtime" in m for m in found)
+    assert any("relaunch.soak_seconds must be more than 0" in m for m in found)
+
+
+def test_the_example_configuration_checks_clean() -> None:
+    example = Path(__file__).resolve().parent.parent / "systemd" / "logwatch.toml"
+    assert messages(example.read_text()) == []

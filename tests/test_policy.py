@@ -11,7 +11,7 @@ from logwatch.core import actions as A
 from logwatch.core import policy as P
 from logwatch.core.actions import Action, propose, transition
 from logwatch.core.config import TargetConfig
-from logwatch.core.launches import FAILED, SERVING
+from logwatch.core.launches import FAILED, SERVING, STARTING, STOPPED
 from logwatch.core.policy import (
     CurrentLaunch,
     Decision,
@@ -305,6 +305,19 @@ def test_the_failure_is_rechecked_before_applying(current: CurrentLaunch | None,
                                                  reason: str) -> None:
     decision = recheck(request().action, current)
     assert verdict(decision) == (P.BLOCK, reason) and decision.text
+
+
+def test_a_launch_its_manager_restarted_from_the_same_configuration_passes() -> None:
+    """Restart=on-failure started the unit again before the plan was ready: the new launch
+    has shown nothing yet and will meet the same failure, so the relaunch goes ahead; once
+    it shows a different failure, or was stopped, it does not."""
+    action = request().action
+    assert recheck(action, CurrentLaunch("l2", "cfg0", STARTING, frozenset())) == P.allow()
+    for current in (CurrentLaunch("l2", "cfg0", STARTING, frozenset({"fp-other"})),
+                    CurrentLaunch("l2", "cfg0", STOPPED, frozenset())):
+        assert verdict(recheck(action, current)) == (P.BLOCK, P.NOT_CURRENT)
+    assert verdict(recheck(action, CurrentLaunch("l2", "cfg-new", STARTING, frozenset()))
+                   ) == (P.BLOCK, P.CONFIG_CHANGED)
 
 
 def test_a_failure_still_current_passes_the_recheck() -> None:

@@ -11,7 +11,8 @@ import pytest
 
 from logwatch.core.argv import parse_launch
 from logwatch.core.plan import Change, Launch, Plan
-from logwatch.relaunch.command import CommandError, SiteCommand, check_template
+from logwatch.core.command_template import check_template
+from logwatch.relaunch.command import CommandError, SiteCommand
 
 RECORD = "import json, sys; json.dump(sys.argv[1:], open(sys.argv[1], 'w'))"
 HOSTILE_MODEL = "/models/$(touch {pwned}); `id` 'q' \"d\" %n"

@@ -34,7 +34,7 @@ from logwatch.core.policy import (
 from logwatch.core.verify import Probes, Verdict, judge
 from logwatch.demo.scenario import standin_entry
 from logwatch.relaunch.from_history import failed_launch
-from logwatch.relaunch.runner import carry_out
+from logwatch.relaunch.runner import carry_out, file_recorder
 from logwatch.relaunch.systemd import SystemdUnit
 from logwatch.relaunch.unit_executor import UnitExecutor
 from logwatch.relaunch.verify import endpoint, probe, served_name, wait_healthy
@@ -181,7 +181,7 @@ def test_the_loop_through_systemd(loop: dict[str, object], library: Library) -> 
     now = datetime(2026, 12, 1, 11)
     executor = UnitExecutor(unit, "a1")
     _mark(env)
-    outcome = carry_out(db, _approved("a1", found.plan, now), found.plan, executor,
+    outcome = carry_out(file_recorder(db), _approved("a1", found.plan, now), found.plan, executor,
                         lambda launch: _verify(library, env, name, launch), tmp / "state",
                         now=lambda: now)
     executor.done()
@@ -198,7 +198,7 @@ def test_the_loop_through_systemd(loop: dict[str, object], library: Library) -> 
     executor = UnitExecutor(unit, "a2")
     later = now + timedelta(hours=1)
     _mark(env)
-    failed = carry_out(db, _approved("a2", bad, later), bad, executor,
+    failed = carry_out(file_recorder(db), _approved("a2", bad, later), bad, executor,
                        lambda launch: _verify(library, env, name, launch), tmp / "state",
                        now=lambda: later)
     assert [t.to_state for t in failed.action.transitions][-4:] == [

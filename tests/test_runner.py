@@ -15,7 +15,7 @@ from logwatch.core.plan import Change, Plan
 from logwatch.core.policy import FAILED_CONFIG, RelaunchPolicy, Request, TargetPolicy, decide
 from logwatch.demo.scenario import SPEC, Timeline, standin_entry, verify_child
 from logwatch.relaunch.child import Child, ChildExecutor
-from logwatch.relaunch.runner import carry_out
+from logwatch.relaunch.runner import carry_out, file_recorder
 from logwatch.store.actions import load_history
 from logwatch.store.db import open_store
 from tests.test_plan import A16, MODELS, W4A4_UNCOVERED
@@ -40,7 +40,7 @@ def test_a_relaunch_that_fails_verification_is_rolled_back_and_escalated(
     db = tmp_path / "history.duckdb"
     executor = ChildExecutor(first, tmp_path)
     try:
-        outcome = carry_out(db, action, plan, executor,
+        outcome = carry_out(file_recorder(db), action, plan, executor,
                             lambda launch: verify_child(library, executor.current, launch,
                                                         Timeline()),
                             tmp_path / "state", now=lambda: now)

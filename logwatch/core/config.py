@@ -11,6 +11,7 @@ import tomllib
 from dataclasses import dataclass, field
 from typing import Any
 
+from logwatch.core.command_template import check_template
 from logwatch.core.library import Problem, did_you_mean
 
 SOURCE_KINDS = ("file", "journald", "stdin", "process")
@@ -25,14 +26,25 @@ SCHEMA: dict[str, dict[str, tuple[type | tuple[type, ...], Any]]] = {
     "socket": {"path": (str, ""), "group": (str, ""), "query_seconds": ((int, float), 10.0),
                "query_rows": (int, 10_000)},
     "signatures": {"dirs": (list, [])},
+    # the daemon's relaunches: state_dir "" is $STATE_DIRECTORY or the XDG data dir (overlay
+    # model directories go under it); dropin "persistent" (/etc/systemd/system, or
+    # ~/.config/systemd/user) or "runtime" (/run/...: a reboot undoes the relaunch); a
+    # relaunch has start_seconds to log that it serves, then soak_seconds of requests for a
+    # speculative-decoding reading; an action waits approval_seconds for `logwatch approve`
+    "relaunch": {"state_dir": (str, ""), "dropin": (str, "persistent"),
+                 "start_seconds": ((int, float), 900.0), "soak_seconds": ((int, float), 60.0),
+                 "approval_seconds": ((int, float), 3600.0)},
 }
-POSITIVE = frozenset({"query_seconds", "query_rows"})
+POSITIVE = frozenset({"query_seconds", "query_rows", "start_seconds", "soak_seconds",
+                      "approval_seconds"})
+DROPIN_KINDS = ("persistent", "runtime")
 TARGET_KEYS = ("name", "source", "launch", "variants", "relaunch", "model_dir")
 SOURCE_KEYS: dict[str, type] = {
     "kind": str, "path": str, "unit": str, "user_unit": str, "file": str,
                "directory": str, "namespace": str, "argv": list, "start_at": str}
 LAUNCH_KEYS: dict[str, type] = {"unit": str, "user": bool, "argv": list}
-RELAUNCH_KEYS: dict[str, type] = {"policy": str, "max_per_hour": int, "variant": str}
+RELAUNCH_KEYS: dict[str, type] = {"policy": str, "max_per_hour": int, "variant": str,
+                                  "command": list, "undo_command": list}
 
 
 @dataclass(frozen=True, slots=True)
@@ -114,6 +126,10 @@ def parse_config(path: str, text: str, overrides: dict[str, Any] | None = None) 
                 continue
             if key in POSITIVE and isinstance(value, int | float) and value <= 0:
                 problem(f"{section}.{key} must be more than 0", key, section)
+                continue
+            if f"{section}.{key}" == "relaunch.dropin" and value not in DROPIN_KINDS:
+                problem(f"relaunch.dropin is {value!r}: one of {', '.join(DROPIN_KINDS)}",
+                        key, section, 0, did_you_mean(str(value), DROPIN_KINDS))
                 continue
             config.values[f"{section}.{key}"] = value
             config.origins[f"{section}.{key}"] = path
@@ -205,6 +221,9 @@ def _target(config: Config, raw: Any, index: int, problem: Any) -> None:
         problem(f"relaunch policy {policy!r} of target {name!r} is not one of "
                 f"{', '.join(RELAUNCH_POLICIES)}", "policy", "targets.relaunch", index,
                 did_you_mean(str(policy), RELAUNCH_POLICIES))
+    if isinstance(relaunch, dict):
+        _check_relaunch(relaunch, launch if isinstance(launch, dict) else {}, str(kind),
+                        name, index, problem)
     variants = raw.get("variants", {})
     if not isinstance(variants, dict) or not all(isinstance(v, str) for v in variants.values()):
         problem(f"variants of target {name!r} must map names to model directories",
@@ -218,3 +237,26 @@ def _target(config: Config, raw: Any, index: int, problem: Any) -> None:
         name, dict(source), dict(launch) if isinstance(launch, dict) else {},
         dict(variants), dict(relaunch) if isinstance(relaunch, dict) else {"policy": "off"},
         model_dir if isinstance(model_dir, str) else None))
+
+
+def _check_relaunch(relaunch: dict[str, Any], launch: dict[str, Any], kind: str, name: str,
+                    index: int, problem: Any) -> None:
+    """A relaunch policy that may act needs a way to act: the unit (launch.unit) or the
+    site's command (relaunch.command, with undo_command to put the launch before back)."""
+    for key in ("command", "undo_command"):
+        template = relaunch.get(key)
+        if isinstance(template, list):
+            for issue in check_template(template):
+                problem(f"relaunch.{key} of target {name!r}: {issue}", key,
+                        "targets.relaunch", index)
+    if ("command" in relaunch) != ("undo_command" in relaunch):
+        problem(f"relaunch of target {name!r} needs both command and undo_command (a "
+                "relaunch that fails verification is rolled back)", "command",
+                "targets.relaunch", index)
+    if relaunch.get("policy", "off") in ("ask", "auto") and not (
+            launch.get("unit") or "command" in relaunch):
+        hint = ("the child of a process source is not relaunched yet"
+                if kind == "process" else "")
+        problem(f"relaunch policy {relaunch.get('policy')!r} of target {name!r} has no way "
+                "to relaunch: give launch.unit (the systemd unit) or relaunch.command and "
+                "relaunch.undo_command", "policy", "targets.relaunch", index, hint)

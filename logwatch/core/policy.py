@@ -27,7 +27,7 @@ from logwatch.core.actions import (
     succeeded,
 )
 from logwatch.core.config import RELAUNCH_POLICIES, TargetConfig
-from logwatch.core.launches import SERVING
+from logwatch.core.launches import SERVING, STARTING, STOPPED
 
 ALLOW, WAIT, BLOCK, NEEDS_APPROVAL = "allow", "wait", "block", "needs_approval"
 
@@ -284,6 +284,12 @@ def recheck(action: Action, current: CurrentLaunch | None) -> Decision:
                      f"not {action.from_config} the plan was made from")
     if current.outcome == SERVING:
         return block(NOT_CURRENT, f"launch {current.launch_id} is serving")
+    if current.outcome == STOPPED:
+        return block(NOT_CURRENT, f"launch {current.launch_id} was stopped")
+    if current.outcome == STARTING and not current.fingerprints:
+        # its manager started it again (Restart=) from the same configuration: it has shown
+        # nothing yet and will meet the same failure; the relaunch replaces it
+        return allow()
     if action.fingerprint not in current.fingerprints:
         return block(NOT_CURRENT, f"launch {current.launch_id} does not show the failure")
     return allow()

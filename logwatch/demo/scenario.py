@@ -44,7 +44,7 @@ from logwatch.core.verify import Probes, Verdict, judge
 from logwatch.demo.standin_outcome import GPUS
 from logwatch.relaunch.child import Child, ChildExecutor
 from logwatch.relaunch.from_history import FailedLaunch, failed_launch
-from logwatch.relaunch.runner import carry_out, record_move
+from logwatch.relaunch.runner import carry_out, file_recorder, record_move
 from logwatch.relaunch.verify import endpoint, probe, served_name, wait_healthy
 from logwatch.scan.offline import resolve_inputs, scan_inputs
 from logwatch.scan.triage import SnapshotOptions
@@ -179,7 +179,7 @@ def _loop(library: Library, gpu: str, ws: dict[str, Path], timeline: Timeline,
     timeline.say(f"action {action.id}: approved by the policy (auto)")
 
     executor = ChildExecutor(first, ws["logs"])
-    result = carry_out(ws["db"], action, plan, executor,
+    result = carry_out(file_recorder(ws["db"]), action, plan, executor,
                        lambda launch: verify_child(library, executor.current, launch, timeline),
                        ws["state"], on_move=lambda moved: timeline.say(
                            f"action: {moved.state} ({moved.transitions[-1].reason})"))
@@ -241,7 +241,7 @@ def _decide(db: Path, action: Action, found: FailedLaunch) -> tuple[Action, bool
     decision = decide(history, datetime.now(), policy,
                       Request(action, "stable", root.confidence if root else 0.0))
     if decision.verdict == "allow":
-        return record_move(db, action, APPROVED, POLICY, "policy auto: every guardrail passed",
+        return record_move(file_recorder(db), action, APPROVED, POLICY, "policy auto: every guardrail passed",
                            datetime.now()), True
     with open_store(db) as store:
         record_action(store, action)

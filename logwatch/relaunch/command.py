@@ -14,39 +14,18 @@ so nothing read from a log reaches the command line:
 from __future__ import annotations
 
 import json
-import string
 import subprocess
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from logwatch.core.command_template import check_template
 from logwatch.core.plan import Launch, Plan, apply_plan
 
-PLACEHOLDERS = frozenset({"model", "argv", "argv_json", "env_json", "plan"})
 COMMAND_TIMEOUT_S = 300.0
 
 
 class CommandError(RuntimeError):
     """The template is not usable, or the command failed; the message says which."""
-
-
-def check_template(template: Sequence[str]) -> list[str]:
-    """The problems of a command template (empty: usable)."""
-    problems = []
-    if not template or not template[0]:
-        problems.append("the command is empty")
-    for word in template:
-        try:
-            fields = [name for _, name, _, _ in string.Formatter().parse(word) if name is not None]
-        except ValueError as exc:
-            problems.append(f"{word!r}: {exc}")
-            continue
-        for name in fields:
-            if name not in PLACEHOLDERS:
-                problems.append(f"{word!r}: {{{name}}} is not one of "
-                                + ", ".join(f"{{{p}}}" for p in sorted(PLACEHOLDERS)))
-        if "argv" in fields and word != "{argv}":
-            problems.append(f"{word!r}: {{argv}} must be a word of its own")
-    return problems
 
 
 def render(template: Sequence[str], plan: Plan, launch: Launch, overlay_dir: str | None

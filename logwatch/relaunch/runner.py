@@ -53,24 +53,35 @@ class Outcome:
     verdict: Verdict | None
 
 
-def record_move(db: Path, action: Action, to: str, actor: str, reason: str,
+# writes an action (its row and the moves not stored yet) to the history
+Recorder = Callable[[Action], None]
+
+
+def file_recorder(db: Path) -> Recorder:
+    """A recorder that opens the history file for each write (no daemon holds it)."""
+    def record(action: Action) -> None:
+        with open_store(db) as store:
+            record_action(store, action)
+    return record
+
+
+def record_move(record: Recorder, action: Action, to: str, actor: str, reason: str,
                 time: datetime) -> Action:
     """The action moved to `to`, written to the history (before the step it names)."""
     moved = transition(action, to, time, actor, reason)
-    with open_store(db) as store:
-        record_action(store, moved)
+    record(moved)
     return moved
 
 
-def carry_out(db: Path, action: Action, plan: Plan, executor: Executor,
+def carry_out(record: Recorder, action: Action, plan: Plan, executor: Executor,
               verify: Callable[[Launch], Verdict], state_dir: Path,
               on_move: Callable[[Action], None] | None = None,
               now: Callable[[], datetime] = datetime.now) -> Outcome:
     """From `approved` (or `blocked` once its wait is over) to `succeeded`, or to
-    `escalated` after a rollback."""
+    `escalated` after a rollback. `record` writes each move before its step."""
 
     def move(current: Action, to: str, actor: str, reason: str) -> Action:
-        moved = record_move(db, current, to, actor, reason, now())
+        moved = record_move(record, current, to, actor, reason, now())
         if on_move is not None:
             on_move(moved)
         return moved
