@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 from logwatch.core.argv import parse_launch
-from logwatch.core.plan import Change, Launch, Plan
 from logwatch.core.command_template import check_template
+from logwatch.core.plan import Change, Launch, Plan
 from logwatch.relaunch.command import CommandError, SiteCommand
 
 RECORD = "import json, sys; json.dump(sys.argv[1:], open(sys.argv[1], 'w'))"

@@ -241,8 +241,8 @@ def _decide(db: Path, action: Action, found: FailedLaunch) -> tuple[Action, bool
     decision = decide(history, datetime.now(), policy,
                       Request(action, "stable", root.confidence if root else 0.0))
     if decision.verdict == "allow":
-        return record_move(file_recorder(db), action, APPROVED, POLICY, "policy auto: every guardrail passed",
-                           datetime.now()), True
+        return record_move(file_recorder(db), action, APPROVED, POLICY,
+                           "policy auto: every guardrail passed", datetime.now()), True
     with open_store(db) as store:
         record_action(store, action)
     return action, False
