@@ -104,8 +104,9 @@ def test_subscribing_to_an_unknown_kind_gets_a_clear_error(
 
     answer = asyncio.run(raw())
     assert answer["ok"] is False
-    assert str(answer["error"]).startswith("bad request: events: unknown event kind "
-                                           "'launches'; the kinds are: committed, diagnosis")
+    assert str(answer["error"]).startswith(
+        "bad request: events: unknown event kind 'launches'; "
+        "the kinds are: action, committed, diagnosis")
     with pytest.raises(RequestFailed, match="unknown event kind 'launches'") as refused:
         asyncio.run(subscribe(sock, ["finding", "launches"]).start())
     assert refused.value.answer["ok"] is False

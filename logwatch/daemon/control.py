@@ -19,6 +19,8 @@ import contextlib
 import grp
 import json
 import os
+import socket
+import struct
 from collections.abc import Mapping
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import AbstractContextManager
@@ -31,12 +33,15 @@ from logwatch.daemon.protocol import EVENT_KINDS as EVENT_KINDS  # re-exported: 
 from logwatch.daemon.protocol import (
     OPS,
     PROTOCOL_VERSION,
+    ApproveRequest,
     Event,
     HelloRequest,
     IncidentsRequest,
     ProtocolError,
+    RejectRequest,
     ReloadRequest,
     Request,
+    ResetBreakerRequest,
     SnapshotRequest,
     SqlRequest,
     StatusRequest,
@@ -45,6 +50,7 @@ from logwatch.daemon.protocol import (
     parse_request,
     to_message,
 )
+from logwatch.daemon.relaunches import RelaunchError, Relaunches, operator_name
 from logwatch.daemon.socket_trust import (
     UnsafeSocketPath,
     group_cannot_reach,
@@ -83,6 +89,9 @@ class ControlledDaemon(Protocol):
 
     @property
     def snapshots(self) -> Mapping[str, str]: ...  # source or target -> snapshot hash
+
+    @property
+    def relaunches(self) -> Relaunches | None: ...  # when a target's policy may act
 
     def status(self) -> dict[str, Any]: ...
 
@@ -260,7 +269,7 @@ class ControlServer:
                     await self._stream(writer, kinds)
                     return
                 try:
-                    reply = await self.answer(request)
+                    reply = await self.answer(request, peer_uid(writer))
                 except (ValueError, TypeError) as exc:  # a field of the wrong kind
                     reply = {"ok": False, "error": f"bad request: {exc}"}
                 except Exception as exc:  # never a dropped connection for the client
@@ -313,12 +322,15 @@ class ControlServer:
                 "requests": list(OPS), "events": sorted(EVENT_KINDS),
                 "db": os.path.abspath(self.daemon.writer.store.path), "pid": os.getpid()}
 
-    async def answer(self, request: Request) -> dict[str, Any]:
-        """The answer to a checked request (protocol.parse_request), subscribe aside."""
+    async def answer(self, request: Request, peer: int | None = None) -> dict[str, Any]:
+        """The answer to a checked request (protocol.parse_request), subscribe aside.
+        `peer`: the connecting user's uid (the operator an approval is recorded for)."""
         daemon = self.daemon
         refusal = self._other_db(request)
         if refusal is not None:
             return refusal
+        if isinstance(request, ApproveRequest | RejectRequest | ResetBreakerRequest):
+            return await self._relaunch(request, peer)
         if isinstance(request, HelloRequest):
             return self.hello()
         if isinstance(request, StatusRequest):
@@ -356,6 +368,26 @@ class ControlServer:
         return {"ok": True, "columns": result.columns, "rows": result.rows,
                 "truncated": result.truncated}
 
+    async def _relaunch(self, request: ApproveRequest | RejectRequest | ResetBreakerRequest,
+                        peer: int | None) -> dict[str, Any]:
+        relaunches = getattr(self.daemon, "relaunches", None)
+        if relaunches is None:
+            return {"ok": False, "error": "no target's relaunch policy is ask or auto here: "
+                                          "there are no actions"}
+        operator = operator_name(peer)
+        try:
+            if isinstance(request, ResetBreakerRequest):
+                was = await relaunches.reset_breaker(request.target, operator,
+                                                     request.reason or "")
+                return {"ok": True, "target": request.target, "was_open": was}
+            act = relaunches.approve if isinstance(request, ApproveRequest) \
+                else relaunches.reject
+            action = await act(request.id, operator, request.reason or "")
+        except RelaunchError as exc:
+            return {"ok": False, "error": str(exc)}
+        return {"ok": True, "id": action.id, "state": action.state,
+                "reason": action.transitions[-1].reason}
+
     async def _run_query(self, sql: str, params: list[Any] | None = None
                          ) -> QueryResult | dict[str, Any]:
         """A read-only query on the query threads, within the limits; an error answer when
@@ -378,6 +410,18 @@ class ControlServer:
         with self.daemon.writer.store.reader() as cursor:  # its own connection
             return run_read_only(cursor, sql, params, self.limits,
                                  self.daemon.writer.store.path)
+
+
+def peer_uid(writer: asyncio.StreamWriter) -> int | None:
+    """The uid of the process at the other end of a Unix socket (SO_PEERCRED)."""
+    sock = writer.get_extra_info("socket")
+    if sock is None or not hasattr(socket, "SO_PEERCRED"):
+        return None
+    try:
+        creds = sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i"))
+    except OSError:
+        return None
+    return int(struct.unpack("3i", creds)[1])
 
 
 def _bad_request(exc: BaseException) -> str:

@@ -20,25 +20,29 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from logwatch.core.block_scan import BlockScanner
 from logwatch.core.findings import Finding
 from logwatch.core.library import Library, LibraryError
 from logwatch.core.matcher import Matcher
+from logwatch.core.policy import CurrentLaunch
 from logwatch.core.redact import redact_head
 from logwatch.core.signature import Signature
 from logwatch.core.visible import visible
 from logwatch.daemon.library_watch import LibraryWatch
 from logwatch.daemon.live_launches import LiveLaunches, Notice
 from logwatch.daemon.notify import Notifier
+from logwatch.daemon.relaunches import Relaunches
 from logwatch.daemon.writes import MAX_PENDING, Writes
 from logwatch.host.launch_snapshot import LaunchSnapshots
 from logwatch.host.targets import TargetSnapshot, TargetSnapshots
 from logwatch.own_log import get as get_logger
 from logwatch.sources.base import Chunk, Source, slices
 from logwatch.store.db import Store
-from logwatch.store.live import Checkpoint, LiveFinding, LiveWriter
+from logwatch.store.live import Checkpoint, LiveFinding, LiveWriter, launch_id
+
+T = TypeVar("T")
 
 # The batcher's housekeeping tick (quiet sources, positions, the watchdog); holds and
 # pending findings wake it when they are due.
@@ -144,6 +148,7 @@ class Daemon:
         self.lines_by_source: dict[str, int] = {}
         self.read_positions: dict[str, tuple[str, int]] = {}
         self.metrics: Any = None  # a MetricsServer, when --metrics is given
+        self.relaunches: Relaunches | None = None  # when a target's policy may act
         self.lines = 0
         self._stop = asyncio.Event()
         self._last_beat = 0.0
@@ -320,6 +325,7 @@ class Daemon:
             "failed_launches": self.launches.failed,
             "last_failure": self.launches.last_failure,
             "events": self.events[-10:],
+            **({"relaunch": self.relaunches.status()} if self.relaunches is not None else {}),
         }
 
     def _snapshot_for(self, source: str) -> str | None:
@@ -361,6 +367,9 @@ class Daemon:
             live.append(LiveFinding(
                 f, stream.generation, self._identity(stream, f.lineno) if stream.marks
                 else None, self._snapshot_for(source), placed.launch, placed.copy))
+        if self.relaunches is not None and live:  # a relaunch is verified on these
+            self.relaunches.watch.observe(source, ((lf.finding, lf.launch or "")
+                                                   for lf in live))
         self.writes.add(live)
         safe_bytes, safe_line = stream.scanner.safe_point()
         safe = stream.generation_offset(safe_bytes)
@@ -526,6 +535,31 @@ class Daemon:
                          root_cause=fields["root_cause"],
                          failed_before=fields["failed_before"])
         self.status_now()
+        if self.relaunches is not None:
+            source = str(fields["source"])
+            analysis = self.launches.newest(source)
+            root = (analysis.root_incident if analysis is not None
+                    and launch_id(analysis.launch) == fields["id"] else None)
+            self.relaunches.launch_failed(fields, root.problem if root else None,
+                                          self._snapshot_for(source))
+
+    def current_launch(self, source: str) -> CurrentLaunch | None:
+        """What a source runs now, for the relaunch's recheck."""
+        launch = self.launches.book.current(source)
+        if launch is None:
+            return None
+        return CurrentLaunch(launch_id(launch), self._snapshot_for(source), launch.outcome,
+                             frozenset(i.problem for i in launch.book.incidents.values()))
+
+    def signature_status(self, signature: str) -> str:
+        """A signature's status in the library loaded now ("unknown" when it is not)."""
+        found = next((s for s in self.library.signatures if s.id == signature), None)
+        return found.status if found is not None else "unknown"
+
+    def in_store(self, fn: Callable[[Store], T]) -> T:
+        """`fn` with the daemon's store, one DuckDB call at a time (any thread)."""
+        with self.writes.lock:
+            return fn(self.writer.store)
 
     async def run(self) -> int:
         """Until stopped (SIGTERM/SIGINT) or every source has ended; then settle and commit."""
@@ -572,6 +606,8 @@ class Daemon:
             self.notifier.stopping()
             if self.control is not None:  # a query running on the history must not hold us
                 await self.control.stop_queries()
+            if self.relaunches is not None:
+                await self.relaunches.close()
             for task in (*readers, stopper):
                 task.cancel()
             batcher.cancel()

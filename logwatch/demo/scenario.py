@@ -40,12 +40,12 @@ from logwatch.core.library import Library
 from logwatch.core.matcher import Matcher
 from logwatch.core.plan import Launch, render_plan
 from logwatch.core.policy import RelaunchPolicy, Request, TargetPolicy, decide
-from logwatch.core.verify import Probes, Verdict, judge
+from logwatch.core.verify import Verdict
 from logwatch.demo.standin_outcome import GPUS
 from logwatch.relaunch.child import Child, ChildExecutor
 from logwatch.relaunch.from_history import FailedLaunch, failed_launch
 from logwatch.relaunch.runner import carry_out, file_recorder, record_move
-from logwatch.relaunch.verify import endpoint, probe, served_name, wait_healthy
+from logwatch.relaunch.verify import endpoint, verify_launch
 from logwatch.scan.offline import resolve_inputs, scan_inputs
 from logwatch.scan.triage import SnapshotOptions
 from logwatch.store.actions import load_history, record_action
@@ -249,25 +249,15 @@ def _decide(db: Path, action: Action, found: FailedLaunch) -> tuple[Action, bool
 
 
 def verify_child(library: Library, child: Child, launch: Launch, timeline: Timeline) -> Verdict:
-    """Health first, then a short soak for a speculative-decoding reading, then every check
-    over the launch's findings and the probes."""
-    spec = launch.spec
-    base = _bound_endpoint(child, spec)
-    healthy = base is not None and wait_healthy(base, time.monotonic() + HEALTH_DEADLINE_S)
-    timeline.say(f"/health on {base}: " + ("200" if healthy else "no answer"))
+    """Every check over the child's findings (its log scanned again at each look) and its
+    server's answers, with a short soak for a speculative-decoding reading."""
+    base = _bound_endpoint(child, launch.spec)
+    timeline.say(f"the corrected launch serves on {base}" if base
+                 else "the corrected launch never named its port")
     matcher = Matcher(library.signatures)
-    name = served_name(spec) or ""
-    findings = _findings(matcher, child)
-    deadline = time.monotonic() + SOAK_DEADLINE_S
-    answers = Probes(errors={"health": "no port"})
-    while base is not None:
-        answers = probe(base, name)  # also the soak's traffic: readings need requests
-        if not spec.uses_mtp or any(f.signature.id == "spec_decode.acceptance"
-                                    for f in findings) or time.monotonic() >= deadline:
-            break
-        time.sleep(0.25)  # the server logs a reading each second it had requests
-        findings = _findings(matcher, child)
-    return judge(findings, answers, name, spec.uses_mtp)
+    return verify_launch(launch.spec, lambda: _findings(matcher, child),
+                         lambda: child.running,
+                         HEALTH_DEADLINE_S, SOAK_DEADLINE_S, base)
 
 
 def _bound_endpoint(child: Child, spec: LaunchSpec) -> str | None:

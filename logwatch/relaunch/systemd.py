@@ -75,6 +75,14 @@ class SystemdUnit:
             raise RelaunchError(f"cannot read Restart= of {self.unit}: {exc}") from exc
         return out.strip()
 
+    def active_state(self) -> str:
+        """ActiveState= as the manager has it now (active, activating, failed, ...)."""
+        try:
+            return run_systemctl(["show", self.unit, "-p", "ActiveState", "--value"],
+                                 self.user).strip()
+        except OSError as exc:
+            raise RelaunchError(f"cannot read ActiveState= of {self.unit}: {exc}") from exc
+
     def hold_restarts(self, action: str) -> bool:
         """Keep the manager from restarting the unit on its own while an action runs
         (Restart=no in a drop-in that ends with the boot); whether a hold was needed."""

@@ -26,6 +26,10 @@ class UnitExecutor:
         finally:
             self.unit.release_restarts()
 
+    def alive(self) -> bool | None:
+        """Whether the unit still runs (restarts are held, so a crash leaves it down)."""
+        return self.unit.active_state() in ("active", "activating", "reloading")
+
     def done(self) -> None:
         """The action ended well: the unit's own Restart= is back."""
         self.unit.release_restarts()

@@ -1,5 +1,6 @@
-"""The HTTP half of a relaunch's verification: ask the relaunched server on loopback what
-core.verify judges (`/health`, `/v1/models`, one tiny completion), within timeouts.
+"""Gathering what core.verify judges about a relaunch: the launch's findings as they arrive
+(from wherever its output is read), and its server's answers on loopback (`/health`,
+`/v1/models`, one tiny completion), within timeouts.
 
 Only the launch's own `--host`/`--port` (from its argv) name the server; no proxy is used.
 """
@@ -10,10 +11,13 @@ import json
 import time
 import urllib.error
 import urllib.request
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from logwatch.core.argv import LaunchSpec
-from logwatch.core.verify import Probes
+from logwatch.core.findings import Finding
+from logwatch.core.launches import SERVING_SIGNATURES
+from logwatch.core.verify import ACCEPTANCE_SIGNATURE, Probes, Verdict, judge
 
 DEFAULT_PORT = 8000  # vLLM's
 MAX_ANSWER_BYTES = 1 << 20
@@ -92,3 +96,43 @@ def wait_healthy(base: str, deadline: float, interval: float = 0.2) -> bool:
         if time.monotonic() >= deadline:
             return False
         time.sleep(interval)  # polling a server still starting, within the deadline
+
+
+HEALTH_SECONDS = 30.0  # after the start line, for /health to answer
+DRAIN_SECONDS = 2.0  # after the process died, for its last lines to be read
+POLL_SECONDS = 0.2
+
+
+def verify_launch(spec: LaunchSpec, findings: Callable[[], Sequence[Finding]],
+                  alive: Callable[[], bool | None], start_seconds: float,
+                  soak_seconds: float, base: str | None = None) -> Verdict:
+    """Wait (at most `start_seconds`) for the launch to log that it serves, to log a fatal
+    finding, or to die; then ask its server, and with MTP keep asking (the soak's traffic:
+    vLLM logs draft acceptance only for intervals with requests) until a reading arrives or
+    `soak_seconds` pass; then judge. `findings()` gives the launch's findings so far;
+    `alive()` says whether its process runs (None: not known)."""
+    deadline = time.monotonic() + start_seconds
+    drain_until: float | None = None
+    while True:
+        seen = findings()
+        if any(f.signature.id in SERVING_SIGNATURES or f.signature.fatal for f in seen):
+            break
+        now = time.monotonic()
+        if drain_until is None and alive() is False:
+            drain_until = now + DRAIN_SECONDS
+        if now >= deadline or (drain_until is not None and now >= drain_until):
+            break
+        time.sleep(POLL_SECONDS)  # the launch is loading, within its deadline
+    name = served_name(spec) or ""
+    base = base or endpoint(spec)
+    answers = Probes(errors={"health": "the launch never logged that it serves"})
+    if any(f.signature.id in SERVING_SIGNATURES for f in seen):
+        wait_healthy(base, time.monotonic() + HEALTH_SECONDS)
+        soak_end = time.monotonic() + soak_seconds
+        while True:
+            answers = probe(base, name)
+            if not spec.uses_mtp or time.monotonic() >= soak_end or any(
+                    f.signature.id == ACCEPTANCE_SIGNATURE for f in findings()):
+                break
+            time.sleep(POLL_SECONDS)  # the soak: vLLM logs a reading per interval
+    return judge(findings(), answers, name, spec.uses_mtp)

@@ -142,9 +142,32 @@ class DiagnosisEvent(Event):
     confidence: float
 
 
+ActionState = Literal["proposed", "awaiting_approval", "approved", "rejected", "expired",
+                      "blocked", "applying", "restarting", "verifying", "succeeded",
+                      "verify_failed", "rolling_back", "rolled_back", "rollback_failed",
+                      "escalated"]
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class ActionEvent(Event):
+    """A relaunch action moved (each move is also in `action_transitions`): who moved it
+    (`policy`, `executor` or `operator:<user>`) and why. `awaiting_approval` waits for
+    `approve`; `escalated` means a person must look."""
+
+    kind: ClassVar[str] = "action"
+    id: str
+    target: str
+    state: ActionState
+    actor: str
+    reason: str
+    plan: str
+    signature: str
+    time: str  # ISO 8601, the daemon's local time
+
+
 EVENTS: dict[str, type[Event]] = {cls.kind: cls for cls in (
     LinesEvent, FindingEvent, CommittedEvent, IncidentEvent, LibraryEvent,
-    SignatureDisabledEvent, SnapshotEvent, LaunchEvent, DiagnosisEvent)}
+    SignatureDisabledEvent, SnapshotEvent, LaunchEvent, DiagnosisEvent, ActionEvent)}
 EVENT_KINDS = frozenset(EVENTS)
 ENVELOPE = frozenset({"event", "dropped_before"})  # on every event; not a publisher's fields
 

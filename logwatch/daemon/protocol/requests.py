@@ -64,6 +64,15 @@ class LaunchState(TypedDict):
     latent: NotRequired[list[str]]
 
 
+class RelaunchState(TypedDict):
+    """The daemon's relaunches: actions not finished, the one running per target, and each
+    target's breaker (open: only `reset_breaker` closes it)."""
+
+    actions: list[dict[str, str]]
+    running: dict[str, str]
+    breakers: dict[str, bool]
+
+
 class StatusBody(TypedDict):
     library: str
     reloading: bool
@@ -78,6 +87,7 @@ class StatusBody(TypedDict):
     last_failure: str | None  # the newest, as the operator reads it
     events: list[str]
     queries_running: int
+    relaunch: NotRequired[RelaunchState]  # when a target's relaunch policy may act
 
 
 class StatusAnswer(TypedDict):
@@ -103,6 +113,19 @@ class SnapshotAnswer(TypedDict):
 class ReloadAnswer(TypedDict):
     ok: Literal[True]
     events: list[str]
+
+
+class ActionAnswer(TypedDict):
+    ok: Literal[True]
+    id: str
+    state: str  # where the action is after the request (approved ones may be running)
+    reason: str  # its last move's
+
+
+class BreakerAnswer(TypedDict):
+    ok: Literal[True]
+    target: str
+    was_open: bool
 
 
 class SubscribedAnswer(TypedDict):
@@ -209,6 +232,49 @@ class ReloadRequest(Request):
     answer: ClassVar[type] = ReloadAnswer
 
 
+def _action_id(value: Any) -> str | None:
+    ok = isinstance(value, str) and 0 < len(value) <= 200 and value.isprintable()
+    return None if ok else "an action id (printable, at most 200 characters)"
+
+
+def _reason(value: Any) -> str | None:
+    ok = value is None or (isinstance(value, str) and len(value) <= 2000)
+    return None if ok else "a string of at most 2000 characters"
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class ApproveRequest(Request):
+    """Approve an action awaiting approval (policy `ask`); the guardrails still decide when
+    it runs. The approver recorded is the connecting user (from the socket's credentials)."""
+
+    op: ClassVar[str] = "approve"
+    answer: ClassVar[type] = ActionAnswer
+    id: str = field(metadata=_param("an action id", _action_id))
+    reason: str | None = field(default=None, metadata=_param("a string", _reason))
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class RejectRequest(Request):
+    """Reject an action that has not started (proposed, awaiting approval, approved,
+    blocked)."""
+
+    op: ClassVar[str] = "reject"
+    answer: ClassVar[type] = ActionAnswer
+    id: str = field(metadata=_param("an action id", _action_id))
+    reason: str | None = field(default=None, metadata=_param("a string", _reason))
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class ResetBreakerRequest(Request):
+    """Close a target's circuit breaker (opened by repeated failed relaunches); its blocked
+    actions are decided again."""
+
+    op: ClassVar[str] = "reset_breaker"
+    answer: ClassVar[type] = BreakerAnswer
+    target: str = field(metadata=_param("a target name", _action_id))
+    reason: str | None = field(default=None, metadata=_param("a string", _reason))
+
+
 @dataclass(frozen=True, kw_only=True, slots=True)
 class SubscribeRequest(Request):
     """Turn the connection into a stream of events of the kinds named (all when left out)."""
@@ -221,7 +287,7 @@ class SubscribeRequest(Request):
 
 REQUESTS: dict[str, type[Request]] = {cls.op: cls for cls in (
     HelloRequest, StatusRequest, SqlRequest, IncidentsRequest, SnapshotRequest, ReloadRequest,
-    SubscribeRequest)}
+    ApproveRequest, RejectRequest, ResetBreakerRequest, SubscribeRequest)}
 OPS = tuple(REQUESTS)
 
 

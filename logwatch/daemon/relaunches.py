@@ -1,0 +1,499 @@
+"""The daemon's relaunches: when a launch of a configured target fails, the plan for it (read
+back from the history, with its pre-flight), an action proposed, the policy's decision, the
+operator's approval where the policy asks for it, and the action carried out through the
+target's executor and verified on what the daemon itself reads from the target.
+
+Every move is written to the history before its step (on the daemon's own connection, one
+call at a time) and published as an `action` event. Decisions are the core's (`decide`,
+`recheck`); here are the waits, the timers and the threads. Nothing read from a log reaches
+a command line, a path or SQL text: plans are built from the snapshot and the diagnoses,
+and the executors fill their commands from plan fields only.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import pwd
+from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field, replace
+from datetime import datetime, timedelta
+from pathlib import Path
+from typing import Any, Protocol, TypeVar
+
+from logwatch.core.actions import (
+    APPROVED,
+    AWAITING_APPROVAL,
+    BLOCKED,
+    ESCALATED,
+    EXPIRED,
+    OPERATOR_PREFIX,
+    POLICY,
+    PROPOSED,
+    REJECTED,
+    SUCCEEDED,
+    Action,
+    propose,
+    transition,
+)
+from logwatch.core.argv import ArgvError, parse_launch
+from logwatch.core.config import TargetConfig
+from logwatch.core.plan import Launch, Plan
+from logwatch.core.policy import (
+    ALLOW,
+    BREAKER_RESET,
+    NEEDS_APPROVAL,
+    WAIT,
+    CurrentLaunch,
+    OperatorEvent,
+    RelaunchPolicy,
+    Request,
+    Thresholds,
+    breaker_open,
+    decide,
+    policy_from_config,
+    recheck,
+)
+from logwatch.core.verify import Verdict
+from logwatch.daemon.launch_watch import LaunchWatch
+from logwatch.relaunch.executors import executor_for
+from logwatch.relaunch.from_history import FailedLaunch, failed_launch_in
+from logwatch.relaunch.runner import carry_out
+from logwatch.relaunch.verify import verify_launch
+from logwatch.store.actions import (
+    load_action,
+    load_history,
+    record_action,
+    record_operator_event,
+)
+from logwatch.store.db import Store
+
+T = TypeVar("T")
+
+
+class Told(Protocol):
+    """What the relaunches tell the rest of the daemon."""
+
+    events: list[str]
+    log: Any
+
+    def publish(self, kind: str, **fields: Any) -> None: ...
+
+
+@dataclass(frozen=True, slots=True)
+class Settings:
+    """`[relaunch]` of the configuration."""
+
+    state_dir: Path
+    dropin: str = "persistent"
+    start_seconds: float = 900.0
+    soak_seconds: float = 60.0
+    thresholds: Thresholds = field(default_factory=Thresholds)
+
+
+@dataclass
+class Open:
+    """An action not finished yet, with what deciding and running it need."""
+
+    action: Action
+    plan: Plan
+    found: FailedLaunch
+    source: str
+    signature_status: str
+    confidence: float
+    timer: asyncio.TimerHandle | None = field(default=None, repr=False)
+
+
+class RelaunchError(Exception):
+    """An operator's request that cannot be done; the message says why."""
+
+
+def operator_name(uid: int | None) -> str:
+    """`operator:<user>` for the peer of a control connection (the kernel's word for who
+    it is, not the client's)."""
+    if uid is None:
+        return OPERATOR_PREFIX + "unknown"
+    try:
+        return OPERATOR_PREFIX + pwd.getpwuid(uid).pw_name
+    except KeyError:
+        return f"{OPERATOR_PREFIX}uid{uid}"
+
+
+class Relaunches:
+    def __init__(self, targets: Sequence[TargetConfig], settings: Settings,
+                 in_store: Callable[[Callable[[Store], Any]], Any], told: Told,
+                 current: Callable[[str], CurrentLaunch | None],
+                 signature_status: Callable[[str], str],
+                 now: Callable[[], datetime] = datetime.now) -> None:
+        """`in_store`: runs a function with the daemon's store, holding its lock.
+        `current`: the launch a source runs now, as the daemon knows it. `signature_status`:
+        a signature's status in the library loaded now."""
+        self.targets = {t.name: t for t in targets}
+        self.settings = settings
+        self.policy: RelaunchPolicy = policy_from_config(targets, settings.thresholds)
+        self._in_store = in_store
+        self._told = told
+        self._current = current
+        self._status = signature_status
+        self._now = now
+        self.watch = LaunchWatch()
+        self.open: dict[str, Open] = {}  # action id -> not finished yet
+        self.running: dict[str, str] = {}  # target -> action id being carried out
+        self.breakers: dict[str, bool] = {}  # target -> open, as last read
+        self.by_state: dict[str, int] = {}  # actions that reached each state since start
+        # planning and the history's reads and writes; carrying actions out (minutes each,
+        # one per target at most)
+        self._threads = ThreadPoolExecutor(max_workers=2, thread_name_prefix="logwatch-plan")
+        self._actions = ThreadPoolExecutor(max_workers=max(1, len(self.targets)),
+                                           thread_name_prefix="logwatch-act")
+        self._proposing: set[str] = set()  # targets whose failure is being planned
+        self._tasks: set[asyncio.Task[Any]] = set()
+
+    # -- what the daemon calls --------------------------------------------------------------
+    def target_of(self, source: str) -> TargetConfig | None:
+        """The configured target a source belongs to (its name is `TARGET:...`)."""
+        return self.targets.get(source.split(":", 1)[0])
+
+    def launch_failed(self, fields: Mapping[str, Any], fingerprint: str | None,
+                      config_hash: str | None) -> None:
+        """A launch failed (event loop): propose its relaunch when the target's policy may
+        act and no action of the target is open already (that one covers it).
+        `fingerprint`: its root incident's problem; `config_hash`: the target's snapshot in
+        force (what the recheck compares, and what attempts are counted per)."""
+        target = self.target_of(str(fields["source"]))
+        if target is None or self.policy.targets.get(target.name) is None \
+                or self.policy.targets[target.name].mode == "off":
+            return
+        busy = [o.action.id for o in self.open.values() if o.action.target == target.name]
+        if busy or target.name in self._proposing:
+            self._note(f"launch {fields['id']} of {target.name} failed; "
+                       + (f"action {busy[0]} is still open for it" if busy
+                          else "its last failure is being planned"))
+            return
+        self._proposing.add(target.name)
+        self._spawn(self._propose(str(fields["id"]), str(fields["source"]), target,
+                                  fingerprint or "", config_hash))
+
+    async def approve(self, action_id: str, operator: str, reason: str = "") -> Action:
+        """`logwatch approve ID`: an action awaiting approval goes on to the policy's other
+        guardrails (and runs when they pass)."""
+        held = await self._waiting(action_id, (AWAITING_APPROVAL,), "approved")
+        self._cancel_timer(held)
+        await self._move(held, APPROVED, operator, reason or "approved by an operator")
+        approved = held.action
+        self._spawn(self._decide(held))  # it may run for minutes: the answer is not held
+        return approved
+
+    async def reject(self, action_id: str, operator: str, reason: str = "") -> Action:
+        """`logwatch reject ID`: an action not started yet is dropped."""
+        held = await self._waiting(action_id, (PROPOSED, AWAITING_APPROVAL, APPROVED, BLOCKED),
+                                   "rejected")
+        self._cancel_timer(held)
+        await self._move(held, REJECTED, operator, reason or "rejected by an operator")
+        self._close(held)
+        return held.action
+
+    async def reset_breaker(self, target: str, operator: str, reason: str = "") -> bool:
+        """`logwatch breaker reset TARGET`: the target's failed streak no longer counts;
+        its blocked actions are decided again. Whether the breaker was open."""
+        if target not in self.targets:
+            raise RelaunchError(f"{target!r} is not a configured target")
+        event = OperatorEvent(BREAKER_RESET, target, self._now(), operator,
+                              reason or "reset by an operator")
+        history = await self._db(lambda store: (record_operator_event(store, event),
+                                                load_history(store, target))[1])
+        was = self.breakers.get(target, False)
+        self.breakers[target] = breaker_open(history, target, self.settings.thresholds)
+        self._told.log.info("breaker_reset", target=target, actor=operator)
+        self._note(f"breaker of {target} reset by {operator.removeprefix(OPERATOR_PREFIX)}")
+        for held in [o for o in self.open.values() if o.action.target == target
+                     and o.action.state == BLOCKED]:
+            self._cancel_timer(held)
+            self._spawn(self._decide(held))
+        return was
+
+    def status(self) -> dict[str, Any]:
+        """Open and running actions, and each target's breaker (status, metrics)."""
+        return {"actions": [{"id": o.action.id, "target": o.action.target,
+                             "state": o.action.state,
+                             "reason": o.action.transitions[-1].reason}
+                            for o in self.open.values()],
+                "running": dict(self.running),
+                "breakers": {t: self.breakers.get(t, False) for t in self.policy.targets}}
+
+    async def close(self) -> None:
+        """Stopping: timers cancelled; an action being carried out is left to finish on its
+        thread only as far as the process lives (its moves are in the history)."""
+        for held in self.open.values():
+            self._cancel_timer(held)
+        for task in list(self._tasks):
+            task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+        self._threads.shutdown(wait=False, cancel_futures=True)
+        self._actions.shutdown(wait=False, cancel_futures=True)
+
+    # -- the steps --------------------------------------------------------------------------
+    async def _propose(self, launch_id: str, source: str, target: TargetConfig,
+                       fingerprint: str, config_hash: str | None) -> None:
+        try:
+            await self._plan_and_propose(launch_id, source, target, fingerprint, config_hash)
+        finally:
+            self._proposing.discard(target.name)
+
+    async def _plan_and_propose(self, launch_id: str, source: str, target: TargetConfig,
+                                fingerprint: str, config_hash: str | None) -> None:
+        found = await self._db_query(launch_id)
+        if found is None:
+            return
+        if found.plan is None:
+            self._note(f"launch #{found.number} of {target.name} failed; no relaunch fixes "
+                       "the causes found")
+            return
+        plan = found.plan
+        root = next((d for d in found.diagnoses if d.signature and not d.latent), None)
+        action_id = f"{target.name}-{found.number}-{plan.digest[:8]}"
+        if await self._db(lambda store: load_action(store, action_id)) is not None:
+            return  # proposed before (the daemon read this failure again after a restart)
+        why = root.title if root is not None else "its failure"
+        action = propose(action_id, target.name, plan.digest, plan.digest,
+                         config_hash or found.snapshot_hash or found.snapshot.content_hash(),
+                         root.signature if root is not None and root.signature else "",
+                         fingerprint, self._now(),
+                         f"launch #{found.number} failed ({why}); the plan "
+                         + ("passed pre-flight" if plan.startable else "is not startable"))
+        held = Open(action, replace(plan, target=target.name), found, source,
+                    self._status(action.signature) if action.signature else "unknown",
+                    root.confidence if root is not None else 0.0)
+        plan_json = json.dumps(held.plan.to_dict(), sort_keys=True)
+        await self._db(lambda store: record_action(store, action, plan_json))
+        self.open[action_id] = held
+        self._published(action)
+        if not plan.startable:
+            reasons = "; ".join(plan.refused) or "a precondition does not hold"
+            await self._move(held, REJECTED, POLICY, f"the plan is not startable: {reasons} "
+                             "(`logwatch plan` shows it)")
+            self._close(held)
+            return
+        await self._decide(held)
+
+    async def _decide(self, held: Open) -> None:
+        """The policy's answer for an action not started yet, acted on."""
+        target = held.action.target
+        history = await self._db(lambda store: load_history(store, target))
+        self.breakers[target] = breaker_open(history, target, self.settings.thresholds)
+        now = self._now()
+        decision = decide(history, now, self.policy, Request(
+            held.action, held.signature_status, held.confidence))
+        state, mode = held.action.state, self.policy.targets[target].mode
+        if decision.verdict == ALLOW:
+            if state in (PROPOSED, AWAITING_APPROVAL):
+                await self._move(held, APPROVED, POLICY, "policy auto: every guardrail passed")
+            await self._run(held)
+        elif decision.verdict == NEEDS_APPROVAL:
+            if state == PROPOSED:
+                await self._move(held, AWAITING_APPROVAL, POLICY, decision.text)
+                self._expire_at(held, now + self.settings.thresholds.approval_timeout)
+        elif decision.verdict == WAIT or decision.retryable:
+            if state == PROPOSED and mode == "ask":
+                await self._move(held, AWAITING_APPROVAL, POLICY,
+                                 f"{decision.text}; approval is asked for meanwhile")
+                self._expire_at(held, now + self.settings.thresholds.approval_timeout)
+                return
+            if state == PROPOSED:
+                await self._move(held, APPROVED, POLICY, "policy auto")
+            if held.action.state != BLOCKED:
+                await self._move(held, BLOCKED, POLICY, decision.text)
+            if decision.verdict == WAIT and decision.until is not None:
+                self._decide_at(held, decision.until)
+        else:
+            await self._move(held, REJECTED, POLICY, f"{decision.reason}: {decision.text}")
+            self._close(held)
+
+    async def _run(self, held: Open) -> None:
+        """Carry the approved action out on a thread, after the failure is checked again."""
+        action, target = held.action, self.targets[held.action.target]
+        again = recheck(action, self._current(held.source))
+        if again.verdict != ALLOW:
+            await self._move(held, EXPIRED, POLICY, f"{again.reason}: {again.text}")
+            self._close(held)
+            return
+        base = _recorded_launch(held.found)
+        executor = executor_for(target, action.id, base, self.settings.dropin)
+        if executor is None:
+            await self._move(held, ESCALATED, POLICY, f"target {target.name} has no way to "
+                             "relaunch (no launch.unit, no relaunch.command)")
+            self._close(held)
+            return
+        self.running[target.name] = action.id
+        self._cancel_timer(held)
+        loop = asyncio.get_running_loop()
+        source, settings = held.source, self.settings
+
+        def started(plan: Plan, overlay: str | None) -> Launch:
+            launch = executor.start(plan, overlay)
+            self.watch.begin(source)  # the launches read from now on are the relaunch's
+            return launch
+
+        def verify(launch: Launch) -> Verdict:
+            return verify_launch(launch.spec, lambda: self.watch.seen(source),
+                                 executor.alive, settings.start_seconds,
+                                 settings.soak_seconds)
+
+        def moved(action: Action) -> None:
+            loop.call_soon_threadsafe(self._moved, held, action)
+
+        step = _Started(started, executor.roll_back)
+        try:
+            outcome = await loop.run_in_executor(self._actions, lambda: carry_out(
+                self._record, action, held.plan, step, verify, settings.state_dir, moved,
+                self._now))
+            if outcome.action.state == SUCCEEDED:
+                await loop.run_in_executor(self._actions, executor.done)
+        except Exception as exc:  # the history unwritable, the manager gone: a person looks
+            self._told.log.error("relaunch_stopped", action=action.id, error=str(exc)[:500])
+            self._note(f"action {action.id} stopped: {exc}; the target is left as it is")
+            with contextlib.suppress(Exception):
+                await loop.run_in_executor(self._actions, executor.done)
+        finally:
+            self.watch.end(source)
+            self.running.pop(target.name, None)
+            self._close(held)
+        await self._after(target.name)
+
+    async def _after(self, target: str) -> None:
+        """An action on `target` ended: its breaker is read again, and actions that waited
+        for the lock are decided again."""
+        history = await self._db(lambda store: load_history(store, target))
+        self.breakers[target] = breaker_open(history, target, self.settings.thresholds)
+        for held in [o for o in self.open.values() if o.action.target == target
+                     and o.action.state == BLOCKED and o.timer is None]:
+            await self._decide(held)
+
+    # -- moves, timers, the history ---------------------------------------------------------
+    async def _move(self, held: Open, to: str, actor: str, reason: str) -> None:
+        moved = transition(held.action, to, max(self._now(), held.action.updated), actor,
+                           reason)
+        await self._db(lambda store: record_action(store, moved))
+        self._moved(held, moved)
+
+    def _moved(self, held: Open, action: Action) -> None:
+        held.action = action
+        self._published(action)
+
+    def _published(self, action: Action) -> None:
+        self.by_state[action.state] = self.by_state.get(action.state, 0) + 1
+        last = action.transitions[-1]
+        self._told.log.info("action", id=action.id, target=action.target, state=action.state,
+                            actor=last.actor, reason=last.reason[:300])
+        self._told.publish("action", id=action.id, target=action.target, state=action.state,
+                           actor=last.actor, reason=last.reason, plan=action.plan_hash,
+                           signature=action.signature, time=last.time.isoformat())
+
+    def _record(self, action: Action) -> None:
+        """carry_out's recorder (on the action's thread)."""
+        self._in_store(lambda store: record_action(store, action))
+
+    def _close(self, held: Open) -> None:
+        """The action is over (or left to a person): no longer open."""
+        self._cancel_timer(held)
+        self.open.pop(held.action.id, None)
+
+    def _expire_at(self, held: Open, when: datetime) -> None:
+        async def expire() -> None:
+            held.timer = None
+            if held.action.state == AWAITING_APPROVAL and held.action.id in self.open:
+                seconds = self.settings.thresholds.approval_timeout.total_seconds()
+                await self._move(held, EXPIRED, POLICY,
+                                 f"no approval within {seconds:g} s")
+                self._close(held)
+        self._at(held, when, expire)
+
+    def _decide_at(self, held: Open, when: datetime) -> None:
+        async def again() -> None:
+            held.timer = None
+            if held.action.id in self.open and held.action.state == BLOCKED:
+                await self._decide(held)
+        self._at(held, when, again)
+
+    def _at(self, held: Open, when: datetime, step: Callable[[], Any]) -> None:
+        self._cancel_timer(held)
+        delay = max(0.0, (when - self._now()).total_seconds())
+        held.timer = asyncio.get_running_loop().call_later(
+            delay, lambda: self._spawn(step()))
+
+    @staticmethod
+    def _cancel_timer(held: Open) -> None:
+        if held.timer is not None:
+            held.timer.cancel()
+            held.timer = None
+
+    async def _waiting(self, action_id: str, states: tuple[str, ...], verb: str) -> Open:
+        held = self.open.get(action_id)
+        if held is not None and held.action.state in states \
+                and action_id not in self.running.values():
+            return held
+        stored = held.action if held is not None else await self._db(
+            lambda store: load_action(store, action_id))
+        if stored is None:
+            raise RelaunchError(f"no action {action_id!r}")
+        raise RelaunchError(f"action {action_id} is {stored.state}: only an action "
+                            f"{' or '.join(states).replace('_', ' ')} can be {verb}")
+
+    def _spawn(self, step: Any) -> None:
+        task = asyncio.get_running_loop().create_task(self._guarded(step))
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def _guarded(self, step: Any) -> None:
+        try:
+            await step
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:  # one action's trouble never stops the daemon
+            self._told.log.exception("relaunch_failed")
+            self._note(f"relaunch step failed: {type(exc).__name__}: {str(exc)[:300]}")
+
+    async def _db(self, fn: Callable[[Store], T]) -> T:
+        return await asyncio.get_running_loop().run_in_executor(
+            self._threads, lambda: self._in_store(fn))
+
+    async def _db_query(self, launch_id: str) -> FailedLaunch | None:
+        def query(sql: str, params: Sequence[Any]) -> list[tuple[Any, ...]]:
+            return list(self._in_store(lambda store: store.query(sql, list(params))))
+        return await asyncio.get_running_loop().run_in_executor(
+            self._threads, lambda: failed_launch_in(query, launch_id))
+
+    def _note(self, text: str) -> None:
+        self._told.events.append(text)
+        self._told.log.info("relaunch_note", note=text)
+
+
+@dataclass(frozen=True, slots=True)
+class _Started:
+    """The executor as carry_out sees it, the watch begun right after the restart."""
+
+    start: Callable[[Plan, str | None], Launch]
+    roll_back: Callable[[], None]
+
+
+def _recorded_launch(found: FailedLaunch) -> Launch | None:
+    """The failed launch as recorded (what a site's command edits; secrets masked)."""
+    if not found.snapshot.argv:
+        return None
+    try:
+        return Launch(parse_launch(list(found.snapshot.argv)), dict(found.snapshot.env))
+    except ArgvError:
+        return None
+
+
+def settings_from_config(values: Mapping[str, Any], default_state: Path) -> Settings:
+    """`[relaunch]` values (config.Config.values) as Settings."""
+    state = values.get("relaunch.state_dir") or ""
+    return Settings(Path(state) if state else default_state,
+                    str(values.get("relaunch.dropin") or "persistent"),
+                    float(values.get("relaunch.start_seconds") or 900.0),
+                    float(values.get("relaunch.soak_seconds") or 60.0),
+                    Thresholds(approval_timeout=timedelta(
+                        seconds=float(values.get("relaunch.approval_seconds") or 3600.0))))
