@@ -7,11 +7,14 @@ failures the breaker opens."""
 
 from __future__ import annotations
 
+import asyncio
 import os
 import shutil
 import socket
 import subprocess
+import sys
 import time
+from collections.abc import Awaitable, Callable
 from datetime import datetime, timedelta
 from pathlib import Path
 
@@ -32,6 +35,8 @@ from logwatch.core.policy import (
     decide,
 )
 from logwatch.core.verify import Probes, Verdict, judge
+from logwatch.daemon import client
+from logwatch.daemon.protocol import ActionEvent
 from logwatch.demo.scenario import standin_entry
 from logwatch.relaunch.from_history import failed_launch
 from logwatch.relaunch.runner import carry_out, file_recorder
@@ -218,3 +223,113 @@ def test_the_loop_through_systemd(loop: dict[str, object], library: Library) -> 
                                      Thresholds(breaker_failures=1)),
                       Request(third, "stable", 0.95))
     assert decision.verdict == "block" and decision.reason == BREAKER_OPEN, decision
+
+
+# -- the daemon itself: it follows the unit, diagnoses, proposes, decides and relaunches ------
+
+NVIDIA_SMI = ("#!/bin/sh\n"  # no GPU here: what nvidia-smi prints on a four-B200 host
+              "for i in 1 2 3 4; do echo 'NVIDIA B200, 580.65.06, 10.0'; done\n")
+
+
+def _daemon_config(loop: dict[str, object], policy: str) -> Path:
+    tmp = Path(str(loop["tmp"]))
+    models = Path(str(loop["models"]))
+    env = loop["env"]
+    assert isinstance(env, dict)
+    config = tmp / "logwatch.toml"
+    config.write_text(
+        f'[database]\npath = "{tmp / "history.duckdb"}"\n'
+        f'[socket]\npath = "{tmp / "control.sock"}"\n'
+        f'[relaunch]\nstate_dir = "{tmp / "state"}"\ndropin = "runtime"\n'
+        "start_seconds = 30\nsoak_seconds = 15\napproval_seconds = 120\n"
+        f'[[targets]]\nname = "vllm"\nmodel_dir = "{models / MODEL}"\n'
+        f'[targets.source]\nkind = "file"\npath = "{env["LOOP_LOG"]}"\n'
+        f'[targets.launch]\nunit = "{loop["name"]}"\nuser = true\n'
+        f'[targets.relaunch]\npolicy = "{policy}"\n')
+    return config
+
+
+def _start_daemon(loop: dict[str, object], policy: str) -> tuple[subprocess.Popen[str], Path]:
+    tmp = Path(str(loop["tmp"]))
+    env = loop["env"]
+    assert isinstance(env, dict)
+    tools = tmp / "gpu-tools"
+    tools.mkdir()
+    smi = tools / "nvidia-smi"
+    smi.write_text(NVIDIA_SMI)
+    smi.chmod(0o755)
+    config = _daemon_config(loop, policy)
+    daemon = subprocess.Popen(
+        [sys.executable, "-m", "logwatch", "daemon", "--config", str(config)],
+        env={**env, "PATH": f"{tools}:{env['PATH']}", "PYTHONDONTWRITEBYTECODE": "1"},
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    sock = tmp / "control.sock"
+    asyncio.run(client.wait_ready(sock, 60, alive=lambda: daemon.poll() is None))
+    return daemon, sock
+
+
+def _stop_daemon(daemon: subprocess.Popen[str]) -> str:
+    daemon.terminate()
+    out, _ = daemon.communicate(timeout=60)
+    return out
+
+
+async def _actions_until(sock: Path, final: set[str], timeout: float,
+                         on: Callable[[ActionEvent], Awaitable[None]] | None = None
+                         ) -> list[ActionEvent]:
+    """The action events up to one whose state is in `final`."""
+    seen: list[ActionEvent] = []
+
+    async def collect() -> None:
+        async with client.subscribe(sock, ["action"]) as events:
+            async for event in events:
+                assert isinstance(event, ActionEvent)
+                seen.append(event)
+                if on is not None:
+                    await on(event)
+                if event.state in final:
+                    return
+    try:
+        await asyncio.wait_for(collect(), timeout)
+    except TimeoutError:
+        pytest.fail(f"no action reached {sorted(final)} in {timeout:g} s: "
+                    f"{[(e.state, e.reason) for e in seen]}")
+    return seen
+
+
+def _rows(sock: Path, query: str) -> list[list[object]]:
+    answer = asyncio.run(client.request(sock, "sql", query=query))
+    assert answer["ok"], answer
+    return [list(r) for r in answer["rows"]]
+
+
+@pytest.mark.slow
+def test_the_daemon_relaunches_a_failed_unit_on_its_own(loop: dict[str, object]) -> None:
+    """Policy auto: the stand-in fails on the MTP ignore-list gap; the daemon, following the
+    unit's output, diagnoses it, plans the overlay, and carries it out through its runtime
+    drop-in; the relaunch verifies on what the daemon reads and what the server answers."""
+    env, name = loop["env"], str(loop["name"])
+    assert isinstance(env, dict)
+    daemon, sock = _start_daemon(loop, "auto")
+    try:
+        _systemctl(env, "start", name)
+        events = asyncio.run(_actions_until(
+            sock, {"succeeded", "escalated", "rejected", "expired", "rolled_back"}, 150))
+        states = [e.state for e in events]
+        assert states[-1] == "succeeded", [(e.state, e.reason) for e in events]
+        assert states[:2] == ["proposed", "approved"]
+        assert {"applying", "restarting", "verifying"} <= set(states)
+        unit = SystemdUnit(name, user=True, dropin_root=UNIT_DIR, runtime_root=UNIT_DIR)
+        assert unit.dropin.exists() and not unit.hold.exists()
+        assert unit.restart_policy() == "on-failure"  # held while it ran, given back after
+        assert Path(str(loop["operator"])).read_text() == loop["text"]
+        running = _systemctl(env, "show", "-p", "ExecStart", "--value", name)
+        assert f"{Path(str(loop['tmp'])) / 'state' / 'overlays'}/" in running  # the overlay
+        assert unit.current().spec.argv()[2].endswith(MODEL)  # the operator's, untouched
+        rows = _rows(sock, "SELECT a.state, t.to_state, t.actor FROM actions a JOIN "
+                           "action_transitions t ON t.action_id = a.id ORDER BY t.seq")
+        assert rows[-1][:2] == ["succeeded", "succeeded"]
+        assert {r[2] for r in rows} <= {"policy", "executor"}
+    finally:
+        out = _stop_daemon(daemon)
+    assert "relaunch_failed" not in out, out[-4000:]

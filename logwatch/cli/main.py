@@ -119,6 +119,18 @@ def build_parser() -> argparse.ArgumentParser:
                       "table) instead of the newest failed one")
     plan.add_argument("--json", action="store_true")
 
+    for verb, what in (("approve", "let an action awaiting approval go on (the guardrails "
+                                   "still decide when it runs)"),
+                       ("reject", "drop an action that has not started")):
+        act = sub.add_parser(verb, help=what)
+        act.add_argument("id", metavar="ID", help="the action's id (`logwatch status` lists "
+                                                  "the open ones)")
+        _operator_arguments(act)
+    reset = sub.add_parser("reset-breaker", help="close a target's circuit breaker after "
+                           "repeated failed relaunches (only an operator can)")
+    reset.add_argument("target", metavar="TARGET", help="the target's name")
+    _operator_arguments(reset)
+
     demo = sub.add_parser("demo", help="the whole loop with a vLLM stand-in in a scratch "
                           "workspace: failure, diagnosis, plan, pre-flight, relaunch, "
                           "verification, the history in SQL")
@@ -206,6 +218,12 @@ def build_parser() -> argparse.ArgumentParser:
     draft.add_argument("--out", type=Path, metavar="DIR", default=None,
                        help="write DIR/<id>.toml instead of printing it")
     return parser
+
+
+def _operator_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--reason", metavar="TEXT", help="recorded with the move")
+    parser.add_argument("--socket", type=Path, metavar="PATH", default=None)
+    parser.add_argument("--json", action="store_true", help="print the daemon's answer")
 
 
 def _snapshot_arguments(parser: argparse.ArgumentParser) -> None:
@@ -401,6 +419,12 @@ def _cmd_daemon(args: argparse.Namespace) -> int:
         targets = TargetSnapshots(config.targets)
         daemon = Daemon(sources, library, store, until_idle=args.until_idle,
                         reload_library=lambda: _load(args), targets=targets)
+        if any(t.relaunch.get("policy") in ("ask", "auto") for t in config.targets):
+            from logwatch.daemon.relaunches import Relaunches, settings_from_config
+
+            daemon.relaunches = Relaunches(
+                config.targets, settings_from_config(config.values, default_db_path().parent),
+                daemon.in_store, daemon, daemon.current_launch, daemon.signature_status)
         for snapshot in targets.take_all():  # what each target runs with, before READY
             daemon.record_snapshot(snapshot)
         from logwatch.library.files import default_signature_dir
@@ -576,6 +600,14 @@ def main(argv: Sequence[str] | None = None) -> int:
             from logwatch.cli.plan import plan_command
 
             return plan_command(args.db, args.launch, args.json)
+        if args.command in ("approve", "reject", "reset-breaker"):
+            from logwatch.cli.actions import operator_request
+
+            if args.command == "reset-breaker":
+                return operator_request("reset_breaker", args.socket, args.json,
+                                        target=args.target, reason=args.reason)
+            return operator_request(args.command, args.socket, args.json, id=args.id,
+                                    reason=args.reason)
         if args.command == "daemon":
             return _cmd_daemon(args)
         if args.command == "preflight":
