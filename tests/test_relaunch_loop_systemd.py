@@ -8,6 +8,7 @@ failures the breaker opens."""
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import shutil
 import socket
@@ -114,7 +115,7 @@ def loop(systemd_user: dict[str, str], tmp_path: Path, monkeypatch: pytest.Monke
     try:
         yield {"env": {**env, "LOOP_LOG": str(tmp_path / "vllm.log")}, "name": name,
                "models": models, "operator": operator, "text": operator.read_text(),
-               "tmp": tmp_path}
+               "tmp": tmp_path, "port": port}
     finally:
         subprocess.run(["systemctl", "--user", "stop", name], env=env, timeout=30, check=False)
         subprocess.run(["systemctl", "--user", "reset-failed", name], env=env, timeout=30,
@@ -231,7 +232,7 @@ NVIDIA_SMI = ("#!/bin/sh\n"  # no GPU here: what nvidia-smi prints on a four-B20
               "for i in 1 2 3 4; do echo 'NVIDIA B200, 580.65.06, 10.0'; done\n")
 
 
-def _daemon_config(loop: dict[str, object], policy: str) -> Path:
+def _daemon_config(loop: dict[str, object], policy: str, relaunch: str = "") -> Path:
     tmp = Path(str(loop["tmp"]))
     models = Path(str(loop["models"]))
     env = loop["env"]
@@ -241,7 +242,7 @@ def _daemon_config(loop: dict[str, object], policy: str) -> Path:
         f'[database]\npath = "{tmp / "history.duckdb"}"\n'
         f'[socket]\npath = "{tmp / "control.sock"}"\n'
         f'[relaunch]\nstate_dir = "{tmp / "state"}"\ndropin = "runtime"\n'
-        "start_seconds = 30\nsoak_seconds = 15\napproval_seconds = 120\n"
+        "start_seconds = 30\nsoak_seconds = 15\napproval_seconds = 120\n" + relaunch +
         f'[[targets]]\nname = "vllm"\nmodel_dir = "{models / MODEL}"\n'
         f'[targets.source]\nkind = "file"\npath = "{env["LOOP_LOG"]}"\n'
         f'[targets.launch]\nunit = "{loop["name"]}"\nuser = true\n'
@@ -249,7 +250,8 @@ def _daemon_config(loop: dict[str, object], policy: str) -> Path:
     return config
 
 
-def _start_daemon(loop: dict[str, object], policy: str) -> tuple[subprocess.Popen[str], Path]:
+def _start_daemon(loop: dict[str, object], policy: str, relaunch: str = ""
+                  ) -> tuple[subprocess.Popen[str], Path]:
     tmp = Path(str(loop["tmp"]))
     env = loop["env"]
     assert isinstance(env, dict)
@@ -258,7 +260,7 @@ def _start_daemon(loop: dict[str, object], policy: str) -> tuple[subprocess.Pope
     smi = tools / "nvidia-smi"
     smi.write_text(NVIDIA_SMI)
     smi.chmod(0o755)
-    config = _daemon_config(loop, policy)
+    config = _daemon_config(loop, policy, relaunch)
     daemon = subprocess.Popen(
         [sys.executable, "-m", "logwatch", "daemon", "--config", str(config)],
         env={**env, "PATH": f"{tools}:{env['PATH']}", "PYTHONDONTWRITEBYTECODE": "1"},
@@ -330,6 +332,86 @@ def test_the_daemon_relaunches_a_failed_unit_on_its_own(loop: dict[str, object])
                            "action_transitions t ON t.action_id = a.id ORDER BY t.seq")
         assert rows[-1][:2] == ["succeeded", "succeeded"]
         assert {r[2] for r in rows} <= {"policy", "executor"}
+    finally:
+        out = _stop_daemon(daemon)
+    assert "relaunch_failed" not in out, out[-4000:]
+
+
+async def _cli(*args: str) -> tuple[int, str]:
+    """The real `logwatch` command, as an operator types it (its own process and uid)."""
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "logwatch", *args, stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.STDOUT)
+    out, _ = await asyncio.wait_for(proc.communicate(), 60)
+    return proc.returncode or 0, out.decode()
+
+
+@pytest.mark.slow
+def test_the_daemon_asks_then_rolls_back_escalates_and_keeps_the_breaker(
+        loop: dict[str, object]) -> None:
+    """Policy ask: the action waits for `logwatch approve`; the approved relaunch cannot bind
+    its port (held here), fails verification, is rolled back to the operator's launch and
+    escalated. The operator's launch fails again: its action is refused (the plan's
+    configuration already failed) and the breaker is open until `logwatch reset-breaker`."""
+    env, name, port = loop["env"], str(loop["name"]), int(str(loop["port"]))
+    assert isinstance(env, dict)
+    daemon, sock = _start_daemon(loop, "ask", "breaker_failures = 1\nbackoff_seconds = 1\n")
+    seen: list[ActionEvent] = []
+
+    async def scenario() -> dict[str, object]:
+        async with client.subscribe(sock, ["action"]) as events:
+            stream = aiter(events)
+
+            async def until(states: set[str], timeout: float = 90) -> ActionEvent:
+                while True:
+                    event = await asyncio.wait_for(anext(stream), timeout)
+                    assert isinstance(event, ActionEvent)
+                    seen.append(event)
+                    if event.state in states:
+                        return event
+
+            await asyncio.to_thread(_systemctl, env, "start", name)
+            asked = await until({"awaiting_approval"})
+            assert "logwatch approve" in asked.reason
+            with socket.socket() as held:  # the relaunch will find its port taken
+                held.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+                held.bind(("127.0.0.1", port))
+                held.listen(1)
+                code, said = await _cli("approve", asked.id, "--socket", str(sock),
+                                        "--reason", "the overlay looks right")
+                assert code == 0 and f"action {asked.id}: approved" in said, said
+                approved = await until({"approved"})
+                assert approved.actor == "operator:root"
+                assert approved.reason == "the overlay looks right"
+                ended = await until({"escalated", "succeeded"})
+                assert ended.id == asked.id and ended.state == "escalated", seen
+            refused = await until({"rejected", "awaiting_approval", "blocked"})
+            assert refused.id != asked.id and refused.state == "rejected", seen
+            assert "already failed" in refused.reason
+            status = await client.Client(sock).status()
+            code, said = await _cli("approve", asked.id, "--socket", str(sock))
+            assert code == 1 and "escalated" in said, said
+            reset = await _cli("reset-breaker", "vllm", "--socket", str(sock), "--json")
+            again = await client.Client(sock).status()
+            return {"status": status, "reset": reset, "again": again}
+
+    try:
+        got = asyncio.run(scenario())
+        states = [e.state for e in seen if e.id == seen[0].id]
+        assert states == ["proposed", "awaiting_approval", "approved", "applying", "restarting",
+                          "verifying", "verify_failed", "rolling_back", "rolled_back",
+                          "escalated"], [(e.state, e.reason) for e in seen]
+        unit = SystemdUnit(name, user=True, dropin_root=UNIT_DIR, runtime_root=UNIT_DIR)
+        assert not unit.dropin.exists() and not unit.hold.exists()
+        assert Path(str(loop["operator"])).read_text() == loop["text"]
+        status, again = got["status"], got["again"]
+        assert isinstance(status, dict) and isinstance(again, dict)
+        assert status["relaunch"]["breakers"] == {"vllm": True}
+        code, said = got["reset"]  # type: ignore[misc]
+        assert code == 0 and json.loads(said)["was_open"] is True, said
+        assert again["relaunch"]["breakers"] == {"vllm": False}
+        rows = _rows(sock, "SELECT kind, target, actor FROM operator_events")
+        assert rows == [["breaker_reset", "vllm", "operator:root"]]
     finally:
         out = _stop_daemon(daemon)
     assert "relaunch_failed" not in out, out[-4000:]

@@ -30,13 +30,16 @@ SCHEMA: dict[str, dict[str, tuple[type | tuple[type, ...], Any]]] = {
     # model directories go under it); dropin "persistent" (/etc/systemd/system, or
     # ~/.config/systemd/user) or "runtime" (/run/...: a reboot undoes the relaunch); a
     # relaunch has start_seconds to log that it serves, then soak_seconds of requests for a
-    # speculative-decoding reading; an action waits approval_seconds for `logwatch approve`
+    # speculative-decoding reading; an action waits approval_seconds for `logwatch approve`;
+    # breaker_failures failed relaunches in a row open a target's breaker (`logwatch
+    # reset-breaker` closes it); after the k-th, the next waits backoff_seconds * 2**(k-1)
     "relaunch": {"state_dir": (str, ""), "dropin": (str, "persistent"),
                  "start_seconds": ((int, float), 900.0), "soak_seconds": ((int, float), 60.0),
-                 "approval_seconds": ((int, float), 3600.0)},
+                 "approval_seconds": ((int, float), 3600.0), "breaker_failures": (int, 3),
+                 "backoff_seconds": ((int, float), 60.0)},
 }
 POSITIVE = frozenset({"query_seconds", "query_rows", "start_seconds", "soak_seconds",
-                      "approval_seconds"})
+                      "approval_seconds", "breaker_failures", "backoff_seconds"})
 DROPIN_KINDS = ("persistent", "runtime")
 TARGET_KEYS = ("name", "source", "launch", "variants", "relaunch", "model_dir")
 SOURCE_KEYS: dict[str, type] = {

@@ -495,5 +495,9 @@ def settings_from_config(values: Mapping[str, Any], default_state: Path) -> Sett
                     str(values.get("relaunch.dropin") or "persistent"),
                     float(values.get("relaunch.start_seconds") or 900.0),
                     float(values.get("relaunch.soak_seconds") or 60.0),
-                    Thresholds(approval_timeout=timedelta(
-                        seconds=float(values.get("relaunch.approval_seconds") or 3600.0))))
+                    Thresholds(
+                        approval_timeout=timedelta(
+                            seconds=float(values.get("relaunch.approval_seconds") or 3600.0)),
+                        breaker_failures=int(values.get("relaunch.breaker_failures") or 3),
+                        backoff_base=timedelta(
+                            seconds=float(values.get("relaunch.backoff_seconds") or 60.0))))
