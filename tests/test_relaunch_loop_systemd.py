@@ -15,6 +15,7 @@ import socket
 import subprocess
 import sys
 import time
+import urllib.request
 from collections.abc import Awaitable, Callable
 from datetime import datetime, timedelta
 from pathlib import Path
@@ -190,7 +191,6 @@ def test_the_loop_through_systemd(loop: dict[str, object], library: Library) -> 
     outcome = carry_out(file_recorder(db), _approved("a1", found.plan, now), found.plan, executor,
                         lambda launch: _verify(library, env, name, launch), tmp / "state",
                         now=lambda: now)
-    executor.done()
     assert outcome.action.state == "succeeded", outcome.verdict
     assert unit.dropin.exists() and not unit.hold.exists()
     assert unit.restart_policy() == "on-failure"
@@ -250,8 +250,8 @@ def _daemon_config(loop: dict[str, object], policy: str, relaunch: str = "") -> 
     return config
 
 
-def _start_daemon(loop: dict[str, object], policy: str, relaunch: str = ""
-                  ) -> tuple[subprocess.Popen[str], Path]:
+def _start_daemon(loop: dict[str, object], policy: str, relaunch: str = "",
+                  *extra: str) -> tuple[subprocess.Popen[str], Path]:
     tmp = Path(str(loop["tmp"]))
     env = loop["env"]
     assert isinstance(env, dict)
@@ -262,7 +262,7 @@ def _start_daemon(loop: dict[str, object], policy: str, relaunch: str = ""
     smi.chmod(0o755)
     config = _daemon_config(loop, policy, relaunch)
     daemon = subprocess.Popen(
-        [sys.executable, "-m", "logwatch", "daemon", "--config", str(config)],
+        [sys.executable, "-m", "logwatch", "daemon", "--config", str(config), *extra],
         env={**env, "PATH": f"{tools}:{env['PATH']}", "PYTHONDONTWRITEBYTECODE": "1"},
         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     sock = tmp / "control.sock"
@@ -299,6 +299,14 @@ async def _actions_until(sock: Path, final: set[str], timeout: float,
     return seen
 
 
+def _metrics(port: int) -> dict[str, float]:
+    """The daemon's Prometheus samples, `name{labels}` -> value."""
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as answer:
+        text = answer.read().decode()
+    return {line.rsplit(" ", 1)[0]: float(line.rsplit(" ", 1)[1])
+            for line in text.splitlines() if line and not line.startswith("#")}
+
+
 def _rows(sock: Path, query: str) -> list[list[object]]:
     answer = asyncio.run(client.request(sock, "sql", query=query))
     assert answer["ok"], answer
@@ -312,7 +320,8 @@ def test_the_daemon_relaunches_a_failed_unit_on_its_own(loop: dict[str, object])
     drop-in; the relaunch verifies on what the daemon reads and what the server answers."""
     env, name = loop["env"], str(loop["name"])
     assert isinstance(env, dict)
-    daemon, sock = _start_daemon(loop, "auto")
+    metrics = _free_port()
+    daemon, sock = _start_daemon(loop, "auto", "", "--metrics", f"127.0.0.1:{metrics}")
     try:
         _systemctl(env, "start", name)
         events = asyncio.run(_actions_until(
@@ -332,6 +341,11 @@ def test_the_daemon_relaunches_a_failed_unit_on_its_own(loop: dict[str, object])
                            "action_transitions t ON t.action_id = a.id ORDER BY t.seq")
         assert rows[-1][:2] == ["succeeded", "succeeded"]
         assert {r[2] for r in rows} <= {"policy", "executor"}
+        samples = _metrics(metrics)
+        assert samples['logwatch_action_moves_total{state="succeeded"}'] == 1
+        assert samples['logwatch_action_moves_total{state="proposed"}'] == 1
+        assert samples['logwatch_breaker_open{target="vllm"}'] == 0
+        assert not [k for k in samples if k.startswith("logwatch_actions_open")]
     finally:
         out = _stop_daemon(daemon)
     assert "relaunch_failed" not in out, out[-4000:]
@@ -355,7 +369,9 @@ def test_the_daemon_asks_then_rolls_back_escalates_and_keeps_the_breaker(
     configuration already failed) and the breaker is open until `logwatch reset-breaker`."""
     env, name, port = loop["env"], str(loop["name"]), int(str(loop["port"]))
     assert isinstance(env, dict)
-    daemon, sock = _start_daemon(loop, "ask", "breaker_failures = 1\nbackoff_seconds = 1\n")
+    metrics = _free_port()
+    daemon, sock = _start_daemon(loop, "ask", "breaker_failures = 1\nbackoff_seconds = 1\n",
+                                 "--metrics", f"127.0.0.1:{metrics}")
     seen: list[ActionEvent] = []
 
     async def scenario() -> dict[str, object]:
@@ -373,6 +389,8 @@ def test_the_daemon_asks_then_rolls_back_escalates_and_keeps_the_breaker(
             await asyncio.to_thread(_systemctl, env, "start", name)
             asked = await until({"awaiting_approval"})
             assert "logwatch approve" in asked.reason
+            waiting = await asyncio.to_thread(_metrics, metrics)
+            assert waiting['logwatch_actions_open{state="awaiting_approval",target="vllm"}'] == 1
             with socket.socket() as held:  # the relaunch will find its port taken
                 held.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
                 held.bind(("127.0.0.1", port))
@@ -389,6 +407,9 @@ def test_the_daemon_asks_then_rolls_back_escalates_and_keeps_the_breaker(
             assert refused.id != asked.id and refused.state == "rejected", seen
             assert "already failed" in refused.reason
             status = await client.Client(sock).status()
+            tripped = await asyncio.to_thread(_metrics, metrics)
+            assert tripped['logwatch_breaker_open{target="vllm"}'] == 1
+            assert tripped['logwatch_action_moves_total{state="escalated"}'] == 1
             code, said = await _cli("approve", asked.id, "--socket", str(sock))
             assert code == 1 and "escalated" in said, said
             reset = await _cli("reset-breaker", "vllm", "--socket", str(sock), "--json")

@@ -14,7 +14,7 @@ import socket
 import time
 from collections import Counter
 from collections.abc import Callable, Collection, Iterable, Mapping, Sized
-from typing import Protocol
+from typing import Any, Protocol
 
 from logwatch import own_log
 
@@ -32,6 +32,11 @@ HELP = {
                                                  "last committed."),
     "logwatch_library_info": ("gauge", "The signature library in use (value 1)."),
     "logwatch_uptime_seconds": ("gauge", "Seconds since the daemon started."),
+    "logwatch_action_moves_total": ("counter", "Relaunch actions that moved into each state "
+                                               "since the daemon started."),
+    "logwatch_actions_open": ("gauge", "Relaunch actions not finished, per target and state."),
+    "logwatch_breaker_open": ("gauge", "1 while a target's relaunch breaker is open (an "
+                                       "operator resets it), else 0."),
 }
 
 
@@ -86,6 +91,13 @@ class _Fed(Protocol):
     def last_data(self) -> float: ...  # monotonic time the source last gave data
 
 
+class _Relaunching(Protocol):
+    @property
+    def by_state(self) -> Mapping[str, int]: ...
+
+    def status(self) -> Mapping[str, Any]: ...
+
+
 class MeteredDaemon(Protocol):
     """What the metrics need from the daemon, and nothing more."""
 
@@ -115,6 +127,9 @@ class MeteredDaemon(Protocol):
 
     def lag_bytes(self) -> Mapping[str, int]: ...
 
+    @property
+    def relaunches(self) -> _Relaunching | None: ...  # None: no target's policy may act
+
 
 def daemon_samples(daemon: MeteredDaemon) -> list[Sample]:
     now, wall = time.monotonic(), time.time()
@@ -138,6 +153,21 @@ def daemon_samples(daemon: MeteredDaemon) -> list[Sample]:
     for source, when in daemon.checkpoint_times.items():
         samples.append(("logwatch_checkpoint_age_seconds", {"source": source},
                         round(wall - when, 3)))
+    if daemon.relaunches is not None:
+        samples += relaunch_samples(daemon.relaunches)
+    return samples
+
+
+def relaunch_samples(relaunches: _Relaunching) -> list[Sample]:
+    """Actions by state, and each target's breaker."""
+    samples: list[Sample] = [("logwatch_action_moves_total", {"state": state}, count)
+                             for state, count in sorted(relaunches.by_state.items())]
+    status = relaunches.status()
+    open_now = Counter((a["target"], a["state"]) for a in status["actions"])
+    samples += [("logwatch_actions_open", {"target": target, "state": state}, count)
+                for (target, state), count in sorted(open_now.items())]
+    samples += [("logwatch_breaker_open", {"target": target}, int(bool(is_open)))
+                for target, is_open in sorted(status["breakers"].items())]
     return samples
 
 

@@ -33,7 +33,6 @@ from logwatch.core.actions import (
     POLICY,
     PROPOSED,
     REJECTED,
-    SUCCEEDED,
     Action,
     propose,
     transition,
@@ -344,13 +343,11 @@ class Relaunches:
         def moved(action: Action) -> None:
             loop.call_soon_threadsafe(self._moved, held, action)
 
-        step = _Started(started, executor.roll_back)
+        step = _Started(started, executor.roll_back, executor.done)
         try:
-            outcome = await loop.run_in_executor(self._actions, lambda: carry_out(
+            await loop.run_in_executor(self._actions, lambda: carry_out(
                 self._record, action, held.plan, step, verify, settings.state_dir, moved,
                 self._now))
-            if outcome.action.state == SUCCEEDED:
-                await loop.run_in_executor(self._actions, executor.done)
         except Exception as exc:  # the history unwritable, the manager gone: a person looks
             self._told.log.error("relaunch_stopped", action=action.id, error=str(exc)[:500])
             self._note(f"action {action.id} stopped: {exc}; the target is left as it is")
@@ -476,6 +473,7 @@ class _Started:
 
     start: Callable[[Plan, str | None], Launch]
     roll_back: Callable[[], None]
+    done: Callable[[], None]
 
 
 def _recorded_launch(found: FailedLaunch) -> Launch | None:

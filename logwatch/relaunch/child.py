@@ -80,6 +80,9 @@ class ChildExecutor:
         self.current.start()
         return after
 
+    def done(self) -> None:
+        """Nothing is held while a child is relaunched."""
+
     def roll_back(self) -> None:
         self.current.stop()
         if self.previous_was_healthy and self.previous is not None:

@@ -45,6 +45,10 @@ class Executor(Protocol):
     def roll_back(self) -> None:
         """Put the launch from before back and start it (raise on failure)."""
 
+    def done(self) -> None:
+        """The relaunch verified: give back what was held while it ran (a unit's own
+        Restart=), before the action is called succeeded."""
+
 
 @dataclass(frozen=True, slots=True)
 class Outcome:
@@ -98,6 +102,7 @@ def carry_out(record: Recorder, action: Action, plan: Plan, executor: Executor,
     action = move(action, VERIFYING, EXECUTOR, "checking more than /health")
     verdict = verify(launch)
     if verdict.passed:
+        executor.done()
         return Outcome(move(action, SUCCEEDED, EXECUTOR, "every check passed"), launch,
                        verdict)
     action = move(action, VERIFY_FAILED, EXECUTOR, "; ".join(
