@@ -25,6 +25,7 @@ import pytest
 from logwatch.core.actions import APPROVED, POLICY, Action, propose, transition
 from logwatch.core.argv import LaunchSpec
 from logwatch.core.block_scan import BlockScanner
+from logwatch.core.host_facts import exec_start_from_unit
 from logwatch.core.library import Library
 from logwatch.core.matcher import Matcher
 from logwatch.core.plan import Change, Launch, Plan
@@ -228,6 +229,17 @@ def test_the_loop_through_systemd(loop: dict[str, object], library: Library) -> 
 
 # -- the daemon itself: it follows the unit, diagnoses, proposes, decides and relaunches ------
 
+# What a log may hold that must never reach what is launched: lines in vLLM's own format
+# carrying shell syntax, paths that climb, a 100 KB token and terminal escapes.
+HOSTILE_LINES = [
+    "INFO 12-01 10:00:00 [api_server.py:1] vLLM API server version $(touch {pwned})",
+    "INFO 12-01 10:00:00 [api_server.py:1] non-default args: {{'model': '../../../etc; rm -rf "
+    "{pwned}', 'served_model_name': '`touch {pwned}`'}}",
+    "ERROR 12-01 10:00:01 [core.py:1] EngineCore failed to start: --model=$(id) ; rm -rf ~",
+    "WARNING 12-01 10:00:01 [config.py:1] \x1b]52;c;cm0gLXJmIH4=\x07\x1b[2J loading "
+    "/models/../../root/.ssh",
+    "INFO 12-01 10:00:02 [loader.py:1] token " + "A" * 100_000,
+]
 NVIDIA_SMI = ("#!/bin/sh\n"  # no GPU here: what nvidia-smi prints on a four-B200 host
               "for i in 1 2 3 4; do echo 'NVIDIA B200, 580.65.06, 10.0'; done\n")
 
@@ -319,13 +331,17 @@ def test_the_daemon_relaunches_a_failed_unit_on_its_own(loop: dict[str, object])
     unit's output, diagnoses it, plans the overlay, and carries it out through its runtime
     drop-in; the relaunch verifies on what the daemon reads and what the server answers."""
     env, name = loop["env"], str(loop["name"])
+    models = Path(str(loop["models"]))
     assert isinstance(env, dict)
     metrics = _free_port()
+    pwned = Path(str(loop["tmp"])) / "pwned"
+    Path(env["LOOP_LOG"]).write_text(
+        "\n".join(line.format(pwned=pwned) for line in HOSTILE_LINES) + "\n")
     daemon, sock = _start_daemon(loop, "auto", "", "--metrics", f"127.0.0.1:{metrics}")
     try:
         _systemctl(env, "start", name)
-        events = asyncio.run(_actions_until(
-            sock, {"succeeded", "escalated", "rejected", "expired", "rolled_back"}, 150))
+        events = asyncio.run(_actions_until(sock, {"succeeded", "escalated"}, 150))
+        events = [e for e in events if e.id == events[-1].id]
         states = [e.state for e in events]
         assert states[-1] == "succeeded", [(e.state, e.reason) for e in events]
         assert states[:2] == ["proposed", "approved"]
@@ -334,16 +350,34 @@ def test_the_daemon_relaunches_a_failed_unit_on_its_own(loop: dict[str, object])
         assert unit.dropin.exists() and not unit.hold.exists()
         assert unit.restart_policy() == "on-failure"  # held while it ran, given back after
         assert Path(str(loop["operator"])).read_text() == loop["text"]
-        running = _systemctl(env, "show", "-p", "ExecStart", "--value", name)
-        assert f"{Path(str(loop['tmp'])) / 'state' / 'overlays'}/" in running  # the overlay
-        assert unit.current().spec.argv()[2].endswith(MODEL)  # the operator's, untouched
-        rows = _rows(sock, "SELECT a.state, t.to_state, t.actor FROM actions a JOIN "
-                           "action_transitions t ON t.action_id = a.id ORDER BY t.seq")
-        assert rows[-1][:2] == ["succeeded", "succeeded"]
-        assert {r[2] for r in rows} <= {"policy", "executor"}
+        operator = unit.current().spec.argv()
+        assert operator[2] == str(models / MODEL)  # the operator's launch, untouched
+        launched = exec_start_from_unit(unit.dropin.read_text())
+        overlay = Path(str(loop["tmp"])) / "state" / "overlays"
+        assert launched is not None and Path(launched[2]).parent == overlay
+        # exactly the operator's words, the model swapped for the overlay and its name kept:
+        # nothing read from the log is in what was launched
+        assert launched == [*operator[:2], launched[2], *operator[3:],
+                            "--served-model-name", str(models / MODEL)]
+        assert not pwned.exists()
+        written = "".join(line for line in unit.dropin.read_text().splitlines(True)
+                          if not line.startswith("#")) + "".join(
+            p.read_text() for p in Path(launched[2]).glob("*.json") if not p.is_symlink())
+        found = [bad for bad in ("$(", "`", "rm -rf", "..", "\x1b", "AAAA") if bad in written]
+        assert found == [], written
+        rows = _rows(sock, "SELECT a.id, a.state, t.to_state, t.actor, t.reason FROM actions "
+                           "a JOIN action_transitions t ON t.action_id = a.id "
+                           "ORDER BY a.created, t.seq")
+        # the hostile lines ended a launch of their own with an unrecognised fatal error: its
+        # action is refused (no signature knows the cause); the stand-in's launch is relaunched
+        first, second = rows[0][0], rows[-1][0]
+        assert [r[2] for r in rows if r[0] == first] == ["proposed", "rejected"]
+        assert "no signature recognised" in str(rows[1][4])
+        assert [r[1:3] for r in rows if r[0] == second][-1] == ["succeeded", "succeeded"]
+        assert {r[3] for r in rows} <= {"policy", "executor"}
         samples = _metrics(metrics)
         assert samples['logwatch_action_moves_total{state="succeeded"}'] == 1
-        assert samples['logwatch_action_moves_total{state="proposed"}'] == 1
+        assert samples['logwatch_action_moves_total{state="proposed"}'] == 2
         assert samples['logwatch_breaker_open{target="vllm"}'] == 0
         assert not [k for k in samples if k.startswith("logwatch_actions_open")]
     finally:

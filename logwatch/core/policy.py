@@ -177,6 +177,9 @@ def decide(history: Sequence[HistoryItem], now: datetime, policy: RelaunchPolicy
     if target.max_per_hour <= 0:
         return block(POLICY_OFF, f"max_per_hour of {action.target!r} is "
                      f"{target.max_per_hour}: no relaunch may start")
+    if not action.signature:
+        return block(SIGNATURE_NOT_STABLE, "no signature recognised the failure; only a "
+                     "stable signature starts an action")
     if request.signature_status != "stable":
         return block(SIGNATURE_NOT_STABLE, f"signature {action.signature} is "
                      f"{request.signature_status}; only stable signatures start an action")

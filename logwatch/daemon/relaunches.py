@@ -255,7 +255,7 @@ class Relaunches:
         action_id = f"{target.name}-{found.number}-{plan.digest[:8]}"
         if await self._db(lambda store: load_action(store, action_id)) is not None:
             return  # proposed before (the daemon read this failure again after a restart)
-        why = root.title if root is not None else "its failure"
+        why = root.title if root is not None else "no signature recognised its cause"
         action = propose(action_id, target.name, plan.digest, plan.digest,
                          config_hash or found.snapshot_hash or found.snapshot.content_hash(),
                          root.signature if root is not None and root.signature else "",
