@@ -254,7 +254,9 @@ def _daemon_config(loop: dict[str, object], policy: str, relaunch: str = "") -> 
         f'[database]\npath = "{tmp / "history.duckdb"}"\n'
         f'[socket]\npath = "{tmp / "control.sock"}"\n'
         f'[relaunch]\nstate_dir = "{tmp / "state"}"\ndropin = "runtime"\n'
-        "start_seconds = 30\nsoak_seconds = 15\napproval_seconds = 120\n" + relaunch +
+        + "".join(f"{k} = {v}\n" for k, v in {
+            "start_seconds": 30, "soak_seconds": 15, "approval_seconds": 120,
+            **dict(line.split(" = ") for line in relaunch.splitlines())}.items()) +
         f'[[targets]]\nname = "vllm"\nmodel_dir = "{models / MODEL}"\n'
         f'[targets.source]\nkind = "file"\npath = "{env["LOOP_LOG"]}"\n'
         f'[targets.launch]\nunit = "{loop["name"]}"\nuser = true\n'
@@ -278,7 +280,10 @@ def _start_daemon(loop: dict[str, object], policy: str, relaunch: str = "",
         env={**env, "PATH": f"{tools}:{env['PATH']}", "PYTHONDONTWRITEBYTECODE": "1"},
         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     sock = tmp / "control.sock"
-    asyncio.run(client.wait_ready(sock, 60, alive=lambda: daemon.poll() is None))
+    try:
+        asyncio.run(client.wait_ready(sock, 60, alive=lambda: daemon.poll() is None))
+    except (client.DaemonUnavailable, TimeoutError):
+        pytest.fail(f"the daemon did not start: {_stop_daemon(daemon)[-4000:]}")
     return daemon, sock
 
 
@@ -467,6 +472,53 @@ def test_the_daemon_asks_then_rolls_back_escalates_and_keeps_the_breaker(
         assert again["relaunch"]["breakers"] == {"vllm": False}
         rows = _rows(sock, "SELECT kind, target, actor FROM operator_events")
         assert rows == [["breaker_reset", "vllm", "operator:root"]]
+    finally:
+        out = _stop_daemon(daemon)
+    assert "relaunch_failed" not in out, out[-4000:]
+
+
+@pytest.mark.slow
+def test_an_unanswered_action_expires_and_a_rejected_one_never_runs(
+        loop: dict[str, object]) -> None:
+    """Policy ask: nobody answers within approval_seconds, so the action expires; the next
+    failure's action is rejected by the operator. Neither touches the unit."""
+    env, name = loop["env"], str(loop["name"])
+    assert isinstance(env, dict)
+    daemon, sock = _start_daemon(loop, "ask", "approval_seconds = 1\n")
+    seen: list[ActionEvent] = []
+
+    async def scenario() -> None:
+        async with client.subscribe(sock, ["action"]) as events:
+            stream = aiter(events)
+
+            async def until(states: set[str], timeout: float = 60) -> ActionEvent:
+                while True:
+                    event = await asyncio.wait_for(anext(stream), timeout)
+                    assert isinstance(event, ActionEvent)
+                    seen.append(event)
+                    if event.state in states:
+                        return event
+
+            await asyncio.to_thread(_systemctl, env, "start", name)
+            expired = await until({"expired"})
+            assert expired.actor == "policy" and "no approval within 1 s" in expired.reason
+            code, said = await _cli("approve", expired.id, "--socket", str(sock))
+            assert code == 1 and "is expired" in said, said
+            await asyncio.to_thread(_systemctl, env, "restart", name)  # fails the same way
+            asked = await until({"awaiting_approval"})
+            assert asked.id != expired.id
+            code, said = await _cli("reject", asked.id, "--socket", str(sock), "--reason",
+                                    "not during the demo")
+            assert code == 0 and f"action {asked.id}: rejected" in said, said
+            rejected = await until({"rejected"})
+            assert (rejected.id, rejected.actor, rejected.reason) == (
+                asked.id, "operator:root", "not during the demo")
+
+    try:
+        asyncio.run(scenario())
+        assert not [e for e in seen if e.state in ("applying", "restarting")]
+        unit = SystemdUnit(name, user=True, dropin_root=UNIT_DIR, runtime_root=UNIT_DIR)
+        assert not unit.dropin.exists() and not unit.hold.exists()
     finally:
         out = _stop_daemon(daemon)
     assert "relaunch_failed" not in out, out[-4000:]
