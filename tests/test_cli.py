@@ -6,6 +6,7 @@ from __future__ import annotations
 import gzip
 import json
 import os
+import shlex
 import subprocess
 import sys
 from pathlib import Path
@@ -197,3 +198,29 @@ def test_a_wrong_model_dir_is_reported_and_the_scan_goes_on(tmp_path: Path) -> N
 def test_bad_gpu_capability_is_a_usage_error() -> None:
     result = run("scan", str(DEMO), "--gpu-capability", "hopper")
     assert result.returncode == 2 and b"expected a number like 9.0" in result.stderr
+
+
+def _readme_section(title: str) -> str:
+    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    start = text.index(f"### {title}")
+    return text[start:text.index("\n### ", start + 1)]
+
+
+def test_the_readmes_relaunch_configuration_and_commands_are_what_logwatch_accepts() -> None:
+    """The `[relaunch]`/`[targets.relaunch]` example parses with no problem, and each command
+    line shown parses with `logwatch`'s own parser (no daemon here: they run in the systemd
+    loop tests)."""
+    from logwatch.cli.main import build_parser
+    from logwatch.core.config import parse_config
+
+    section = _readme_section("Relaunch from the daemon")
+    toml = section.split("```toml\n", 1)[1].split("```", 1)[0]
+    config = parse_config("README.md", toml)
+    assert config.problems == []
+    assert config.targets[0].relaunch["policy"] == "ask"
+    assert config.values["relaunch.breaker_failures"] == 3
+    bash = section.split("```bash\n", 1)[1].split("```", 1)[0]
+    commands = [shlex.split(line.split("#")[0]) for line in bash.splitlines() if line.strip()]
+    assert {c[1] for c in commands} == {"status", "approve", "reject", "reset-breaker"}
+    for words in commands:
+        assert build_parser().parse_args(words[1:]).command == words[1]

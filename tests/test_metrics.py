@@ -69,3 +69,11 @@ def test_a_running_daemon_serves_its_numbers(tmp_path: Path, library: Library) -
             f'version="{tile_n["version"]}"}} 4') in text
     assert 'logwatch_incidents{fatal="true"}' in text
     assert f'logwatch_library_info{{version="{LIBRARY_VERSION}"}} 1' in text
+
+
+def test_every_metric_is_in_the_reference() -> None:
+    from logwatch.daemon.metrics import HELP
+    from tests.conftest import ROOT
+
+    reference = (ROOT / "docs" / "daemon.md").read_text(encoding="utf-8")
+    assert [name for name in HELP if f"| `{name}` |" not in reference] == []

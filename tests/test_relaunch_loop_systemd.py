@@ -428,6 +428,9 @@ def test_the_daemon_asks_then_rolls_back_escalates_and_keeps_the_breaker(
             await asyncio.to_thread(_systemctl, env, "start", name)
             asked = await until({"awaiting_approval"})
             assert "logwatch approve" in asked.reason
+            code, said = await _cli("status", "--socket", str(sock))
+            assert f"action {asked.id} on vllm: awaiting approval: `logwatch approve " \
+                   f"{asked.id}`" in said, said
             waiting = await asyncio.to_thread(_metrics, metrics)
             assert waiting['logwatch_actions_open{state="awaiting_approval",target="vllm"}'] == 1
             with socket.socket() as held:  # the relaunch will find its port taken
@@ -446,6 +449,9 @@ def test_the_daemon_asks_then_rolls_back_escalates_and_keeps_the_breaker(
             assert refused.id != asked.id and refused.state == "rejected", seen
             assert "already failed" in refused.reason
             status = await client.Client(sock).status()
+            code, said = await _cli("status", "--socket", str(sock))
+            assert "breaker of vllm OPEN: relaunches stop until `logwatch reset-breaker " \
+                   "vllm`" in said, said
             tripped = await asyncio.to_thread(_metrics, metrics)
             assert tripped['logwatch_breaker_open{target="vllm"}'] == 1
             assert tripped['logwatch_action_moves_total{state="escalated"}'] == 1

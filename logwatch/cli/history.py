@@ -121,6 +121,25 @@ def history(db: Path | None, limit: int) -> int:
     return 0
 
 
+def relaunch_lines(relaunch: dict[str, Any] | None) -> list[str]:
+    """Open actions with what the operator may do, and open breakers (status)."""
+    if not relaunch:
+        return []
+    out = []
+    for action in relaunch["actions"]:
+        ident = visible(str(action["id"]))
+        state = str(action["state"])
+        may = {"awaiting_approval": f": `logwatch approve {ident}` or `logwatch reject {ident}`",
+               "blocked": f" ({visible(str(action['reason']))})"}.get(state, "")
+        out.append(f"action {ident} on {visible(str(action['target']))}: "
+                   f"{state.replace('_', ' ')}{may}")
+    for target, is_open in sorted(relaunch["breakers"].items()):
+        if is_open:
+            out.append(f"breaker of {visible(target)} OPEN: relaunches stop until "
+                       f"`logwatch reset-breaker {visible(target)}`")
+    return out
+
+
 def status(db: Path | None, socket: Path | None, as_json: bool) -> int:
     answer = _ask_daemon(socket, "status", db)
     if answer is not None and answer.get("ok"):
@@ -151,6 +170,8 @@ def status(db: Path | None, socket: Path | None, as_json: bool) -> int:
                 print(f"  {visible(str(launch['source']))} launch #{launch['number']} "
                       f"({launch['outcome']}) has latent problems: "
                       + "; ".join(visible(str(t)) for t in launch["latent"]))
+        for line in relaunch_lines(state.get("relaunch")):
+            print(f"  {line}")
         for event in state["events"]:
             print(f"  event: {visible(str(event))}")
         return 0
