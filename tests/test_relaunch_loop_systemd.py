@@ -196,9 +196,10 @@ def test_the_loop_through_systemd(loop: dict[str, object], library: Library) -> 
     assert unit.dropin.exists() and not unit.hold.exists()
     assert unit.restart_policy() == "on-failure"
     assert Path(str(loop["operator"])).read_text() == loop["text"]
+    healthy = unit.dropin.read_text()
 
     # a relaunch that fails: the checkpoint itself again, without the overlay (the MTP draft
-    # crashes), is rolled back to the operator's launch and escalated
+    # crashes), is rolled back to the last launch that verified (a1's) and escalated
     bad = Plan(("mtp_ignore_list_gap",), changes=(
         Change("model", "model", str(models / MODEL), "forced failure"),
         Change("flag", "--max-model-len", "4096", "forced failure")))
@@ -210,10 +211,12 @@ def test_the_loop_through_systemd(loop: dict[str, object], library: Library) -> 
                        now=lambda: later)
     assert [t.to_state for t in failed.action.transitions][-4:] == [
         "verify_failed", "rolling_back", "rolled_back", "escalated"]
-    assert not unit.dropin.exists() and not unit.hold.exists()
+    assert unit.dropin.read_text() == healthy and not unit.hold.exists()
     assert Path(str(loop["operator"])).read_text() == loop["text"]
-    argv = unit.current().spec.argv()
-    assert argv[2] == str(models / MODEL)  # the operator's own launch is back
+    assert unit.current().spec.argv()[2] == str(models / MODEL)  # the operator's, untouched
+    back = unit.current(in_force=True).spec
+    assert Path(back.argv()[2]).parent == tmp / "state" / "overlays"  # a1's overlay again
+    assert wait_healthy(endpoint(back), time.monotonic() + 20)  # and it serves
 
     with open_store(db) as store:
         history = load_history(store, "vllm")

@@ -20,7 +20,7 @@ import pytest
 
 from logwatch.core.dropin import DROPIN_NAME, exec_line, relaunch_dropin
 from logwatch.core.host_facts import exec_start_from_unit
-from logwatch.core.plan import plan_relaunch
+from logwatch.core.plan import Plan, plan_relaunch
 from logwatch.core.snapshot import GpuFacts
 from logwatch.host.capture import take_snapshot
 from logwatch.host.variants import variant_candidates
@@ -164,7 +164,11 @@ def test_an_operator_file_in_logwatchs_place_is_not_removed(tmp_path: Path) -> N
     executor.dropin.write_text("[Service]\nEnvironment=MINE=1\n")
     with pytest.raises(RelaunchError, match="not written by logwatch"):
         executor.undo()
-    assert executor.dropin.exists()
+    with pytest.raises(RelaunchError, match="not written by logwatch"):
+        executor.apply(Plan(("mtp_ignore_list_gap",)))  # nor written over
+    with pytest.raises(RelaunchError, match="only a drop-in logwatch wrote"):
+        executor.restore("[Service]\nExecStart=\nExecStart=/bin/sh -c 'rm -rf /'\n")
+    assert executor.dropin.read_text() == "[Service]\nEnvironment=MINE=1\n"
 
 
 def test_exec_line_reads_back_as_the_same_words() -> None:

@@ -79,14 +79,16 @@ def hold_dropin(action: str) -> str:
             "[Service]\nRestart=no\n")
 
 
-def without_own_dropin(cat_text: str) -> str:
-    """`systemctl cat UNIT` output without logwatch's drop-in: the unit as the operator
-    wrote it (each file there starts with a `# /path` line)."""
+def without_own_dropin(cat_text: str, keep_relaunch: bool = False) -> str:
+    """`systemctl cat UNIT` output without logwatch's drop-ins: the unit as the operator
+    wrote it (each file there starts with a `# /path` line); `keep_relaunch` keeps the
+    relaunch drop-in (the launch in force) and leaves out only the restart hold."""
+    own = ("/" + HOLD_NAME,) if keep_relaunch else ("/" + DROPIN_NAME, "/" + HOLD_NAME)
     out: list[str] = []
     skipping = False
     for line in cat_text.splitlines():
         if line.startswith("# /"):
-            skipping = line.rstrip().endswith(("/" + DROPIN_NAME, "/" + HOLD_NAME))
+            skipping = line.rstrip().endswith(own)
         if not skipping:
             out.append(line)
     return "\n".join(out) + "\n"

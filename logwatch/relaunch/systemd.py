@@ -99,15 +99,16 @@ class SystemdUnit:
         self._run(["daemon-reload"])
         return True
 
-    def current(self) -> Launch:
+    def current(self, in_force: bool = False) -> Launch:
         """The launch as the operator's unit files describe it (logwatch's drop-in left
-        out), with the unit's environment."""
+        out), with the unit's environment; `in_force`: with logwatch's drop-in from an
+        earlier relaunch too (what the unit runs, and what a new plan was made from)."""
         try:
             text = run_systemctl(["cat", self.unit], self.user)
             facts = read_unit(self.unit, self.user)
         except OSError as exc:
             raise RelaunchError(f"cannot read unit {self.unit}: {exc}") from exc
-        argv = exec_start_from_unit(without_own_dropin(text))
+        argv = exec_start_from_unit(without_own_dropin(text, keep_relaunch=in_force))
         if not argv:
             raise RelaunchError(f"unit {self.unit} has no ExecStart logwatch can read")
         try:
@@ -115,9 +116,25 @@ class SystemdUnit:
         except ArgvError as exc:
             raise RelaunchError(f"unit {self.unit}: {exc}") from exc
 
+    def own_dropin(self) -> str | None:
+        """logwatch's relaunch drop-in as it is now (an earlier relaunch's), None when there
+        is none; RelaunchError when the file in its place is not logwatch's."""
+        try:
+            text = self.dropin.read_text(errors="replace")
+        except FileNotFoundError:
+            return None
+        except OSError as exc:
+            raise RelaunchError(f"{self.dropin}: {exc}") from exc
+        if not text.startswith(MARKER):
+            raise RelaunchError(f"{self.dropin} was not written by logwatch: left as it is")
+        return text
+
     def apply(self, plan: Plan, overlay_dir: str | None = None) -> Launch:
-        """Write the drop-in for the plan, reload and restart the unit; the launch started."""
-        base = self.current()
+        """Write the drop-in for the plan over the launch in force (an earlier relaunch's
+        included: the plan was made from it), reload and restart the unit; the launch
+        started."""
+        self.own_dropin()  # refuses an operator's file in logwatch's place
+        base = self.current(in_force=True)
         after = apply_plan(plan, base, overlay_dir)
         sets = {c.name: c.value for c in plan.changes if c.kind == "env" and c.value is not None}
         unset = [c.name for c in plan.changes if c.kind == "unset_env"]
@@ -125,6 +142,14 @@ class SystemdUnit:
         self._write(self.dropin, text)
         self._run(["daemon-reload"], ["restart", self.unit])
         return after
+
+    def restore(self, text: str) -> None:
+        """Put an earlier relaunch's drop-in back (the last launch that verified), reload
+        and restart."""
+        if not text.startswith(MARKER):
+            raise RelaunchError("only a drop-in logwatch wrote is put back")
+        self._write(self.dropin, text)
+        self._run(["daemon-reload"], ["restart", self.unit])
 
     def undo(self) -> bool:
         """Remove logwatch's drop-in (only a file logwatch wrote), reload and restart;
