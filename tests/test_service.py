@@ -38,6 +38,33 @@ def test_shipped_units_verify_clean(unit: str, tmp_path: Path) -> None:
     assert result.returncode == 0 and result.stderr == "", result.stderr
 
 
+def test_the_hardened_unit_may_write_exactly_where_a_relaunch_writes() -> None:
+    """ReadWritePaths= of the shipped unit against the paths the systemd executor writes for
+    vllm.service under the system manager (the drop-in, persistent or runtime, and the
+    restart hold), each made by ExecStartPre= before the sandbox; the overlays go under
+    StateDirectory=. (The sandbox itself needs the system manager at PID 1.)"""
+    from logwatch.core.config import TargetConfig
+    from logwatch.relaunch.executors import unit_of
+
+    text = (UNITS / "logwatch.service").read_text()
+    keys = [line.split("=", 1) for line in text.splitlines() if "=" in line
+            and not line.startswith("#")]
+    writable = {p for k, v in keys if k == "ReadWritePaths" for p in v.split()}
+    made = {p for k, v in keys if k == "ExecStartPre" and "mkdir -p" in v
+            for p in v.split("mkdir -p", 1)[1].split()}
+    target = TargetConfig("qwen", {"kind": "journald"}, {"unit": "vllm.service"})
+    wanted = set()
+    for kind in ("persistent", "runtime"):
+        unit = unit_of(target, kind)
+        assert unit is not None
+        wanted |= {str(unit.dropin.parent), str(unit.hold.parent)}
+    assert writable == wanted == made
+    assert ("ExecStartPre", "+/bin/mkdir -p " + " ".join(sorted(made, key=lambda p: not
+                                                                  p.startswith("/etc")))) \
+        in [tuple(k) for k in keys]
+    assert ("StateDirectory", "logwatch") in [tuple(k) for k in keys]
+
+
 def test_notify_protocol_on_a_real_socket(tmp_path: Path) -> None:
     path = tmp_path / "notify.sock"
     with socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM) as server:
