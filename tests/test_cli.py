@@ -219,8 +219,9 @@ def test_the_readmes_relaunch_configuration_and_commands_are_what_logwatch_accep
     assert config.problems == []
     assert config.targets[0].relaunch["policy"] == "ask"
     assert config.values["relaunch.breaker_failures"] == 3
-    bash = section.split("```bash\n", 1)[1].split("```", 1)[0]
-    commands = [shlex.split(line.split("#")[0]) for line in bash.splitlines() if line.strip()]
-    assert {c[1] for c in commands} == {"status", "approve", "reject", "reset-breaker"}
+    blocks = [part.split("```", 1)[0] for part in section.split("```bash\n")[1:]]
+    commands = [shlex.split(line.split("  #")[0]) for bash in blocks
+                for line in bash.splitlines() if line.strip()]
+    assert {c[1] for c in commands} == {"status", "approve", "reject", "reset-breaker", "run"}
     for words in commands:
         assert build_parser().parse_args(words[1:]).command == words[1]

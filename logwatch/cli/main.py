@@ -194,6 +194,12 @@ def build_parser() -> argparse.ArgumentParser:
                      "snapshot, subscribe)")
     run.add_argument("--gpu-capability", metavar="X.Y", default=None,
                      help="state the GPU's compute capability instead of asking nvidia-smi")
+    run.add_argument("--relaunch", choices=("off", "ask", "auto"), default="off",
+                     help="when vLLM fails on something a plan fixes, start the corrected "
+                          "launch: after `logwatch approve` (ask, needs --socket) or when "
+                          "the guardrails allow (auto); default off")
+    run.add_argument("--config", type=Path, metavar="PATH", default=None,
+                     help="the [relaunch] settings (timeouts, breaker) from this file")
     run.add_argument("--signatures", action="append", type=Path, default=[], metavar="DIR")
     run.add_argument("--library", type=Path, metavar="DIR")
     run.add_argument("argv", nargs=argparse.REMAINDER, help="-- then the command to run")
@@ -423,7 +429,7 @@ def _cmd_daemon(args: argparse.Namespace) -> int:
             from logwatch.daemon.relaunches import Relaunches, settings_from_config
 
             daemon.relaunches = Relaunches(
-                config.targets, settings_from_config(config.values, default_db_path().parent),
+                config.targets, settings_from_config(config.values, db.parent),
                 daemon.in_store, daemon, daemon.current_launch, daemon.signature_status)
         for snapshot in targets.take_all():  # what each target runs with, before READY
             daemon.record_snapshot(snapshot)
@@ -514,6 +520,9 @@ def _cmd_run(args: argparse.Namespace) -> int:
     gpu = (GpuFacts(capability=parse_capability(args.gpu_capability), source="--gpu-capability")
            if args.gpu_capability else capture_gpu())
     snapshot = take_snapshot(argv=argv, env=dict(os.environ), gpu=gpu)  # what is started
+    relaunch = _run_relaunch_settings(args, argv)
+    if isinstance(relaunch, int):
+        return relaunch
     umask = keep_files_private()  # for the history; vLLM keeps the umask it was given
     source = ProcessSource(argv, name=f"run:{args.target}", passthrough=not args.quiet,
                            umask=umask)
@@ -527,11 +536,17 @@ def _cmd_run(args: argparse.Namespace) -> int:
             from logwatch.daemon.control import ControlServer
 
             daemon.control = ControlServer(daemon, args.socket)
-        asyncio.run(daemon.run())
+
+        async def supervise() -> int:
+            if relaunch is not None:
+                _relaunching_run(daemon, source, args.target, args.relaunch, relaunch, gpu)
+            return await daemon.run()
+
+        asyncio.run(supervise())
     for event in source.events + daemon.events:
         _warn(f"logwatch run: {event}")
     print(f"logwatch run: {daemon.lines:,} lines read, {daemon.committed:,} new findings "
-          f"recorded (snapshot {digest})", file=sys.stderr)
+          f"recorded (snapshot {daemon.snapshots.get(source.name, digest)})", file=sys.stderr)
     code = source.returncode if source.returncode is not None else 1
     code = 128 - code if code < 0 else code
     analysis = daemon.launches.newest(source.name)
@@ -547,6 +562,69 @@ def _cmd_run(args: argparse.Namespace) -> int:
         sys.stderr.write(render_text(report, colour=colour, title="logwatch run"))
     leave_now(store, code)
     return code
+
+
+def _relaunching_run(daemon: Any, source: Any, target: str, mode: str, settings: Any,
+                     gpu: Any) -> None:
+    """`run --relaunch`: the daemon's relaunches, with the run's child as the executor
+    (called on the event loop, before the daemon runs)."""
+    import asyncio
+    import os
+
+    from logwatch.core.argv import parse_launch
+    from logwatch.core.config import TargetConfig
+    from logwatch.core.plan import Launch
+    from logwatch.daemon.relaunches import Relaunches
+    from logwatch.host.capture import take_snapshot
+    from logwatch.host.targets import TargetSnapshot
+    from logwatch.relaunch.run_child import RunChild
+
+    def snapshot_of(launch: Launch) -> TargetSnapshot:
+        taken = take_snapshot(argv=launch.spec.argv(), env=launch.env, gpu=gpu)
+        return TargetSnapshot(source.name, taken.content_hash(), taken.to_dict(), None, taken)
+
+    config = TargetConfig(target, {"kind": "process"}, {"argv": list(source.argv)},
+                          relaunch={"policy": mode})
+    relaunches: Relaunches | None = None
+
+    def settled() -> bool:
+        return bool(daemon.written_all()) and relaunches is not None \
+            and not relaunches.busy(target)
+
+    child = RunChild(source, Launch(parse_launch(source.argv), dict(os.environ)),
+                     asyncio.get_running_loop(), snapshot_of, daemon.record_snapshot, settled)
+    relaunches = Relaunches([config], settings, daemon.in_store, daemon, daemon.current_launch,
+                            daemon.signature_status, executor=lambda *_: child,
+                            sources={source.name: target})
+    daemon.relaunches = relaunches
+
+
+def _run_relaunch_settings(args: argparse.Namespace, argv: list[str]) -> Any:
+    """`run --relaunch`: the [relaunch] settings (None when off), or an exit code when the
+    request cannot work (said why)."""
+    if args.relaunch == "off":
+        return None
+    from logwatch.core.argv import ArgvError, parse_launch
+    from logwatch.daemon.config_file import load_config
+    from logwatch.daemon.relaunches import settings_from_config
+    from logwatch.store.db import default_db_path
+
+    if args.relaunch == "ask" and not args.socket:
+        _warn("logwatch: run: --relaunch ask needs --socket PATH: `logwatch approve` "
+              "reaches this run there")
+        return EXIT_USAGE
+    try:
+        parse_launch(argv)
+    except ArgvError as exc:
+        _warn(f"logwatch: run: --relaunch: logwatch cannot edit this command line ({exc})")
+        return EXIT_USAGE
+    config = load_config(args.config)
+    if config.problems:
+        _warn("logwatch: run: the configuration has problems; not starting:")
+        for problem in config.problems:
+            _warn(f"  {problem}")
+        return EXIT_USAGE
+    return settings_from_config(config.values, (args.db or default_db_path()).parent)
 
 
 def _cmd_history(args: argparse.Namespace) -> int:

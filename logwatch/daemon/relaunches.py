@@ -72,6 +72,21 @@ from logwatch.store.db import Store
 T = TypeVar("T")
 
 
+class Relaunching(Protocol):
+    """An executor as the daemon's relaunch uses it (relaunch/executors.py, run_child.py)."""
+
+    def start(self, plan: Plan, overlay_dir: str | None) -> Launch: ...
+
+    def roll_back(self) -> None: ...
+
+    def done(self) -> None: ...
+
+    def alive(self) -> bool | None: ...
+
+
+ExecutorFor = Callable[[TargetConfig, str, Launch | None], Relaunching | None]
+
+
 class Told(Protocol):
     """What the relaunches tell the rest of the daemon."""
 
@@ -125,12 +140,19 @@ class Relaunches:
                  in_store: Callable[[Callable[[Store], Any]], Any], told: Told,
                  current: Callable[[str], CurrentLaunch | None],
                  signature_status: Callable[[str], str],
-                 now: Callable[[], datetime] = datetime.now) -> None:
+                 now: Callable[[], datetime] = datetime.now,
+                 executor: ExecutorFor | None = None,
+                 sources: Mapping[str, str] | None = None) -> None:
         """`in_store`: runs a function with the daemon's store, holding its lock.
         `current`: the launch a source runs now, as the daemon knows it. `signature_status`:
-        a signature's status in the library loaded now."""
+        a signature's status in the library loaded now. `executor`: how a target is
+        relaunched (default: its unit or its site command). `sources`: source name ->
+        target, for sources not named `TARGET:...`."""
         self.targets = {t.name: t for t in targets}
         self.settings = settings
+        self._executor_for: ExecutorFor = executor or (
+            lambda target, action, base: executor_for(target, action, base, settings.dropin))
+        self._sources = dict(sources or {})
         self.policy: RelaunchPolicy = policy_from_config(targets, settings.thresholds)
         self._in_store = in_store
         self._told = told
@@ -152,8 +174,13 @@ class Relaunches:
 
     # -- what the daemon calls --------------------------------------------------------------
     def target_of(self, source: str) -> TargetConfig | None:
-        """The configured target a source belongs to (its name is `TARGET:...`)."""
-        return self.targets.get(source.split(":", 1)[0])
+        """The configured target a source belongs to (named so, or `TARGET:...`)."""
+        return self.targets.get(self._sources.get(source) or source.split(":", 1)[0])
+
+    def busy(self, target: str) -> bool:
+        """Whether a failure of `target` is being planned or an action of it is open."""
+        return target in self._proposing or target in self.running or any(
+            o.action.target == target for o in self.open.values())
 
     def launch_failed(self, fields: Mapping[str, Any], fingerprint: str | None,
                       config_hash: str | None) -> None:
@@ -319,7 +346,7 @@ class Relaunches:
             self._close(held)
             return
         base = _recorded_launch(held.found)
-        executor = executor_for(target, action.id, base, self.settings.dropin)
+        executor = self._executor_for(target, action.id, base)
         if executor is None:
             await self._move(held, ESCALATED, POLICY, f"target {target.name} has no way to "
                              "relaunch (no launch.unit, no relaunch.command)")

@@ -456,6 +456,8 @@ class Daemon:
         seen = 0
         # a file or a journal can be read again later; a pipe's writer blocks when unread
         replayable = getattr(source, "replayable", True)
+        if hasattr(source, "on_exit"):  # each child of `logwatch run`, as it ends
+            source.on_exit = lambda code: self._exited(source.name, code)
         async for chunk in source.chunks():
             if chunk.new_generation:
                 log.info("reading", generation=chunk.generation, offset=chunk.offset)
@@ -476,9 +478,23 @@ class Daemon:
             if self._stop.is_set():
                 break
         code = getattr(source, "returncode", None)  # a `run` child ended: so did its launch
-        if code is not None:
-            self.launches.exited(source.name, code)
-            self.writes.soon()
+        if code is not None and not hasattr(source, "on_exit"):
+            self._exited(source.name, code)
+
+    def _exited(self, source: str, code: int) -> None:
+        """A child of `logwatch run` ended: so did its launch (after what its last lines
+        held back, a traceback's end, is placed in it)."""
+        stream = self.streams.get(source)
+        if stream is not None and not stream.settled:
+            self._collect(source, stream, stream.scanner.flush())
+            stream.settled, stream.holding_since = True, None
+        self.launches.exited(source, code)
+        self.writes.soon()
+
+    def written_all(self) -> bool:
+        """Everything read is written and told: no finding pending, no launch due, no
+        commit in flight (a failed launch has reached the relaunches by then)."""
+        return not self.pending and not self.launches.changed and self.writes.idle
 
     async def _breathe(self, busy: float) -> None:
         """After a slice of `busy` seconds of scanning: yield to the loop, and after

@@ -134,6 +134,11 @@ class Writes:
                                 f"{MAX_PENDING:,} findings wait")
         return state
 
+    @property
+    def idle(self) -> bool:
+        """No commit in flight."""
+        return self._inflight is None
+
     # -- writing ----------------------------------------------------------------------------
     async def turn(self) -> None:
         """One turn of the batcher: write what is due, on the database thread."""

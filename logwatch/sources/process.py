@@ -6,6 +6,10 @@ and merged into one stream of complete lines in arrival order. Each child is a g
 its own (`run:PID:NANOSECONDS`): its line numbers start at 1, and its findings never pass for
 an earlier child's. Its output cannot be resumed: the position is kept under the source's name,
 each child's replacing the last.
+
+When a child ends, `on_exit` hears its status and `next_launch` (when set) may give the argv
+and environment of the next child: a relaunch (relaunch/run_child.py). Without one, or when a
+signal was forwarded to the child, the source ends with the child.
 """
 
 from __future__ import annotations
@@ -16,7 +20,7 @@ import os
 import signal
 import sys
 import time
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from typing import BinaryIO
 
 from logwatch.sources.base import Chunk
@@ -37,12 +41,27 @@ class ProcessSource:
         self.returncode: int | None = None
         self.events: list[str] = []
         self.generation = ""
+        self.on_exit: Callable[[int], None] | None = None  # each child's status, as it ends
+        self.on_start: Callable[[], None] | None = None  # each child started (or not)
+        # the next child's (argv, environment) once one ended, or None to end
+        self.next_launch: Callable[[int], Awaitable[
+            tuple[Sequence[str], Mapping[str, str]] | None]] | None = None
+        self.interrupted = False  # a signal was forwarded: no next child
 
     def forward(self, signum: int) -> None:
-        """Send a signal to the child's whole process group."""
+        """Send a signal to the child's whole process group (from the operator: the run
+        ends with this child)."""
+        self.interrupted = True
+        self.signal_child(signum)
+
+    def signal_child(self, signum: int) -> None:
+        """Send a signal to the child's process group (a relaunch stopping it)."""
         if self.process is not None and self.process.returncode is None:
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.killpg(self.process.pid, signum)
+
+    def running(self) -> bool:
+        return self.process is not None and self.process.returncode is None
 
     async def close(self) -> None:
         self.forward(signal.SIGTERM)
@@ -69,16 +88,39 @@ class ProcessSource:
             await queue.put(data[: cut + 1])
 
     async def chunks(self) -> AsyncIterator[Chunk]:
+        argv: Sequence[str] = self.argv
+        env: Mapping[str, str] | None = None  # ours
+        while True:
+            async for chunk in self._child(argv, env):
+                yield chunk
+            assert self.returncode is not None
+            if self.on_exit is not None:
+                self.on_exit(self.returncode)
+            if self.next_launch is None or self.interrupted:
+                return
+            following = await self.next_launch(self.returncode)
+            if following is None or self.interrupted:
+                return
+            argv, env = following
+
+    async def _child(self, argv: Sequence[str], env: Mapping[str, str] | None
+                     ) -> AsyncIterator[Chunk]:
+        self.returncode = None
         try:
             self.process = process = await asyncio.create_subprocess_exec(
-                *self.argv, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
-                start_new_session=True, umask=self.umask)
+                *argv, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+                start_new_session=True, umask=self.umask,
+                env=dict(env) if env is not None else None)
         except OSError as exc:
             self.returncode = 127
-            self.events.append(f"cannot start {self.argv[0]}: {exc.strerror or exc}")
+            self.events.append(f"cannot start {argv[0]}: {exc.strerror or exc}")
+            if self.on_start is not None:
+                self.on_start()
             return
+        if self.on_start is not None:
+            self.on_start()
         self.generation = f"run:{process.pid}:{time.time_ns()}"
-        self.events.append(f"started pid {process.pid}: {' '.join(self.argv)}")
+        self.events.append(f"started pid {process.pid}: {' '.join(argv)}")
         assert process.stdout is not None and process.stderr is not None
         queue: asyncio.Queue[bytes | None] = asyncio.Queue(maxsize=256)
         out = sys.stdout.buffer if self.passthrough else None
@@ -103,6 +145,6 @@ class ProcessSource:
             for pump in pumps:
                 pump.cancel()
             if process.returncode is None:
-                self.forward(signal.SIGTERM)
+                self.signal_child(signal.SIGTERM)
                 with contextlib.suppress(Exception):
                     await asyncio.wait_for(process.wait(), 10)

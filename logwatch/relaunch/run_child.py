@@ -1,0 +1,118 @@
+"""`logwatch run --relaunch ask|auto`: relaunching the child `logwatch run` supervises.
+
+The source (sources/process.py) runs one child after another: when one ends it asks
+`next_launch` for the next. The answer is the relaunch an action asked for (`start`, on the
+action's thread: the plan applied to the child's real argv and environment, not to the recorded
+ones, whose secrets are masked), the last launch that verified after a rollback, or, once the
+daemon has nothing more for the target (nothing being planned, no action open), nothing: the
+run then ends with the child's status.
+
+Each child started this way gets its snapshot recorded before its first line is read, so its
+findings and launches link to what it really runs.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import signal
+import threading
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+
+from logwatch.core.plan import Launch, Plan, apply_plan
+from logwatch.host.targets import TargetSnapshot
+from logwatch.relaunch.systemd import RelaunchError
+from logwatch.sources.process import ProcessSource
+
+STOP_SECONDS = 30.0  # SIGTERM, then SIGKILL after this (vLLM frees GPU memory on TERM)
+START_SECONDS = 30.0  # the source starts the next child within this, or the start failed
+SETTLE_POLL_SECONDS = 0.2  # how often a finished child's run looks whether anything is left
+
+
+@dataclass(frozen=True, slots=True)
+class _Next:
+    launch: Launch
+    snapshot: TargetSnapshot
+
+
+class RunChild:
+    """The executor of `logwatch run`'s child, and its source's `next_launch`."""
+
+    def __init__(self, source: ProcessSource, launch: Launch,
+                 loop: asyncio.AbstractEventLoop,
+                 snapshot_of: Callable[[Launch], TargetSnapshot],
+                 record: Callable[[TargetSnapshot], None],
+                 settled: Callable[[], bool], stop_seconds: float = STOP_SECONDS) -> None:
+        """`launch`: the first child's argv and whole environment. `snapshot_of`: a
+        snapshot of a launch (read on the action's thread); `record`: makes it the source's
+        (event loop). `settled`: whether the daemon has nothing more for the target (every
+        failure read is written and handled, no action open)."""
+        self.source = source
+        self.current = launch
+        self.healthy: Launch | None = None  # the last launch that verified
+        self._loop = loop
+        self._snapshot_of = snapshot_of
+        self._record = record
+        self._settled = settled
+        self._stop_seconds = stop_seconds
+        self._requests: asyncio.Queue[_Next] = asyncio.Queue()
+        self._started = threading.Event()
+        source.next_launch = self.next_launch
+        source.on_start = self._started.set
+
+    # -- the executor (the action's thread) -------------------------------------------------
+    def start(self, plan: Plan, overlay_dir: str | None) -> Launch:
+        after = apply_plan(plan, self.current, overlay_dir)
+        self._stop_child()  # a failed child has ended already; one still running is stopped
+        self._launch(after)
+        return after
+
+    def roll_back(self) -> None:
+        """Stop the relaunch; start the last launch that verified, when there was one (the
+        failed one is not started again: the run then ends)."""
+        self._stop_child()
+        if self.healthy is not None:
+            self._launch(self.healthy)
+
+    def alive(self) -> bool | None:
+        return self.source.running()
+
+    def done(self) -> None:
+        self.healthy = self.current
+
+    def _launch(self, launch: Launch) -> None:
+        snapshot = self._snapshot_of(launch)
+        self._started.clear()
+        self._loop.call_soon_threadsafe(self._requests.put_nowait, _Next(launch, snapshot))
+        if not self._started.wait(START_SECONDS):
+            raise RelaunchError("the run did not start the next child within "
+                                f"{START_SECONDS:g} s")
+        self.current = launch
+        if not self.source.running() and self.source.returncode == 127:
+            raise RelaunchError(f"cannot start {launch.spec.argv()[0]}: "
+                                + (self.source.events[-1] if self.source.events else "?"))
+
+    def _stop_child(self) -> None:
+        if not self.source.running():
+            return
+        self._loop.call_soon_threadsafe(self.source.signal_child, signal.SIGTERM)
+        deadline = time.monotonic() + self._stop_seconds
+        while self.source.running():
+            if time.monotonic() > deadline:
+                self._loop.call_soon_threadsafe(self.source.signal_child, signal.SIGKILL)
+                deadline = time.monotonic() + self._stop_seconds
+            time.sleep(0.05)  # the child's exit is seen on the event loop
+
+    # -- the source (the event loop) --------------------------------------------------------
+    async def next_launch(self, code: int) -> tuple[Sequence[str], Mapping[str, str]] | None:
+        """After a child ended with `code`: the next one to start, or None to end."""
+        while True:
+            try:
+                following = await asyncio.wait_for(self._requests.get(), SETTLE_POLL_SECONDS)
+            except TimeoutError:
+                if self._settled() or self.source.interrupted:
+                    return None
+                continue
+            self._record(following.snapshot)
+            return following.launch.spec.argv(), following.launch.env

@@ -1,0 +1,159 @@
+"""`logwatch run --relaunch`: the loop through the child logwatch supervises. The vLLM stand-in
+fails on the MTP ignore-list gap; the corrected launch is started as the run's next child from
+the child's real argv and environment (a token the history masks reaches it intact), verified,
+and the run goes on with it; a relaunch that cannot verify is stopped and escalated, and the
+run ends with the failure's status."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+import duckdb
+import pytest
+
+from logwatch.daemon import client
+from logwatch.daemon.protocol import ActionEvent
+from logwatch.demo.scenario import standin_entry
+from tests.conftest import ROOT
+from tests.test_plan import MODELS, SPEC, W4A4_UNCOVERED
+
+TOKEN = "hf_" + "Q7xv2LrT9pWm4ZkB8sNc1YdF6gHj3KaE0u"  # a Hugging Face token's shape
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def _start(tmp: Path, mode: str, port: int) -> tuple[subprocess.Popen[bytes], Path]:
+    shutil.copytree(MODELS / W4A4_UNCOVERED, tmp / "model")
+    vllm = standin_entry(tmp / "bin")
+    (tmp / "logwatch.toml").write_text(
+        f'[relaunch]\nstate_dir = "{tmp / "state"}"\nstart_seconds = 30\nsoak_seconds = 10\n')
+    sock = tmp / "control.sock"
+    env = {**os.environ, "LOGWATCH_STANDIN_GPU": "b200", "LOGWATCH_STANDIN_GPU_COUNT": "4",
+           "LOGWATCH_STANDIN_PACE": "0", "VLLM_LOG_STATS_INTERVAL": "1", "HF_TOKEN": TOKEN,
+           "PYTHONDONTWRITEBYTECODE": "1"}
+    run = subprocess.Popen(
+        [sys.executable, "-m", "logwatch", "run", "--relaunch", mode, "--quiet",
+         "--config", str(tmp / "logwatch.toml"), "--db", str(tmp / "h.duckdb"),
+         "--socket", str(sock), "--gpu-capability", "10.0", "--",
+         str(vllm), "serve", str(tmp / "model"), "-tp", "4", "--speculative-config", SPEC,
+         "--port", str(port)],
+        cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    try:
+        asyncio.run(client.wait_ready(sock, 60, alive=lambda: run.poll() is None))
+    except (client.DaemonUnavailable, TimeoutError):
+        run.kill()
+        pytest.fail(f"logwatch run did not start: {run.communicate()[0].decode()[-4000:]}")
+    return run, sock
+
+
+async def _until(events: client.Subscription, final: set[str], seen: list[ActionEvent],
+                 timeout: float = 90) -> ActionEvent:
+    async def next_one() -> ActionEvent:
+        async for event in events:
+            assert isinstance(event, ActionEvent)
+            seen.append(event)
+            if event.state in final:
+                return event
+        raise AssertionError("the run went away")
+    return await asyncio.wait_for(next_one(), timeout)
+
+
+async def _cli(*args: str) -> tuple[int, str]:
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "logwatch", *args, stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.STDOUT)
+    out, _ = await asyncio.wait_for(proc.communicate(), 60)
+    return proc.returncode or 0, out.decode()
+
+
+def _children(run: subprocess.Popen[bytes]) -> list[int]:
+    found = subprocess.run(["pgrep", "-P", str(run.pid)], capture_output=True, text=True,
+                           check=False).stdout.split()
+    return [int(pid) for pid in found]
+
+
+@pytest.mark.slow
+def test_an_approved_relaunch_becomes_the_runs_child(tmp_path: Path) -> None:
+    port = _free_port()
+    run, sock = _start(tmp_path, "ask", port)
+    seen: list[ActionEvent] = []
+
+    async def scenario() -> None:
+        async with client.subscribe(sock, ["action"]) as events:
+            asked = await _until(events, {"awaiting_approval"}, seen)
+            code, said = await _cli("approve", asked.id, "--socket", str(sock))
+            assert code == 0, said
+            await _until(events, {"succeeded", "escalated"}, seen)
+
+    try:
+        asyncio.run(scenario())
+        assert [e.state for e in seen][-1] == "succeeded", [(e.state, e.reason) for e in seen]
+        assert [e.actor for e in seen if e.state == "approved"] == ["operator:root"]
+        (child,) = _children(run)  # the relaunch, supervised by the run
+        argv = Path(f"/proc/{child}/cmdline").read_bytes().split(b"\0")
+        assert Path(argv[3].decode()).parent == tmp_path / "state" / "overlays"
+        environ = Path(f"/proc/{child}/environ").read_bytes().split(b"\0")
+        assert f"HF_TOKEN={TOKEN}".encode() in environ  # the real one, not the masked one
+        run.send_signal(signal.SIGINT)
+        out = run.communicate(timeout=60)[0].decode()
+    finally:
+        if run.poll() is None:
+            run.kill()
+            run.communicate()
+    assert run.returncode == 0, out[-4000:]
+    con = duckdb.connect(str(tmp_path / "h.duckdb"), read_only=True)
+    try:
+        launches = con.execute("SELECT l.outcome, s.body FROM launches l JOIN snapshots s "
+                               "ON s.hash = l.snapshot_hash ORDER BY l.started").fetchall()
+        states = con.execute("SELECT state FROM actions").fetchall()
+        everything = json.dumps(con.execute("SELECT * FROM snapshots").fetchall(), default=str)
+    finally:
+        con.close()
+    assert [o for o, _ in launches] == ["failed", "stopped"], launches
+    relaunched = json.loads(launches[1][1]) if isinstance(launches[1][1], str) else launches[1][1]
+    assert "/state/overlays/" in json.dumps(relaunched["argv"])  # its own snapshot
+    assert states == [("succeeded",)]
+    assert TOKEN not in everything and TOKEN[:12] not in out
+
+
+@pytest.mark.slow
+def test_a_relaunch_that_cannot_verify_is_stopped_and_the_run_ends(tmp_path: Path) -> None:
+    """The port is held from the start: the first launch fails on the MTP gap before it
+    binds, the relaunch on the port. Nothing verified ever ran, so nothing is put back and
+    the run ends with the relaunch's status once the action is escalated."""
+    port = _free_port()
+    with socket.socket() as held:
+        held.bind(("127.0.0.1", port))
+        held.listen(1)
+        run, _ = _start(tmp_path, "auto", port)
+        try:
+            out = run.communicate(timeout=120)[0].decode()
+        finally:
+            if run.poll() is None:
+                run.kill()
+                run.communicate()
+    con = duckdb.connect(str(tmp_path / "h.duckdb"), read_only=True)
+    try:
+        moves = [r[0] for r in con.execute(
+            "SELECT to_state FROM action_transitions ORDER BY time, seq").fetchall()]
+        outcomes = con.execute("SELECT outcome, root_title FROM launch_history "
+                               "ORDER BY started").fetchall()
+    finally:
+        con.close()
+    assert moves == ["proposed", "approved", "applying", "restarting", "verifying",
+                     "verify_failed", "rolling_back", "rolled_back", "escalated"], out[-4000:]
+    assert run.returncode == 1, out[-4000:]  # the relaunch's status: nothing healthy to run
+    assert [o for o, _ in outcomes] == ["failed", "failed"], outcomes
+    assert "port" in str(outcomes[1][1]).lower(), outcomes
