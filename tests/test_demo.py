@@ -75,3 +75,14 @@ def test_keep_refuses_a_directory_with_something_in_it(tmp_path: Path) -> None:
     done = demo("--keep", str(tmp_path / "x"))  # a file: refused, not a traceback
     assert done.returncode == 2 and "not an empty directory" in done.stderr
     assert (tmp_path / "x").read_text() == "mine"
+
+
+def test_the_systemd_demo_says_when_no_user_manager_answers(tmp_path: Path) -> None:
+    done = subprocess.run([sys.executable, "-m", "logwatch", "demo", "--executor", "systemd"],
+                          capture_output=True, text=True, cwd=ROOT, timeout=60,
+                          env={"PATH": "/usr/bin:/bin", "XDG_RUNTIME_DIR": str(tmp_path),
+                               "HOME": str(tmp_path)})
+    assert done.returncode == 2, done.stderr
+    assert ("no systemd --user manager answers" in done.stderr
+            or "systemctl is not installed" in done.stderr), done.stderr
+    assert "`logwatch demo` runs the loop without systemd" in done.stderr

@@ -531,3 +531,23 @@ def test_an_unanswered_action_expires_and_a_rejected_one_never_runs(
     finally:
         out = _stop_daemon(daemon)
     assert "relaunch_failed" not in out, out[-4000:]
+
+
+@pytest.mark.slow
+def test_the_demo_through_systemd_and_the_daemon(systemd_user: dict[str, str],
+                                                 tmp_path: Path) -> None:
+    """`logwatch demo --executor systemd`: the stand-in as a unit of the user's manager,
+    relaunched by the real daemon; healthy, and nothing of it is left in the manager."""
+    done = subprocess.run(
+        [sys.executable, "-m", "logwatch", "demo", "--executor", "systemd", "--json",
+         "--keep", str(tmp_path / "keep")], capture_output=True, text=True, timeout=180,
+        env={**systemd_user, "PYTHONDONTWRITEBYTECODE": "1"}, check=False)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    summary = json.loads(done.stdout)
+    assert summary["healthy"] and summary["executor"] == "systemd"
+    assert [a["state"] for a in summary["actions"]] == ["succeeded"]
+    assert [row[1] for row in summary["history"]] == [
+        "proposed", "approved", "applying", "restarting", "verifying", "succeeded"]
+    said = [line["text"] for line in summary["timeline"]]
+    assert any("root cause weights.tensor_size_mismatch" in t for t in said), said
+    assert not [p for p in UNIT_DIR.glob("logwatch-demo-*")]  # unit and drop-ins removed

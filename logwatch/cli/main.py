@@ -137,6 +137,10 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument("--gpu", choices=("b200", "h200", "rtx-pro-6000"), default="b200",
                       help="the simulated GPU (h200: no native FP4, the plan is refused)")
     demo.add_argument("--json", action="store_true", help="print a summary as one JSON object")
+    demo.add_argument("--executor", choices=("child", "systemd"), default="child",
+                      help="child: relaunch as `logwatch run` does (default); systemd: the "
+                           "stand-in as a unit of your systemd --user manager, relaunched "
+                           "by the real daemon through its drop-in")
     demo.add_argument("--keep", type=Path, metavar="DIR",
                       help="build the workspace in DIR (new, empty) and keep it")
 
@@ -646,8 +650,15 @@ def _cmd_demo(args: argparse.Namespace) -> int:
             not args.keep.is_dir() or any(args.keep.iterdir())):
         print(f"logwatch demo: --keep {args.keep}: not an empty directory", file=sys.stderr)
         return EXIT_USAGE
+    from logwatch.demo.systemd_loop import SystemdUnavailable
+
     try:
-        healthy, summary = run_demo(load_bounded([]), args.gpu, args.json, args.keep)
+        healthy, summary = run_demo(load_bounded([]), args.gpu, args.json, args.keep,
+                                    args.executor)
+    except SystemdUnavailable as exc:
+        _warn(f"logwatch demo --executor systemd: {exc}; `logwatch demo` runs the loop "
+              "without systemd")
+        return EXIT_USAGE
     except DemoError as exc:
         _warn(f"logwatch demo: {exc}")
         return EXIT_USAGE

@@ -116,12 +116,23 @@ def workspace(root: Path) -> dict[str, Path]:
 
 
 def run_demo(library: Library, gpu: str = "b200", as_json: bool = False,
-             keep: Path | None = None) -> tuple[bool, dict[str, Any]]:
-    """The loop; (healthy, the summary --json prints)."""
+             keep: Path | None = None, executor: str = "child") -> tuple[bool, dict[str, Any]]:
+    """The loop; (healthy, the summary --json prints). `executor` "systemd": through the
+    user's systemd manager and the real daemon (demo/systemd_loop.py)."""
     timeline = Timeline(echo=None if as_json else print)
     root = Path(tempfile.mkdtemp(prefix="logwatch-demo-")) if keep is None else keep
     children: list[Child] = []
     try:
+        if executor == "systemd":
+            from logwatch.demo.systemd_loop import systemd_loop
+
+            summary: dict[str, Any] = {"healthy": False, "gpu": GPUS[gpu].name,
+                                       "workspace": str(root), "executor": "systemd",
+                                       "incidents": [], "actions": []}
+            summary["healthy"] = systemd_loop(workspace(root), gpu, timeline, summary)
+            timeline.say("healthy: the corrected launch serves" if summary["healthy"]
+                         else "the loop did not end healthy")
+            return bool(summary["healthy"]), _finish(summary, timeline)
         return _loop(library, gpu, workspace(root), timeline, children)
     finally:
         for child in children:
