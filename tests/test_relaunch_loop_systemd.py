@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import re
 import shutil
 import socket
 import subprocess
@@ -51,6 +52,7 @@ from logwatch.scan.triage import SnapshotOptions
 from logwatch.store.actions import load_history
 from logwatch.store.db import open_store
 from logwatch.store.record import ScanRecorder
+from tests.conftest import ROOT
 from tests.test_plan import MODELS, SPEC, W4A4_UNCOVERED
 
 UNIT_DIR = Path("/run/user/0/systemd/user")
@@ -551,3 +553,13 @@ def test_the_demo_through_systemd_and_the_daemon(systemd_user: dict[str, str],
     said = [line["text"] for line in summary["timeline"]]
     assert any("root cause weights.tensor_size_mismatch" in t for t in said), said
     assert not [p for p in UNIT_DIR.glob("logwatch-demo-*")]  # unit and drop-ins removed
+
+    def shown(text: str) -> str:  # ids, hashes, the unit's pid and the seconds aside
+        text = re.sub(r"\[\s*[\d.]+ s\] ", "", text)
+        return re.sub(r"\b[0-9a-f]{8}\b", "H", re.sub(r"logwatch-demo-\d+", "UNIT", text))
+    readme = (ROOT / "README.md").read_text().split("--executor systemd` runs the loop")[1]
+    block = readme.split("```text\n")[1].split("```")[0]
+    printed = {shown(t) for t in said}
+    for line in block.splitlines():
+        if "..." not in line:
+            assert shown(line) in printed, line
