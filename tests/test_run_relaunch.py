@@ -92,8 +92,13 @@ def test_an_approved_relaunch_becomes_the_runs_child(tmp_path: Path) -> None:
 
     async def scenario() -> None:
         async with client.subscribe(sock, ["action"]) as events:
-            asked = await _until(events, {"awaiting_approval"}, seen)
-            code, said = await _cli("approve", asked.id, "--socket", str(sock))
+            # subscribed: from now on no move is missed; one made before is in the status
+            status = await client.Client(sock).status()
+            waiting = [a["id"] for a in status.get("relaunch", {}).get("actions", [])
+                       if a["state"] == "awaiting_approval"]
+            asked_id = waiting[0] if waiting else (
+                await _until(events, {"awaiting_approval"}, seen)).id
+            code, said = await _cli("approve", asked_id, "--socket", str(sock))
             assert code == 0, said
             await _until(events, {"succeeded", "escalated"}, seen)
 
