@@ -17,7 +17,7 @@ import subprocess
 import sys
 import time
 import urllib.request
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable
 from datetime import datetime, timedelta
 from pathlib import Path
 
@@ -53,6 +53,7 @@ from logwatch.store.actions import load_history
 from logwatch.store.db import open_store
 from logwatch.store.record import ScanRecorder
 from tests.conftest import ROOT
+from tests.live_actions import free_port, logwatch_cli, until_state
 from tests.test_plan import MODELS, SPEC, W4A4_UNCOVERED
 
 UNIT_DIR = Path("/run/user/0/systemd/user")
@@ -87,12 +88,6 @@ def _until(check: object, timeout: float, what: str) -> None:
         time.sleep(0.1)  # polling the manager within the deadline
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
 @pytest.fixture
 def loop(systemd_user: dict[str, str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
          ) -> object:
@@ -103,7 +98,7 @@ def loop(systemd_user: dict[str, str], tmp_path: Path, monkeypatch: pytest.Monke
     shutil.copytree(MODELS / W4A4_UNCOVERED, models / MODEL)  # MTP not covered
     vllm = standin_entry(tmp_path / "bin")
     name = f"logwatch-loop-{os.getpid()}.service"
-    port = _free_port()
+    port = free_port()
     (UNIT_DIR / name).write_text(
         "[Service]\n"
         f"ExecStart={vllm} serve {models / MODEL} -tp 4 --speculative-config '{SPEC}' "
@@ -298,26 +293,15 @@ def _stop_daemon(daemon: subprocess.Popen[str]) -> str:
     return out
 
 
-async def _actions_until(sock: Path, final: set[str], timeout: float,
-                         on: Callable[[ActionEvent], Awaitable[None]] | None = None
-                         ) -> list[ActionEvent]:
+async def _actions_until(sock: Path, final: set[str], timeout: float) -> list[ActionEvent]:
     """The action events up to one whose state is in `final`."""
     seen: list[ActionEvent] = []
-
-    async def collect() -> None:
-        async with client.subscribe(sock, ["action"]) as events:
-            async for event in events:
-                assert isinstance(event, ActionEvent)
-                seen.append(event)
-                if on is not None:
-                    await on(event)
-                if event.state in final:
-                    return
-    try:
-        await asyncio.wait_for(collect(), timeout)
-    except TimeoutError:
-        pytest.fail(f"no action reached {sorted(final)} in {timeout:g} s: "
-                    f"{[(e.state, e.reason) for e in seen]}")
+    async with client.subscribe(sock, ["action"]) as events:
+        try:
+            await until_state(events, final, seen, timeout)
+        except TimeoutError:
+            pytest.fail(f"no action reached {sorted(final)} in {timeout:g} s: "
+                        f"{[(e.state, e.reason) for e in seen]}")
     return seen
 
 
@@ -343,7 +327,7 @@ def test_the_daemon_relaunches_a_failed_unit_on_its_own(loop: dict[str, object])
     env, name = loop["env"], str(loop["name"])
     models = Path(str(loop["models"]))
     assert isinstance(env, dict)
-    metrics = _free_port()
+    metrics = free_port()
     pwned = Path(str(loop["tmp"])) / "pwned"
     Path(env["LOOP_LOG"]).write_text(
         "\n".join(line.format(pwned=pwned) for line in HOSTILE_LINES) + "\n")
@@ -395,15 +379,6 @@ def test_the_daemon_relaunches_a_failed_unit_on_its_own(loop: dict[str, object])
     assert "relaunch_failed" not in out, out[-4000:]
 
 
-async def _cli(*args: str) -> tuple[int, str]:
-    """The real `logwatch` command, as an operator types it (its own process and uid)."""
-    proc = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "logwatch", *args, stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.STDOUT)
-    out, _ = await asyncio.wait_for(proc.communicate(), 60)
-    return proc.returncode or 0, out.decode()
-
-
 @pytest.mark.slow
 def test_the_daemon_asks_then_rolls_back_escalates_and_keeps_the_breaker(
         loop: dict[str, object]) -> None:
@@ -413,27 +388,20 @@ def test_the_daemon_asks_then_rolls_back_escalates_and_keeps_the_breaker(
     configuration already failed) and the breaker is open until `logwatch reset-breaker`."""
     env, name, port = loop["env"], str(loop["name"]), int(str(loop["port"]))
     assert isinstance(env, dict)
-    metrics = _free_port()
+    metrics = free_port()
     daemon, sock = _start_daemon(loop, "ask", "breaker_failures = 1\nbackoff_seconds = 1\n",
                                  "--metrics", f"127.0.0.1:{metrics}")
     seen: list[ActionEvent] = []
 
     async def scenario() -> dict[str, object]:
         async with client.subscribe(sock, ["action"]) as events:
-            stream = aiter(events)
-
-            async def until(states: set[str], timeout: float = 90) -> ActionEvent:
-                while True:
-                    event = await asyncio.wait_for(anext(stream), timeout)
-                    assert isinstance(event, ActionEvent)
-                    seen.append(event)
-                    if event.state in states:
-                        return event
+            def until(states: set[str]) -> Awaitable[ActionEvent]:
+                return until_state(events, states, seen)
 
             await asyncio.to_thread(_systemctl, env, "start", name)
             asked = await until({"awaiting_approval"})
             assert "logwatch approve" in asked.reason
-            code, said = await _cli("status", "--socket", str(sock))
+            code, said = await logwatch_cli("status", "--socket", str(sock))
             assert f"action {asked.id} on vllm: awaiting approval: `logwatch approve " \
                    f"{asked.id}`" in said, said
             waiting = await asyncio.to_thread(_metrics, metrics)
@@ -442,7 +410,7 @@ def test_the_daemon_asks_then_rolls_back_escalates_and_keeps_the_breaker(
                 held.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
                 held.bind(("127.0.0.1", port))
                 held.listen(1)
-                code, said = await _cli("approve", asked.id, "--socket", str(sock),
+                code, said = await logwatch_cli("approve", asked.id, "--socket", str(sock),
                                         "--reason", "the overlay looks right")
                 assert code == 0 and f"action {asked.id}: approved" in said, said
                 approved = await until({"approved"})
@@ -454,15 +422,15 @@ def test_the_daemon_asks_then_rolls_back_escalates_and_keeps_the_breaker(
             assert refused.id != asked.id and refused.state == "rejected", seen
             assert "already failed" in refused.reason
             status = await client.Client(sock).status()
-            code, said = await _cli("status", "--socket", str(sock))
+            code, said = await logwatch_cli("status", "--socket", str(sock))
             assert "breaker of vllm OPEN: relaunches stop until `logwatch reset-breaker " \
                    "vllm`" in said, said
             tripped = await asyncio.to_thread(_metrics, metrics)
             assert tripped['logwatch_breaker_open{target="vllm"}'] == 1
             assert tripped['logwatch_action_moves_total{state="escalated"}'] == 1
-            code, said = await _cli("approve", asked.id, "--socket", str(sock))
+            code, said = await logwatch_cli("approve", asked.id, "--socket", str(sock))
             assert code == 1 and "escalated" in said, said
-            reset = await _cli("reset-breaker", "vllm", "--socket", str(sock), "--json")
+            reset = await logwatch_cli("reset-breaker", "vllm", "--socket", str(sock), "--json")
             again = await client.Client(sock).status()
             return {"status": status, "reset": reset, "again": again}
 
@@ -500,25 +468,18 @@ def test_an_unanswered_action_expires_and_a_rejected_one_never_runs(
 
     async def scenario() -> None:
         async with client.subscribe(sock, ["action"]) as events:
-            stream = aiter(events)
-
-            async def until(states: set[str], timeout: float = 60) -> ActionEvent:
-                while True:
-                    event = await asyncio.wait_for(anext(stream), timeout)
-                    assert isinstance(event, ActionEvent)
-                    seen.append(event)
-                    if event.state in states:
-                        return event
+            def until(states: set[str]) -> Awaitable[ActionEvent]:
+                return until_state(events, states, seen, 60)
 
             await asyncio.to_thread(_systemctl, env, "start", name)
             expired = await until({"expired"})
             assert expired.actor == "policy" and "no approval within 1 s" in expired.reason
-            code, said = await _cli("approve", expired.id, "--socket", str(sock))
+            code, said = await logwatch_cli("approve", expired.id, "--socket", str(sock))
             assert code == 1 and "is expired" in said, said
             await asyncio.to_thread(_systemctl, env, "restart", name)  # fails the same way
             asked = await until({"awaiting_approval"})
             assert asked.id != expired.id
-            code, said = await _cli("reject", asked.id, "--socket", str(sock), "--reason",
+            code, said = await logwatch_cli("reject", asked.id, "--socket", str(sock), "--reason",
                                     "not during the demo")
             assert code == 0 and f"action {asked.id}: rejected" in said, said
             rejected = await until({"rejected"})

@@ -23,15 +23,10 @@ from logwatch.daemon import client
 from logwatch.daemon.protocol import ActionEvent
 from logwatch.demo.scenario import standin_entry
 from tests.conftest import ROOT
+from tests.live_actions import free_port, logwatch_cli, until_state
 from tests.test_plan import MODELS, SPEC, W4A4_UNCOVERED
 
 TOKEN = "hf_" + "Q7xv2LrT9pWm4ZkB8sNc1YdF6gHj3KaE0u"  # a Hugging Face token's shape
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def _start(tmp: Path, mode: str, port: int) -> tuple[subprocess.Popen[bytes], Path]:
@@ -58,26 +53,6 @@ def _start(tmp: Path, mode: str, port: int) -> tuple[subprocess.Popen[bytes], Pa
     return run, sock
 
 
-async def _until(events: client.Subscription, final: set[str], seen: list[ActionEvent],
-                 timeout: float = 90) -> ActionEvent:
-    async def next_one() -> ActionEvent:
-        async for event in events:
-            assert isinstance(event, ActionEvent)
-            seen.append(event)
-            if event.state in final:
-                return event
-        raise AssertionError("the run went away")
-    return await asyncio.wait_for(next_one(), timeout)
-
-
-async def _cli(*args: str) -> tuple[int, str]:
-    proc = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "logwatch", *args, stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.STDOUT)
-    out, _ = await asyncio.wait_for(proc.communicate(), 60)
-    return proc.returncode or 0, out.decode()
-
-
 def _children(run: subprocess.Popen[bytes]) -> list[int]:
     found = subprocess.run(["pgrep", "-P", str(run.pid)], capture_output=True, text=True,
                            check=False).stdout.split()
@@ -86,7 +61,7 @@ def _children(run: subprocess.Popen[bytes]) -> list[int]:
 
 @pytest.mark.slow
 def test_an_approved_relaunch_becomes_the_runs_child(tmp_path: Path) -> None:
-    port = _free_port()
+    port = free_port()
     run, sock = _start(tmp_path, "ask", port)
     seen: list[ActionEvent] = []
 
@@ -97,10 +72,10 @@ def test_an_approved_relaunch_becomes_the_runs_child(tmp_path: Path) -> None:
             waiting = [a["id"] for a in status.get("relaunch", {}).get("actions", [])
                        if a["state"] == "awaiting_approval"]
             asked_id = waiting[0] if waiting else (
-                await _until(events, {"awaiting_approval"}, seen)).id
-            code, said = await _cli("approve", asked_id, "--socket", str(sock))
+                await until_state(events, {"awaiting_approval"}, seen)).id
+            code, said = await logwatch_cli("approve", asked_id, "--socket", str(sock))
             assert code == 0, said
-            await _until(events, {"succeeded", "escalated"}, seen)
+            await until_state(events, {"succeeded", "escalated"}, seen)
 
     try:
         asyncio.run(scenario())
@@ -138,7 +113,7 @@ def test_a_relaunch_that_cannot_verify_is_stopped_and_the_run_ends(tmp_path: Pat
     """The port is held from the start: the first launch fails on the MTP gap before it
     binds, the relaunch on the port. Nothing verified ever ran, so nothing is put back and
     the run ends with the relaunch's status once the action is escalated."""
-    port = _free_port()
+    port = free_port()
     with socket.socket() as held:
         held.bind(("127.0.0.1", port))
         held.listen(1)

@@ -243,25 +243,29 @@ def _reason(value: Any) -> str | None:
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
-class ApproveRequest(Request):
-    """Approve an action awaiting approval (policy `ask`); the guardrails still decide when
-    it runs. The approver recorded is the connecting user (from the socket's credentials)."""
+class _ActionRequest(Request):
+    """An operator's word on one action; who said it is the connecting user (from the
+    socket's credentials), never a name the request carries."""
 
-    op: ClassVar[str] = "approve"
     answer: ClassVar[type] = ActionAnswer
     id: str = field(metadata=_param("an action id", _action_id))
     reason: str | None = field(default=None, metadata=_param("a string", _reason))
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
-class RejectRequest(Request):
+class ApproveRequest(_ActionRequest):
+    """Approve an action awaiting approval (policy `ask`); the guardrails still decide when
+    it runs. The approver recorded is the connecting user (from the socket's credentials)."""
+
+    op: ClassVar[str] = "approve"
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class RejectRequest(_ActionRequest):
     """Reject an action that has not started (proposed, awaiting approval, approved,
     blocked)."""
 
     op: ClassVar[str] = "reject"
-    answer: ClassVar[type] = ActionAnswer
-    id: str = field(metadata=_param("an action id", _action_id))
-    reason: str | None = field(default=None, metadata=_param("a string", _reason))
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
