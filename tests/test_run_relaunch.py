@@ -29,7 +29,8 @@ from tests.test_plan import MODELS, SPEC, W4A4_UNCOVERED
 TOKEN = "hf_" + "Q7xv2LrT9pWm4ZkB8sNc1YdF6gHj3KaE0u"  # a Hugging Face token's shape
 
 
-def _start(tmp: Path, mode: str, port: int) -> tuple[subprocess.Popen[bytes], Path]:
+def _start(tmp: Path, mode: str, port: int, *extra: str
+           ) -> tuple[subprocess.Popen[bytes], Path]:
     shutil.copytree(MODELS / W4A4_UNCOVERED, tmp / "model")
     vllm = standin_entry(tmp / "bin")
     (tmp / "logwatch.toml").write_text(
@@ -39,7 +40,7 @@ def _start(tmp: Path, mode: str, port: int) -> tuple[subprocess.Popen[bytes], Pa
            "LOGWATCH_STANDIN_PACE": "0", "VLLM_LOG_STATS_INTERVAL": "1", "HF_TOKEN": TOKEN,
            "PYTHONDONTWRITEBYTECODE": "1"}
     run = subprocess.Popen(
-        [sys.executable, "-m", "logwatch", "run", "--relaunch", mode, "--quiet",
+        [sys.executable, "-m", "logwatch", "run", "--relaunch", mode, "--quiet", *extra,
          "--config", str(tmp / "logwatch.toml"), "--db", str(tmp / "h.duckdb"),
          "--socket", str(sock), "--gpu-capability", "10.0", "--",
          str(vllm), "serve", str(tmp / "model"), "-tp", "4", "--speculative-config", SPEC,
@@ -137,3 +138,28 @@ def test_a_relaunch_that_cannot_verify_is_stopped_and_the_run_ends(tmp_path: Pat
     assert run.returncode == 1, out[-4000:]  # the relaunch's status: nothing healthy to run
     assert [o for o, _ in outcomes] == ["failed", "failed"], outcomes
     assert "port" in str(outcomes[1][1]).lower(), outcomes
+
+
+@pytest.mark.slow
+def test_a_dry_run_decides_and_changes_nothing(tmp_path: Path) -> None:
+    """`--dry-run`: the action is proposed, decided and approved, then dropped; no child is
+    started again, no overlay is made, and the run ends with the failure's status."""
+    run, _ = _start(tmp_path, "auto", free_port(), "--dry-run")
+    try:
+        out = run.communicate(timeout=120)[0].decode()
+    finally:
+        if run.poll() is None:
+            run.kill()
+            run.communicate()
+    assert run.returncode == 1, out[-4000:]
+    con = duckdb.connect(str(tmp_path / "h.duckdb"), read_only=True)
+    try:
+        moves = con.execute("SELECT to_state, reason FROM action_transitions "
+                            "ORDER BY time, seq").fetchall()
+        launches = con.execute("SELECT count(*) FROM launches").fetchone()
+    finally:
+        con.close()
+    assert [m[0] for m in moves] == ["proposed", "approved", "rejected"], moves
+    assert moves[-1][1].startswith("dry run: approved, not applied (`logwatch plan --launch ")
+    assert launches == (1,) and not (tmp_path / "state").exists()
+    assert out.count("logwatch run: started pid") == 1, out[-4000:]

@@ -7,6 +7,7 @@ import json
 import os
 import sys
 from collections.abc import Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -176,6 +177,9 @@ def build_parser() -> argparse.ArgumentParser:
     daemon.add_argument("--from-end", action="store_true",
                         help="on a first run (no checkpoint yet), start --file and --journal-* "
                              "sources at the end of what they hold; a checkpoint always wins")
+    daemon.add_argument("--dry-run", action="store_true",
+                        help="relaunches are proposed, decided and approved, then dropped "
+                             "before any change ([relaunch] dry_run)")
     daemon.add_argument("--until-idle", type=float, metavar="S", default=None,
                         help="catch up, then exit once no source has written for S seconds")
     daemon.add_argument("--signatures", action="append", type=Path, default=[], metavar="DIR")
@@ -204,6 +208,8 @@ def build_parser() -> argparse.ArgumentParser:
                           "the guardrails allow (auto); default off")
     run.add_argument("--config", type=Path, metavar="PATH", default=None,
                      help="the [relaunch] settings (timeouts, breaker) from this file")
+    run.add_argument("--dry-run", action="store_true",
+                     help="with --relaunch: propose, decide and approve, then change nothing")
     run.add_argument("--signatures", action="append", type=Path, default=[], metavar="DIR")
     run.add_argument("--library", type=Path, metavar="DIR")
     run.add_argument("argv", nargs=argparse.REMAINDER, help="-- then the command to run")
@@ -432,8 +438,9 @@ def _cmd_daemon(args: argparse.Namespace) -> int:
         if any(t.relaunch.get("policy") in ("ask", "auto") for t in config.targets):
             from logwatch.daemon.relaunches import Relaunches, settings_from_config
 
+            settings = settings_from_config(config.values, db.parent)
             daemon.relaunches = Relaunches(
-                config.targets, settings_from_config(config.values, db.parent),
+                config.targets, replace(settings, dry_run=True) if args.dry_run else settings,
                 daemon.in_store, daemon, daemon.current_launch, daemon.signature_status)
         for snapshot in targets.take_all():  # what each target runs with, before READY
             daemon.record_snapshot(snapshot)
@@ -628,7 +635,8 @@ def _run_relaunch_settings(args: argparse.Namespace, argv: list[str]) -> Any:
         for problem in config.problems:
             _warn(f"  {problem}")
         return EXIT_USAGE
-    return settings_from_config(config.values, (args.db or default_db_path()).parent)
+    settings = settings_from_config(config.values, (args.db or default_db_path()).parent)
+    return replace(settings, dry_run=True) if args.dry_run else settings
 
 
 def _cmd_history(args: argparse.Namespace) -> int:

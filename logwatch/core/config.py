@@ -32,8 +32,9 @@ SCHEMA: dict[str, dict[str, tuple[type | tuple[type, ...], Any]]] = {
     # relaunch has start_seconds to log that it serves, then soak_seconds of requests for a
     # speculative-decoding reading; an action waits approval_seconds for `logwatch approve`;
     # breaker_failures failed relaunches in a row open a target's breaker (`logwatch
-    # reset-breaker` closes it); after the k-th, the next waits backoff_seconds * 2**(k-1)
-    "relaunch": {"state_dir": (str, ""), "dropin": (str, "persistent"),
+    # reset-breaker` closes it); after the k-th, the next waits backoff_seconds * 2**(k-1);
+    # dry_run: actions are proposed, decided and approved, then dropped before any change
+    "relaunch": {"state_dir": (str, ""), "dropin": (str, "persistent"), "dry_run": (bool, False),
                  "start_seconds": ((int, float), 900.0), "soak_seconds": ((int, float), 60.0),
                  "approval_seconds": ((int, float), 3600.0), "breaker_failures": (int, 3),
                  "backoff_seconds": ((int, float), 60.0)},

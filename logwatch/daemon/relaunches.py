@@ -105,6 +105,7 @@ class Settings:
     start_seconds: float = 900.0
     soak_seconds: float = 60.0
     thresholds: Thresholds = field(default_factory=Thresholds)
+    dry_run: bool = False  # approved actions are dropped (rejected) before any change
 
 
 @dataclass
@@ -340,6 +341,11 @@ class Relaunches:
     async def _run(self, held: Open) -> None:
         """Carry the approved action out on a thread, after the failure is checked again."""
         action, target = held.action, self.targets[held.action.target]
+        if self.settings.dry_run:
+            await self._move(held, REJECTED, POLICY, "dry run: approved, not applied "
+                             f"(`logwatch plan --launch {held.found.id}` shows the plan)")
+            self._close(held)
+            return
         again = recheck(action, self._current(held.source))
         if again.verdict != ALLOW:
             await self._move(held, EXPIRED, POLICY, f"{again.reason}: {again.text}")
@@ -525,4 +531,5 @@ def settings_from_config(values: Mapping[str, Any], default_state: Path) -> Sett
                             seconds=float(values.get("relaunch.approval_seconds") or 3600.0)),
                         breaker_failures=int(values.get("relaunch.breaker_failures") or 3),
                         backoff_base=timedelta(
-                            seconds=float(values.get("relaunch.backoff_seconds") or 60.0))))
+                            seconds=float(values.get("relaunch.backoff_seconds") or 60.0))),
+                    bool(values.get("relaunch.dry_run")))
