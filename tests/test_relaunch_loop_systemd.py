@@ -342,6 +342,7 @@ def test_the_daemon_relaunches_a_failed_unit_on_its_own(loop: dict[str, object])
         assert {"applying", "restarting", "verifying"} <= set(states)
         unit = SystemdUnit(name, user=True, dropin_root=UNIT_DIR, runtime_root=UNIT_DIR)
         assert unit.dropin.exists() and not unit.hold.exists()
+        assert unit.dropin.stat().st_mode & 0o777 == 0o600  # its command line may hold a key
         assert unit.restart_policy() == "on-failure"  # held while it ran, given back after
         assert Path(str(loop["operator"])).read_text() == loop["text"]
         operator = unit.current().spec.argv()

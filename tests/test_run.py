@@ -118,6 +118,9 @@ def test_a_10_mb_line_and_a_missing_command(tmp_path: Path) -> None:
                        "/nonexistent/vllm")
     assert missing.returncode == 127 and b"cannot start /nonexistent/vllm" in missing.stderr
     assert logwatch("run", "--db", str(db)).returncode == 2  # nothing to run
+    # a target name that ids, file names and labels cannot carry as it is
+    bad = logwatch("run", "--db", str(db), "--target", "t" * 190, "--", "true")
+    assert bad.returncode == 2 and b"--target" in bad.stderr
 
 
 @pytest.mark.slow

@@ -27,6 +27,7 @@ from tests.live_actions import free_port, logwatch_cli, until_state
 from tests.test_plan import MODELS, SPEC, W4A4_UNCOVERED
 
 TOKEN = "hf_" + "Q7xv2LrT9pWm4ZkB8sNc1YdF6gHj3KaE0u"  # a Hugging Face token's shape
+API_KEY = "sk-live-" + "4f8Jq2Lm9Xz7Rb1Tc6Vn3Hd5"  # vLLM's own --api-key
 
 
 def _start(tmp: Path, mode: str, port: int, *extra: str
@@ -44,11 +45,13 @@ def _start(tmp: Path, mode: str, port: int, *extra: str
          "--config", str(tmp / "logwatch.toml"), "--db", str(tmp / "h.duckdb"),
          "--socket", str(sock), "--gpu-capability", "10.0", "--",
          str(vllm), "serve", str(tmp / "model"), "-tp", "4", "--speculative-config", SPEC,
-         "--port", str(port)],
+         "--port", str(port), "--api-key", API_KEY],
         cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
     try:
         asyncio.run(client.wait_ready(sock, 60, alive=lambda: run.poll() is None))
-    except (client.DaemonUnavailable, TimeoutError):
+    except client.DaemonUnavailable:
+        pass  # it ended already (a dry run can): the caller reads what it left
+    except TimeoutError:
         run.kill()
         pytest.fail(f"logwatch run did not start: {run.communicate()[0].decode()[-4000:]}")
     return run, sock
@@ -87,6 +90,7 @@ def test_an_approved_relaunch_becomes_the_runs_child(tmp_path: Path) -> None:
         assert Path(argv[3].decode()).parent == tmp_path / "state" / "overlays"
         environ = Path(f"/proc/{child}/environ").read_bytes().split(b"\0")
         assert f"HF_TOKEN={TOKEN}".encode() in environ  # the real one, not the masked one
+        assert API_KEY.encode() in argv
         run.send_signal(signal.SIGINT)
         out = run.communicate(timeout=60)[0].decode()
     finally:
@@ -107,6 +111,7 @@ def test_an_approved_relaunch_becomes_the_runs_child(tmp_path: Path) -> None:
     assert "/state/overlays/" in json.dumps(relaunched["argv"])  # its own snapshot
     assert states == [("succeeded",)]
     assert TOKEN not in everything and TOKEN[:12] not in out
+    assert API_KEY not in everything and API_KEY[:12] not in out  # named, never shown
 
 
 @pytest.mark.slow
@@ -138,6 +143,7 @@ def test_a_relaunch_that_cannot_verify_is_stopped_and_the_run_ends(tmp_path: Pat
     assert run.returncode == 1, out[-4000:]  # the relaunch's status: nothing healthy to run
     assert [o for o, _ in outcomes] == ["failed", "failed"], outcomes
     assert "port" in str(outcomes[1][1]).lower(), outcomes
+    assert list((tmp_path / "state" / "overlays").iterdir()) == []  # its overlay went with it
 
 
 @pytest.mark.slow

@@ -513,6 +513,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
     import os
 
     from logwatch import own_log
+    from logwatch.core.config import valid_name
     from logwatch.core.snapshot import GpuFacts
     from logwatch.daemon.service import Daemon
     from logwatch.host.capture import capture_gpu, take_snapshot
@@ -520,6 +521,10 @@ def _cmd_run(args: argparse.Namespace) -> int:
     from logwatch.sources.process import ProcessSource
     from logwatch.store.db import default_db_path, keep_files_private, open_store
 
+    if not valid_name(args.target):
+        _warn(f"logwatch: run: --target {args.target!r}: letters, digits, '.', '_' and '-', "
+              "at most 64 characters, starting with a letter or digit")
+        return EXIT_USAGE
     own_log.configure()
     own_log.bind(target=args.target)  # every event of this run names its target
     argv = args.argv[1:] if args.argv[:1] == ["--"] else args.argv

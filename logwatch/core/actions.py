@@ -32,17 +32,18 @@ ESCALATED = "escalated"
 # when the wait is over. A proposal the policy refuses outright is `rejected` by it; an
 # action whose failure is no longer current at execution time is `expired`. After a
 # rollback the runner stops and hands the target to a person (`escalated`), whatever the
-# rollback's outcome.
+# rollback's outcome. An action the daemon was carrying out when it stopped is handed to a
+# person at its next start (`escalated` from where it was): nobody knows how far it got.
 ALLOWED_MOVES: dict[str, frozenset[str]] = {
     PROPOSED: frozenset({AWAITING_APPROVAL, APPROVED, REJECTED, EXPIRED, ESCALATED}),
     AWAITING_APPROVAL: frozenset({APPROVED, REJECTED, EXPIRED}),
     APPROVED: frozenset({BLOCKED, APPLYING, REJECTED, EXPIRED, ESCALATED}),
     BLOCKED: frozenset({APPLYING, REJECTED, EXPIRED, ESCALATED}),
-    APPLYING: frozenset({RESTARTING, ROLLING_BACK}),
-    RESTARTING: frozenset({VERIFYING, VERIFY_FAILED}),
-    VERIFYING: frozenset({SUCCEEDED, VERIFY_FAILED}),
+    APPLYING: frozenset({RESTARTING, ROLLING_BACK, ESCALATED}),
+    RESTARTING: frozenset({VERIFYING, VERIFY_FAILED, ESCALATED}),
+    VERIFYING: frozenset({SUCCEEDED, VERIFY_FAILED, ESCALATED}),
     VERIFY_FAILED: frozenset({ROLLING_BACK, ESCALATED}),
-    ROLLING_BACK: frozenset({ROLLED_BACK, ROLLBACK_FAILED}),
+    ROLLING_BACK: frozenset({ROLLED_BACK, ROLLBACK_FAILED, ESCALATED}),
     ROLLED_BACK: frozenset({ESCALATED}),
     ROLLBACK_FAILED: frozenset({ESCALATED}),
     SUCCEEDED: frozenset(),

@@ -9,7 +9,7 @@ from __future__ import annotations
 import re
 import tomllib
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeGuard
 
 from logwatch.core.command_template import check_template
 from logwatch.core.library import Problem, did_you_mean
@@ -18,6 +18,11 @@ SOURCE_KINDS = ("file", "journald", "stdin", "process")
 START_AT = ("start", "end")  # where a first run (no checkpoint) starts reading a source
 RELAUNCH_POLICIES = ("off", "ask", "auto")
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
+
+
+def valid_name(name: object) -> TypeGuard[str]:
+    """A target's name: what ids, file names and metric labels can carry as it is."""
+    return isinstance(name, str) and _NAME.fullmatch(name) is not None
 
 # section -> key -> (type, default). None default: required when the section is present.
 SCHEMA: dict[str, dict[str, tuple[type | tuple[type, ...], Any]]] = {
@@ -176,7 +181,7 @@ def _target(config: Config, raw: Any, index: int, problem: Any) -> None:
             problem(f"unknown key {key!r} in target {index + 1}", key, "targets", index,
                     did_you_mean(key, TARGET_KEYS))
     name = raw.get("name")
-    if not isinstance(name, str) or not _NAME.fullmatch(name):
+    if not valid_name(name):
         problem(f"target {index + 1} needs a name (letters, digits, . _ -)", "name",
                 "targets", index)
         name = f"target{index + 1}"

@@ -20,6 +20,7 @@ from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
+from functools import partial
 from pathlib import Path
 from typing import Any, Protocol, TypeVar
 
@@ -29,7 +30,9 @@ from logwatch.core.actions import (
     BLOCKED,
     ESCALATED,
     EXPIRED,
+    IN_FLIGHT,
     OPERATOR_PREFIX,
+    PENDING,
     POLICY,
     PROPOSED,
     REJECTED,
@@ -57,7 +60,7 @@ from logwatch.core.policy import (
 )
 from logwatch.core.verify import Verdict
 from logwatch.daemon.launch_watch import LaunchWatch
-from logwatch.relaunch.executors import executor_for
+from logwatch.relaunch.executors import executor_for, unit_of
 from logwatch.relaunch.from_history import FailedLaunch, failed_launch_in
 from logwatch.relaunch.runner import carry_out
 from logwatch.relaunch.verify import verify_launch
@@ -119,6 +122,9 @@ class Open:
     signature_status: str
     confidence: float
     timer: asyncio.TimerHandle | None = field(default=None, repr=False)
+    # held while a move is worked out and written: a move checks the state it starts from
+    # under it, so two requests (or a request and a timer) never both move from one state
+    lock: asyncio.Lock = field(default_factory=asyncio.Lock, repr=False)
 
 
 class RelaunchError(Exception):
@@ -179,9 +185,12 @@ class Relaunches:
         return self.targets.get(self._sources.get(source) or source.split(":", 1)[0])
 
     def busy(self, target: str) -> bool:
-        """Whether a failure of `target` is being planned or an action of it is open."""
+        """Whether anything is still to come for `target`: a failure being planned, an
+        action running, or one open that waits for an operator or for a time (one blocked
+        with no time to try again, by the breaker say, waits for nothing that will come)."""
         return target in self._proposing or target in self.running or any(
-            o.action.target == target for o in self.open.values())
+            o.action.target == target and not (o.action.state == BLOCKED and o.timer is None)
+            for o in self.open.values())
 
     def launch_failed(self, fields: Mapping[str, Any], fingerprint: str | None,
                       config_hash: str | None) -> None:
@@ -203,22 +212,58 @@ class Relaunches:
         self._spawn(self._propose(str(fields["id"]), str(fields["source"]), target,
                                   fingerprint or "", config_hash))
 
+    async def recover(self) -> None:
+        """At start: actions an earlier daemon left unfinished. One not started is expired
+        (its failure is proposed anew if it happens again); one being carried out is
+        escalated (nobody knows how far it got), and a unit's restart hold is taken away so
+        that its own Restart= is back. Each target's breaker is read."""
+        for name in self.policy.targets:
+            history = await self._db(partial(load_history, target=name))
+            self.breakers[name] = breaker_open(history, name, self.settings.thresholds)
+            for action in [a for a in history if isinstance(a, Action)]:
+                if action.state in PENDING:
+                    to, why = EXPIRED, ("the daemon restarted before this was carried out; "
+                                        "a new failure is proposed anew")
+                elif action.state in IN_FLIGHT:
+                    to, why = ESCALATED, ("the daemon stopped while carrying this out; a "
+                                          "person must look at the target")
+                    await self._release_hold(name)
+                else:
+                    continue
+                moved = transition(action, to, max(self._now(), action.updated), POLICY, why)
+                await self._db(partial(record_action, action=moved))
+                self._published(moved)
+
+    async def _release_hold(self, target: str) -> None:
+        unit = unit_of(self.targets[target], self.settings.dropin)
+        if unit is None:
+            return
+        try:
+            await asyncio.get_running_loop().run_in_executor(self._threads,
+                                                             unit.release_restarts)
+        except Exception as exc:  # told, and the escalation stands
+            self._note(f"could not give {unit.unit} its own Restart= back: {exc}")
+
     async def approve(self, action_id: str, operator: str, reason: str = "") -> Action:
         """`logwatch approve ID`: an action awaiting approval goes on to the policy's other
         guardrails (and runs when they pass)."""
-        held = await self._waiting(action_id, (AWAITING_APPROVAL,), "approved")
+        states = (AWAITING_APPROVAL,)
+        held = await self._waiting(action_id, states, "approved")
+        if not await self._move(held, APPROVED, operator, reason or "approved by an operator",
+                                states):
+            raise self._not_now(held.action, states, "approved")
         self._cancel_timer(held)
-        await self._move(held, APPROVED, operator, reason or "approved by an operator")
         approved = held.action
         self._spawn(self._decide(held))  # it may run for minutes: the answer is not held
         return approved
 
     async def reject(self, action_id: str, operator: str, reason: str = "") -> Action:
         """`logwatch reject ID`: an action not started yet is dropped."""
-        held = await self._waiting(action_id, (PROPOSED, AWAITING_APPROVAL, APPROVED, BLOCKED),
-                                   "rejected")
-        self._cancel_timer(held)
-        await self._move(held, REJECTED, operator, reason or "rejected by an operator")
+        states = (PROPOSED, AWAITING_APPROVAL, APPROVED, BLOCKED)
+        held = await self._waiting(action_id, states, "rejected")
+        if not await self._move(held, REJECTED, operator, reason or "rejected by an operator",
+                                states):
+            raise self._not_now(held.action, states, "rejected")
         self._close(held)
         return held.action
 
@@ -311,36 +356,56 @@ class Relaunches:
         history = await self._db(lambda store: load_history(store, target))
         self.breakers[target] = breaker_open(history, target, self.settings.thresholds)
         now = self._now()
+        state, mode = held.action.state, self.policy.targets[target].mode
         decision = decide(history, now, self.policy, Request(
             held.action, held.signature_status, held.confidence))
-        state, mode = held.action.state, self.policy.targets[target].mode
+        was = (state,)  # each move below is made only from the state decided on
         if decision.verdict == ALLOW:
-            if state in (PROPOSED, AWAITING_APPROVAL):
-                await self._move(held, APPROVED, POLICY, "policy auto: every guardrail passed")
+            if state in (PROPOSED, AWAITING_APPROVAL) and not await self._move(
+                    held, APPROVED, POLICY, "policy auto: every guardrail passed", was):
+                return
             await self._run(held)
         elif decision.verdict == NEEDS_APPROVAL:
-            if state == PROPOSED:
-                await self._move(held, AWAITING_APPROVAL, POLICY, decision.text)
+            if state == PROPOSED and await self._move(held, AWAITING_APPROVAL, POLICY,
+                                                      decision.text, was):
                 self._expire_at(held, now + self.settings.thresholds.approval_timeout)
         elif decision.verdict == WAIT or decision.retryable:
             if state == PROPOSED and mode == "ask":
-                await self._move(held, AWAITING_APPROVAL, POLICY,
-                                 f"{decision.text}; approval is asked for meanwhile")
-                self._expire_at(held, now + self.settings.thresholds.approval_timeout)
+                if await self._move(held, AWAITING_APPROVAL, POLICY,
+                                    f"{decision.text}; approval is asked for meanwhile", was):
+                    self._expire_at(held, now + self.settings.thresholds.approval_timeout)
                 return
             if state == PROPOSED:
-                await self._move(held, APPROVED, POLICY, "policy auto")
-            if held.action.state != BLOCKED:
-                await self._move(held, BLOCKED, POLICY, decision.text)
+                if not await self._move(held, APPROVED, POLICY, "policy auto", was):
+                    return
+                was = (APPROVED,)
+            if state != BLOCKED and not await self._move(held, BLOCKED, POLICY, decision.text,
+                                                         was):
+                return
             if decision.verdict == WAIT and decision.until is not None:
                 self._decide_at(held, decision.until)
-        else:
-            await self._move(held, REJECTED, POLICY, f"{decision.reason}: {decision.text}")
+        elif await self._move(held, REJECTED, POLICY, f"{decision.reason}: {decision.text}",
+                              was):
             self._close(held)
 
     async def _run(self, held: Open) -> None:
-        """Carry the approved action out on a thread, after the failure is checked again."""
-        action, target = held.action, self.targets[held.action.target]
+        """Carry the approved action out on a thread, after the failure is checked again.
+        The target is claimed first: an action still approved or blocked, and no other
+        action of the target running (a reject from now on is refused)."""
+        target = self.targets[held.action.target]
+        async with held.lock:
+            if held.action.state not in (APPROVED, BLOCKED) or held.action.id not in self.open \
+                    or target.name in self.running:
+                return
+            self.running[target.name] = held.action.id
+        try:
+            await self._carry_out(held, target)
+        finally:
+            self.running.pop(target.name, None)
+        await self._after(target.name)
+
+    async def _carry_out(self, held: Open, target: TargetConfig) -> None:
+        action = held.action
         if self.settings.dry_run:
             await self._move(held, REJECTED, POLICY, "dry run: approved, not applied "
                              f"(`logwatch plan --launch {held.found.id}` shows the plan)")
@@ -358,7 +423,6 @@ class Relaunches:
                              "relaunch (no launch.unit, no relaunch.command)")
             self._close(held)
             return
-        self.running[target.name] = action.id
         self._cancel_timer(held)
         loop = asyncio.get_running_loop()
         source, settings = held.source, self.settings
@@ -386,11 +450,12 @@ class Relaunches:
             self._note(f"action {action.id} stopped: {exc}; the target is left as it is")
             with contextlib.suppress(Exception):
                 await loop.run_in_executor(self._actions, executor.done)
+            with contextlib.suppress(Exception):  # not left holding the target's lock
+                await self._move(held, ESCALATED, POLICY, f"stopped: {str(exc)[:300]}; the "
+                                 "target is left as it is")
         finally:
             self.watch.end(source)
-            self.running.pop(target.name, None)
             self._close(held)
-        await self._after(target.name)
 
     async def _after(self, target: str) -> None:
         """An action on `target` ended: its breaker is read again, and actions that waited
@@ -402,11 +467,19 @@ class Relaunches:
             await self._decide(held)
 
     # -- moves, timers, the history ---------------------------------------------------------
-    async def _move(self, held: Open, to: str, actor: str, reason: str) -> None:
-        moved = transition(held.action, to, max(self._now(), held.action.updated), actor,
-                           reason)
-        await self._db(lambda store: record_action(store, moved))
-        self._moved(held, moved)
+    async def _move(self, held: Open, to: str, actor: str, reason: str,
+                    only_from: tuple[str, ...] | None = None) -> bool:
+        """Move the action and write it; with `only_from`, only when it is in one of those
+        states and not being carried out (checked under its lock): whether it moved."""
+        async with held.lock:
+            if only_from is not None and (held.action.state not in only_from
+                                          or held.action.id in self.running.values()):
+                return False
+            moved = transition(held.action, to, max(self._now(), held.action.updated), actor,
+                               reason)
+            await self._db(lambda store: record_action(store, moved))
+            self._moved(held, moved)
+            return True
 
     def _moved(self, held: Open, action: Action) -> None:
         held.action = action
@@ -433,10 +506,10 @@ class Relaunches:
     def _expire_at(self, held: Open, when: datetime) -> None:
         async def expire() -> None:
             held.timer = None
-            if held.action.state == AWAITING_APPROVAL and held.action.id in self.open:
-                seconds = self.settings.thresholds.approval_timeout.total_seconds()
-                await self._move(held, EXPIRED, POLICY,
-                                 f"no approval within {seconds:g} s")
+            seconds = self.settings.thresholds.approval_timeout.total_seconds()
+            if held.action.id in self.open and await self._move(
+                    held, EXPIRED, POLICY, f"no approval within {seconds:g} s",
+                    (AWAITING_APPROVAL,)):
                 self._close(held)
         self._at(held, when, expire)
 
@@ -468,8 +541,12 @@ class Relaunches:
             lambda store: load_action(store, action_id))
         if stored is None:
             raise RelaunchError(f"no action {action_id!r}")
-        raise RelaunchError(f"action {action_id} is {stored.state}: only an action "
-                            f"{' or '.join(states).replace('_', ' ')} can be {verb}")
+        raise self._not_now(stored, states, verb)
+
+    def _not_now(self, action: Action, states: tuple[str, ...], verb: str) -> RelaunchError:
+        now = "being carried out" if action.id in self.running.values() else action.state
+        return RelaunchError(f"action {action.id} is {now}: only an action "
+                             f"{' or '.join(states).replace('_', ' ')} can be {verb}")
 
     def _spawn(self, step: Any) -> None:
         task = asyncio.get_running_loop().create_task(self._guarded(step))

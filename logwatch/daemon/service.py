@@ -595,6 +595,12 @@ class Daemon:
                 self.log.error("control_socket_failed", path=str(self.control.path),
                                error=str(exc))
                 self.control = None
+        if self.relaunches is not None:  # what an earlier daemon left unfinished
+            try:
+                await self.relaunches.recover()
+            except Exception as exc:  # the history is told again on the next move
+                self.log.exception("relaunch_recovery_failed")
+                self.events.append(f"unfinished relaunch actions were not recovered: {exc}")
         watch = LibraryWatch(self.watch_dirs, self.reload, loop)
         if self.watch_dirs and self.reload_library is not None and not watch.start():
             self.events.append("signature directories are not watched (no inotify): "

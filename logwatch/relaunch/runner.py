@@ -10,6 +10,7 @@ launch started (relaunch/verify.py and core/verify.py make one).
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
@@ -33,7 +34,7 @@ from logwatch.core.actions import (
 )
 from logwatch.core.plan import Launch, Plan
 from logwatch.core.verify import Verdict
-from logwatch.host.overlay import OverlayError, make_overlay
+from logwatch.host.overlay import OverlayError, make_overlay, overlay_path, remove_overlay
 from logwatch.store.actions import record_action
 from logwatch.store.db import open_store
 
@@ -92,12 +93,14 @@ def carry_out(record: Recorder, action: Action, plan: Plan, executor: Executor,
 
     action = move(action, APPLYING, EXECUTOR, "putting the plan's launch in place"
                   + (" (an overlay of the model directory)" if plan.overlay else ""))
+    # an overlay made for this action (not one an earlier launch serves) goes with a rollback
+    made = plan.overlay is not None and not overlay_path(state_dir, plan).is_dir()
     try:
         overlay = str(make_overlay(state_dir, plan)) if plan.overlay else None
         launch = executor.start(plan, overlay)
     except (OSError, OverlayError, ValueError, RuntimeError) as exc:
         action = move(action, ROLLING_BACK, EXECUTOR, f"could not apply: {exc}")
-        return Outcome(_roll_back(action, executor, move), None, None)
+        return Outcome(_roll_back(action, executor, move, state_dir, plan, made), None, None)
     action = move(action, RESTARTING, EXECUTOR, "the corrected launch is starting")
     action = move(action, VERIFYING, EXECUTOR, "checking more than /health")
     verdict = verify(launch)
@@ -108,15 +111,19 @@ def carry_out(record: Recorder, action: Action, plan: Plan, executor: Executor,
     action = move(action, VERIFY_FAILED, EXECUTOR, "; ".join(
         f"{c.name}: {c.why}" for c in verdict.failed))
     action = move(action, ROLLING_BACK, EXECUTOR, "putting the previous launch back")
-    return Outcome(_roll_back(action, executor, move), launch, verdict)
+    return Outcome(_roll_back(action, executor, move, state_dir, plan, made), launch, verdict)
 
 
 def _roll_back(action: Action, executor: Executor,
-               move: Callable[[Action, str, str, str], Action]) -> Action:
+               move: Callable[[Action, str, str, str], Action], state_dir: Path, plan: Plan,
+               made_overlay: bool) -> Action:
     try:
         executor.roll_back()
     except (OSError, ValueError, RuntimeError) as exc:
         action = move(action, ROLLBACK_FAILED, EXECUTOR, f"the rollback failed: {exc}")
     else:
         action = move(action, ROLLED_BACK, EXECUTOR, "the previous launch is back")
+        if made_overlay:  # nothing serves it now
+            with contextlib.suppress(OSError, OverlayError):
+                remove_overlay(state_dir, plan)
     return move(action, ESCALATED, POLICY, "stopped after a rollback: a person must look")

@@ -9,6 +9,7 @@ plan's.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import tempfile
 from dataclasses import dataclass
@@ -174,14 +175,19 @@ class SystemdUnit:
 
     @staticmethod
     def _write(path: Path, text: str) -> None:
+        """Written whole or not at all, readable by its owner only (the manager reads it as
+        root or as the user; the command line it carries may hold a key)."""
+        tmp: str | None = None
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
-            fd, tmp = tempfile.mkstemp(prefix=".logwatch-", dir=path.parent)
+            fd, tmp = tempfile.mkstemp(prefix=".logwatch-", dir=path.parent)  # 0600
             with os.fdopen(fd, "w") as fh:
                 fh.write(text)
-            os.chmod(tmp, 0o644)
             os.replace(tmp, path)
         except OSError as exc:
+            if tmp is not None:
+                with contextlib.suppress(OSError):
+                    os.unlink(tmp)
             raise RelaunchError(f"{path}: cannot write the drop-in: {exc}") from exc
 
     def _run(self, *commands: list[str]) -> None:

@@ -23,6 +23,7 @@ import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from typing import BinaryIO
 
+from logwatch.core.redact import redact_argv
 from logwatch.sources.base import Chunk
 
 READ_BYTES = 1 << 16
@@ -120,7 +121,7 @@ class ProcessSource:
         if self.on_start is not None:
             self.on_start()
         self.generation = f"run:{process.pid}:{time.time_ns()}"
-        self.events.append(f"started pid {process.pid}: {' '.join(argv)}")
+        self.events.append(f"started pid {process.pid}: {' '.join(redact_argv(argv))}")
         assert process.stdout is not None and process.stderr is not None
         queue: asyncio.Queue[bytes | None] = asyncio.Queue(maxsize=256)
         out = sys.stdout.buffer if self.passthrough else None
