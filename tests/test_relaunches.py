@@ -29,6 +29,7 @@ from logwatch.core.actions import (
     transition,
 )
 from logwatch.core.config import TargetConfig
+from logwatch.core.dropin import HOLD_NAME, hold_dropin
 from logwatch.core.plan import Change, Launch, Plan
 from logwatch.core.policy import CurrentLaunch, Thresholds
 from logwatch.core.snapshot import Snapshot
@@ -233,3 +234,30 @@ def test_what_an_earlier_daemon_left_unfinished_is_expired_or_escalated(
     assert states[running.id][0] == "escalated" and "stopped while" in states[running.id][1]
     assert [p["state"] for p in world.told.published] == ["expired", "escalated"]
     assert world.relaunches.breakers == {"t": False}
+
+
+def test_a_units_restart_hold_left_by_a_stopped_daemon_is_taken_away(
+        world: World, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The daemon stopped while it relaunched a unit: the hold on the unit's own Restart=
+    (logwatch's file under the runtime directory) goes at the next start, even where the
+    manager cannot be asked to reload (then the operator is told)."""
+    monkeypatch.setenv("XDG_RUNTIME_DIR", str(tmp_path / "run"))
+    world.relaunches.targets["t"] = TargetConfig("t", {"kind": "journald"},
+                                                 {"unit": "v.service", "user": True},
+                                                 relaunch={"policy": "auto"})
+    hold = tmp_path / "run" / "systemd" / "user" / "v.service.d" / HOLD_NAME
+    hold.parent.mkdir(parents=True)
+    hold.write_text(hold_dropin("t-1-abcdef12"))
+    now = datetime.now()
+    world.held.action = transition(transition(world.held.action, APPROVED, now, POLICY, "auto"),
+                                   APPLYING, now, "executor", "applying")
+    world.in_store(lambda s: record_action(s, world.held.action))
+    world.relaunches.open.clear()
+
+    async def scenario() -> None:
+        await world.relaunches.recover()
+        await world.relaunches.close()
+
+    asyncio.run(scenario())
+    assert not hold.exists()
+    assert world.stored().state == "escalated"
