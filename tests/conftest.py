@@ -170,15 +170,19 @@ def systemd_user() -> Iterator[dict[str, str]]:
             pytest.skip(f"another session held {HARNESS_LOCK} for 10 minutes")
         state = tempfile.mkdtemp(prefix="systemd-user-harness-")
         env = {**os.environ, "XDG_RUNTIME_DIR": "/run/user/0", "STATE": state}
+        # the suite's own RUNTIME_/STATE_DIRECTORY (hermetic defaults for logwatch) must not
+        # reach journald: it would put its sockets there, and no unit's output would reach it
+        harness = {k: v for k, v in env.items()
+                   if k not in ("RUNTIME_DIRECTORY", "STATE_DIRECTORY")}
         started = subprocess.run(["bash", str(HARNESS), "start"], capture_output=True,
-                                 text=True, env=env, timeout=60, check=False)
+                                 text=True, env=harness, timeout=60, check=False)
         try:
             if started.stdout.strip().splitlines()[-1:] != ["running"]:
                 pytest.skip(f"systemd --user harness did not start: {started.stdout.strip()} "
                             f"{started.stderr.strip()}")
             yield env
         finally:
-            subprocess.run(["bash", str(HARNESS), "stop"], capture_output=True, env=env,
+            subprocess.run(["bash", str(HARNESS), "stop"], capture_output=True, env=harness,
                            timeout=60, check=False)
             shutil.rmtree(state, ignore_errors=True)
 

@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any, Protocol, TypeVar
 
 from logwatch.core.actions import (
+    APPLYING,
     APPROVED,
     AWAITING_APPROVAL,
     BLOCKED,
@@ -177,6 +178,9 @@ class Relaunches:
         self._actions = ThreadPoolExecutor(max_workers=max(1, len(self.targets)),
                                            thread_name_prefix="logwatch-act")
         self._proposing: set[str] = set()  # targets whose failure is being planned
+        # a failure that came while another of the target's was planned or waited: proposed
+        # when that one ends without being carried out (a relaunch carried out supersedes it)
+        self._missed: dict[str, tuple[Mapping[str, Any], str | None, str | None]] = {}
         self._tasks: set[asyncio.Task[Any]] = set()
 
     # -- what the daemon calls --------------------------------------------------------------
@@ -207,6 +211,8 @@ class Relaunches:
             self._note(f"launch {fields['id']} of {target.name} failed; "
                        + (f"action {busy[0]} is still open for it" if busy
                           else "its last failure is being planned"))
+            if target.name not in self.running:
+                self._missed[target.name] = (fields, fingerprint, config_hash)
             return
         self._proposing.add(target.name)
         self._spawn(self._propose(str(fields["id"]), str(fields["source"]), target,
@@ -313,6 +319,7 @@ class Relaunches:
             await self._plan_and_propose(launch_id, source, target, fingerprint, config_hash)
         finally:
             self._proposing.discard(target.name)
+            self._missed_now(target.name)
 
     async def _plan_and_propose(self, launch_id: str, source: str, target: TargetConfig,
                                 fingerprint: str, config_hash: str | None) -> None:
@@ -502,6 +509,20 @@ class Relaunches:
         """The action is over (or left to a person): no longer open."""
         self._cancel_timer(held)
         self.open.pop(held.action.id, None)
+        if held.action.entered(APPLYING) is not None:
+            self._missed.pop(held.action.target, None)  # the relaunch superseded it
+        else:
+            self._missed_now(held.action.target)
+
+    def _missed_now(self, target: str) -> None:
+        """The newest failure that came while the target was busy, proposed now that it is
+        not (planned, open or running)."""
+        if target in self._proposing or target in self.running or any(
+                o.action.target == target for o in self.open.values()):
+            return
+        missed = self._missed.pop(target, None)
+        if missed is not None:
+            self.launch_failed(*missed)
 
     def _expire_at(self, held: Open, when: datetime) -> None:
         async def expire() -> None:
