@@ -261,3 +261,43 @@ def test_a_units_restart_hold_left_by_a_stopped_daemon_is_taken_away(
     asyncio.run(scenario())
     assert not hold.exists()
     assert world.stored().state == "escalated"
+
+
+def test_a_failure_that_came_while_another_was_planned_is_proposed_after_it(
+        world: World, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The target's first failure is being planned when a second one comes: the second is
+    kept, and proposed once the first ends without a relaunch; one that was carried out
+    supersedes it."""
+    relaunches, planned = world.relaunches, []
+
+    async def propose_(launch_id: str, *_: Any) -> None:
+        planned.append(launch_id)
+        relaunches._proposing.discard("t")
+
+    monkeypatch.setattr(relaunches, "_propose", propose_)
+    relaunches.open.clear()
+
+    async def scenario() -> None:
+        relaunches._proposing.add("t")  # launch 1 is being planned
+        relaunches.launch_failed({"id": "L2", "source": "t:src"}, "fp2", "cfg")
+        assert planned == []
+        relaunches._proposing.discard("t")
+        relaunches._close(world.held)  # launch 1's action ends, never carried out
+        await _settled(world)
+
+    asyncio.run(scenario())
+    assert planned == ["L2"]
+
+    # carried out: the relaunch supersedes a failure that came meanwhile
+    now = datetime.now()
+    world.held.action = transition(transition(world.held.action, APPROVED, now, POLICY,
+                                              "auto"), APPLYING, now, "executor", "applying")
+    relaunches.open[world.held.action.id] = world.held
+
+    async def again() -> None:
+        relaunches.launch_failed({"id": "L3", "source": "t:src"}, "fp3", "cfg")
+        relaunches._close(world.held)
+        await _settled(world)
+
+    asyncio.run(again())
+    assert planned == ["L2"]
