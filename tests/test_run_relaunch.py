@@ -15,6 +15,7 @@ import socket
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import duckdb
 import pytest
@@ -57,6 +58,25 @@ def _start(tmp: Path, mode: str, port: int, *extra: str
     return run, sock
 
 
+def _ended(run: subprocess.Popen[bytes], timeout: float = 120) -> str:
+    """Its output once it ends by itself; killed (and the test failed) when it does not."""
+    try:
+        return run.communicate(timeout=timeout)[0].decode()
+    finally:
+        if run.poll() is None:
+            run.kill()
+            run.communicate()
+
+
+def _history(tmp: Path, *queries: str) -> list[list[Any]]:
+    """Each query's rows from the run's history (read once it has ended)."""
+    con = duckdb.connect(str(tmp / "h.duckdb"), read_only=True)
+    try:
+        return [con.execute(query).fetchall() for query in queries]
+    finally:
+        con.close()
+
+
 def _children(run: subprocess.Popen[bytes]) -> list[int]:
     found = subprocess.run(["pgrep", "-P", str(run.pid)], capture_output=True, text=True,
                            check=False).stdout.split()
@@ -91,21 +111,15 @@ def test_an_approved_relaunch_becomes_the_runs_child(tmp_path: Path) -> None:
         environ = Path(f"/proc/{child}/environ").read_bytes().split(b"\0")
         assert f"HF_TOKEN={TOKEN}".encode() in environ  # the real one, not the masked one
         assert API_KEY.encode() in argv
-        run.send_signal(signal.SIGINT)
-        out = run.communicate(timeout=60)[0].decode()
     finally:
-        if run.poll() is None:
-            run.kill()
-            run.communicate()
+        run.send_signal(signal.SIGINT)  # the operator's Ctrl-C ends the run and its child
+        out = _ended(run, 60)
     assert run.returncode == 0, out[-4000:]
-    con = duckdb.connect(str(tmp_path / "h.duckdb"), read_only=True)
-    try:
-        launches = con.execute("SELECT l.outcome, s.body FROM launches l JOIN snapshots s "
-                               "ON s.hash = l.snapshot_hash ORDER BY l.started").fetchall()
-        states = con.execute("SELECT state FROM actions").fetchall()
-        everything = json.dumps(con.execute("SELECT * FROM snapshots").fetchall(), default=str)
-    finally:
-        con.close()
+    launches, states, snapshots = _history(
+        tmp_path, "SELECT l.outcome, s.body FROM launches l JOIN snapshots s "
+                  "ON s.hash = l.snapshot_hash ORDER BY l.started",
+        "SELECT state FROM actions", "SELECT * FROM snapshots")
+    everything = json.dumps(snapshots, default=str)
     assert [o for o, _ in launches] == ["failed", "stopped"], launches
     relaunched = json.loads(launches[1][1]) if isinstance(launches[1][1], str) else launches[1][1]
     assert "/state/overlays/" in json.dumps(relaunched["argv"])  # its own snapshot
@@ -124,20 +138,11 @@ def test_a_relaunch_that_cannot_verify_is_stopped_and_the_run_ends(tmp_path: Pat
         held.bind(("127.0.0.1", port))
         held.listen(1)
         run, _ = _start(tmp_path, "auto", port)
-        try:
-            out = run.communicate(timeout=120)[0].decode()
-        finally:
-            if run.poll() is None:
-                run.kill()
-                run.communicate()
-    con = duckdb.connect(str(tmp_path / "h.duckdb"), read_only=True)
-    try:
-        moves = [r[0] for r in con.execute(
-            "SELECT to_state FROM action_transitions ORDER BY time, seq").fetchall()]
-        outcomes = con.execute("SELECT outcome, root_title FROM launch_history "
-                               "ORDER BY started").fetchall()
-    finally:
-        con.close()
+        out = _ended(run)
+    transitions, outcomes = _history(
+        tmp_path, "SELECT to_state FROM action_transitions ORDER BY time, seq",
+        "SELECT outcome, root_title FROM launch_history ORDER BY started")
+    moves = [r[0] for r in transitions]
     assert moves == ["proposed", "approved", "applying", "restarting", "verifying",
                      "verify_failed", "rolling_back", "rolled_back", "escalated"], out[-4000:]
     assert run.returncode == 1, out[-4000:]  # the relaunch's status: nothing healthy to run
@@ -151,20 +156,11 @@ def test_a_dry_run_decides_and_changes_nothing(tmp_path: Path) -> None:
     """`--dry-run`: the action is proposed, decided and approved, then dropped; no child is
     started again, no overlay is made, and the run ends with the failure's status."""
     run, _ = _start(tmp_path, "auto", free_port(), "--dry-run")
-    try:
-        out = run.communicate(timeout=120)[0].decode()
-    finally:
-        if run.poll() is None:
-            run.kill()
-            run.communicate()
+    out = _ended(run)
     assert run.returncode == 1, out[-4000:]
-    con = duckdb.connect(str(tmp_path / "h.duckdb"), read_only=True)
-    try:
-        moves = con.execute("SELECT to_state, reason FROM action_transitions "
-                            "ORDER BY time, seq").fetchall()
-        launches = con.execute("SELECT count(*) FROM launches").fetchone()
-    finally:
-        con.close()
+    moves, (launches,) = _history(
+        tmp_path, "SELECT to_state, reason FROM action_transitions ORDER BY time, seq",
+        "SELECT count(*) FROM launches")
     assert [m[0] for m in moves] == ["proposed", "approved", "rejected"], moves
     assert moves[-1][1].startswith("dry run: approved, not applied (`logwatch plan --launch ")
     assert launches == (1,) and not (tmp_path / "state").exists()
