@@ -279,6 +279,7 @@ def test_plan_from_the_history(tmp_path: Path) -> None:
     assert "[ok] preflight" in text.stdout
     answer = json.loads(logwatch("plan", "--db", str(db), "--json").stdout)
     assert answer["number"] == 2 and answer["plan"]["startable"]
+    assert logwatch("plan", "--db", str(db), "--dry-run").stdout == text.stdout  # only shown
     none = logwatch("plan", "--db", str(db), "--launch", "no-such-launch")
     assert none.returncode == 1 and "no failed launch no-such-launch" in none.stderr
     missing = logwatch("plan", "--db", str(tmp_path / "none.duckdb"))

@@ -119,6 +119,9 @@ def build_parser() -> argparse.ArgumentParser:
     plan.add_argument("--launch", metavar="ID", help="this launch (an id from the launches "
                       "table) instead of the newest failed one")
     plan.add_argument("--json", action="store_true")
+    plan.add_argument("--dry-run", action="store_true",
+                      help="accepted for scripts that pass it to every command: a plan is "
+                           "always only shown (the daemon and `run` take --dry-run too)")
 
     for verb, what in (("approve", "let an action awaiting approval go on (the guardrails "
                                    "still decide when it runs)"),
