@@ -21,7 +21,9 @@ class CommandExecutor:
     `roll_back` runs `undo_command` (both with the plan's fields, never the log's)."""
 
     site: SiteCommand
-    base: Launch  # the launch the plan edits (the failed one's, as recorded)
+    # the launch the plan edits: the failed one's as recorded, so a secret in it (an
+    # `--api-key`) is masked; the site's command supplies the real one itself
+    base: Launch
     _applied: tuple[Plan, str | None] | None = field(default=None, init=False)
 
     def start(self, plan: Plan, overlay_dir: str | None) -> Launch:
