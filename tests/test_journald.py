@@ -169,3 +169,20 @@ def test_a_journal_followed_under_another_name_goes_on_where_it_stopped(tmp_path
     finally:
         con.close()
     assert keys == [f"journal:file={journal}"]
+
+
+@pytest.mark.slow
+def test_a_restart_reads_every_entry_written_while_it_was_down(tmp_path: Path) -> None:
+    """More than journalctl's default tail of 10 entries came after the saved cursor: every one
+    is read (`-f --after-cursor` alone would show the last 10 and wait)."""
+    journal, db = tmp_path / "j" / "vllm.journal", tmp_path / "h.duckdb"
+    journal.parent.mkdir()
+    t0 = int(time.time() * 1e6)
+    append(journal, [export_entry("INFO started", t0)])
+    assert daemon(journal, db).returncode == 0
+    append(journal, [export_entry(f"INFO line {n}", t0 + 1000 * (n + 1)) for n in range(15)]
+           + [export_entry("RuntimeError: NCCL error: unhandled system error", t0 + 20_000)])
+    second = daemon(journal, db)
+    assert second.returncode == 0, second.stderr
+    assert "16 lines read" in second.stderr, second.stderr
+    assert ("distributed.nccl_error", 17) in findings(db)

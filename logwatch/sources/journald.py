@@ -135,8 +135,9 @@ class JournalSource:
             cmd.append(f"--after-cursor={self.cursor}")
         elif self._since_usec is not None:
             cmd.append(f"--since=@{self._since_usec // 1_000_000}")
-        else:
-            cmd.append("--no-tail")  # the first run reads what the journal already holds
+        # every entry from there: with -f alone journalctl shows only the last 10 of those
+        # written since (a first run, or a restart after a busy while), then waits
+        cmd.append("--no-tail")
         return cmd
 
     async def close(self) -> None:
