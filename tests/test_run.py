@@ -5,6 +5,7 @@ from __future__ import annotations
 import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import duckdb
@@ -168,3 +169,33 @@ def test_the_running_launch_answers_snapshot_and_incident_events(tmp_path: Path)
     assert sys.executable in text  # the argv that was started
     assert isinstance(incident, IncidentEvent)
     assert incident.signature == "distributed.cuda_error" and incident.fatal is True
+
+
+@pytest.mark.slow
+def test_vllm_does_not_outlive_a_killed_run(tmp_path: Path) -> None:
+    """`logwatch run` killed with SIGKILL (no chance to stop its child): the kernel sends
+    the child SIGTERM, so a supervisor restarted by systemd finds no vLLM left over."""
+    ready = tmp_path / "ready"
+    script = (f"import pathlib, time; pathlib.Path({str(ready)!r}).write_text('x'); "
+              "time.sleep(300)")
+    run_ = subprocess.Popen([sys.executable, "-m", "logwatch", "run", "--db",
+                             str(tmp_path / "h.duckdb"), "--gpu-capability", "9.0", "--",
+                             sys.executable, "-c", script], cwd=ROOT,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 60
+        while not ready.exists():
+            assert time.monotonic() < deadline and run_.poll() is None, "the child never ran"
+            time.sleep(0.05)  # polling for the child's own sign of life
+        (child,) = subprocess.run(["pgrep", "-P", str(run_.pid)], capture_output=True,
+                                  text=True, check=False).stdout.split()
+        run_.kill()
+        run_.wait(30)
+        deadline = time.monotonic() + 30
+        while Path(f"/proc/{child}").exists() and "Z" not in Path(
+                f"/proc/{child}/stat").read_text().split()[2]:
+            assert time.monotonic() < deadline, "the child outlived its supervisor"
+            time.sleep(0.05)
+    finally:
+        if run_.poll() is None:
+            run_.kill()

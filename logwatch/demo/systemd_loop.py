@@ -27,7 +27,7 @@ from logwatch.demo.standin_outcome import GPUS
 from logwatch.relaunch.systemd import runtime_dropin_root
 
 DEADLINE_S = 90.0  # the whole loop, from the unit's start to a verified relaunch
-FINAL = {"succeeded", "escalated", "rolled_back", "rollback_failed", "expired"}
+FINAL = {"succeeded", "escalated", "rolled_back", "rollback_failed", "expired", "rejected"}
 HISTORY_SQL = ("SELECT action_id, to_state, actor FROM action_transitions "
                "ORDER BY time, seq")
 
