@@ -165,3 +165,19 @@ def test_a_dry_run_decides_and_changes_nothing(tmp_path: Path) -> None:
     assert moves[-1][1].startswith("dry run: approved, not applied (`logwatch plan --launch ")
     assert launches == (1,) and not (tmp_path / "state").exists()
     assert out.count("logwatch run: started pid") == 1, out[-4000:]
+
+
+def test_ask_with_a_socket_that_cannot_serve_refuses_to_start(tmp_path: Path) -> None:
+    """Approvals reach `--relaunch ask` only through its socket: one refused (a directory
+    anyone may write) stops the run before vLLM starts, instead of an hour's wait."""
+    shared = tmp_path / "shared"
+    shared.mkdir(mode=0o777)
+    shared.chmod(0o777)
+    done = subprocess.run(
+        [sys.executable, "-m", "logwatch", "run", "--relaunch", "ask", "--socket",
+         str(shared / "x.sock"), "--db", str(tmp_path / "h.duckdb"), "--",
+         str(standin_entry(tmp_path / "bin")), "serve", str(tmp_path / "model")],
+        cwd=ROOT, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 2, done.stderr
+    assert "not starting: --relaunch ask waits for `logwatch approve`" in done.stderr
+    assert "started pid" not in done.stderr

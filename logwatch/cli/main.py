@@ -555,6 +555,9 @@ def _cmd_run(args: argparse.Namespace) -> int:
             from logwatch.daemon.control import ControlServer
 
             daemon.control = ControlServer(daemon, args.socket)
+            if args.relaunch == "ask":
+                daemon.needs_socket = ("--relaunch ask waits for `logwatch approve`, which "
+                                       "reaches this run only through its socket")
 
         async def supervise() -> int:
             if relaunch is not None:
@@ -564,6 +567,8 @@ def _cmd_run(args: argparse.Namespace) -> int:
         asyncio.run(supervise())
     for event in source.events + daemon.events:
         _warn(f"logwatch run: {event}")
+    if daemon.needs_socket and daemon.control is None:  # refused before anything started
+        return EXIT_USAGE
     print(f"logwatch run: {daemon.lines:,} lines read, {daemon.committed:,} new findings "
           f"recorded (snapshot {daemon.snapshots.get(source.name, digest)})", file=sys.stderr)
     code = source.returncode if source.returncode is not None else 1

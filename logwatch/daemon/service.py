@@ -149,6 +149,9 @@ class Daemon:
         self.read_positions: dict[str, tuple[str, int]] = {}
         self.metrics: Any = None  # a MetricsServer, when --metrics is given
         self.relaunches: Relaunches | None = None  # when a target's policy may act
+        # why the control socket is needed, when nothing can go on without it (`run
+        # --relaunch ask`: approvals come through it); then a socket that fails stops the start
+        self.needs_socket: str | None = None
         self.lines = 0
         self._stop = asyncio.Event()
         self._last_beat = 0.0
@@ -595,6 +598,9 @@ class Daemon:
                 self.log.error("control_socket_failed", path=str(self.control.path),
                                error=str(exc))
                 self.control = None
+                if self.needs_socket:  # nothing started yet: refuse rather than run blind
+                    self.events.append(f"not starting: {self.needs_socket}")
+                    return 2
         if self.relaunches is not None:  # what an earlier daemon left unfinished
             try:
                 await self.relaunches.recover()
