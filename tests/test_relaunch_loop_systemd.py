@@ -397,6 +397,17 @@ def test_the_daemon_relaunches_a_failed_unit_on_its_own(loop: dict[str, object])
         assert all("no signature recognised" in str(r[4]) for r in rows
                    if r[0] in moves and r[2] == "rejected")
         assert {r[3] for r in rows} <= {"policy", "executor"}
+        # the relaunch is recorded against what it runs (the overlay, its ignore list
+        # covering the MTP modules), not the configuration that failed
+        ((outcome, body),) = _rows(sock, "SELECT l.outcome, s.body FROM launches l JOIN "
+                                         "snapshots s ON s.hash = l.snapshot_hash "
+                                         "ORDER BY l.number DESC LIMIT 1")
+        ran = json.loads(body) if isinstance(body, str) else body
+        assert outcome in ("starting", "serving") and "/state/overlays/" in json.dumps(
+            ran["argv"]), (outcome, ran.get("argv"))
+        said = subprocess.run([sys.executable, "-m", "logwatch", "status", "--socket",
+                               str(sock)], capture_output=True, text=True, check=False).stdout
+        assert "latent problems" not in said, said
         samples = _metrics(metrics)
         assert samples['logwatch_action_moves_total{state="succeeded"}'] == 1
         assert samples['logwatch_action_moves_total{state="proposed"}'] == 1 + len(moves)

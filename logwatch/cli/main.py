@@ -444,7 +444,8 @@ def _cmd_daemon(args: argparse.Namespace) -> int:
             settings = settings_from_config(config.values, db.parent)
             daemon.relaunches = Relaunches(
                 config.targets, replace(settings, dry_run=True) if args.dry_run else settings,
-                daemon.in_store, daemon, daemon.current_launch, daemon.signature_status)
+                daemon.in_store, daemon, daemon.current_launch, daemon.signature_status,
+                retake=daemon.retake_snapshots)
         for snapshot in targets.take_all():  # what each target runs with, before READY
             daemon.record_snapshot(snapshot)
         from logwatch.library.files import default_signature_dir

@@ -150,17 +150,20 @@ class Relaunches:
                  signature_status: Callable[[str], str],
                  now: Callable[[], datetime] = datetime.now,
                  executor: ExecutorFor | None = None,
-                 sources: Mapping[str, str] | None = None) -> None:
+                 sources: Mapping[str, str] | None = None,
+                 retake: Callable[[], None] | None = None) -> None:
         """`in_store`: runs a function with the daemon's store, holding its lock.
         `current`: the launch a source runs now, as the daemon knows it. `signature_status`:
         a signature's status in the library loaded now. `executor`: how a target is
         relaunched (default: its unit or its site command). `sources`: source name ->
-        target, for sources not named `TARGET:...`."""
+        target, for sources not named `TARGET:...`. `retake`: the targets' snapshots taken
+        again now (called right after a restart, on the action's thread)."""
         self.targets = {t.name: t for t in targets}
         self.settings = settings
         self._executor_for: ExecutorFor = executor or (
             lambda target, action, base: executor_for(target, action, base, settings.dropin))
         self._sources = dict(sources or {})
+        self._retake = retake
         self.policy: RelaunchPolicy = policy_from_config(targets, settings.thresholds)
         self._in_store = in_store
         self._told = told
@@ -437,6 +440,8 @@ class Relaunches:
         def started(plan: Plan, overlay: str | None) -> Launch:
             launch = executor.start(plan, overlay)
             self.watch.begin(source)  # the launches read from now on are the relaunch's
+            if self._retake is not None:  # and are linked to what the relaunch runs
+                self._retake()
             return launch
 
         def verify(launch: Launch) -> Verdict:

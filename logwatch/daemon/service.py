@@ -345,6 +345,17 @@ class Daemon:
         if snapshot.snapshot is not None:  # launches from now on are judged against it
             self.launches.snapshots.configure(snapshot.target, snapshot.snapshot)
 
+    def retake_snapshots(self) -> None:
+        """Targets whose unit started again get their snapshot now, not at the next look (a
+        relaunch calls it right after its restart, from its own thread, so that the
+        relaunch's lines are linked to what it runs)."""
+        if self.targets is None:
+            return
+        for snapshot in self.targets.changed():
+            self.record_snapshot(snapshot)
+            self.log.info("snapshot_retaken", target=snapshot.target, snapshot=snapshot.digest,
+                          invocation=snapshot.invocation)
+
     async def _watch_targets(self, targets: TargetSnapshots) -> None:
         """Every `targets.interval`: a target whose unit started again gets a new snapshot."""
         loop = asyncio.get_running_loop()

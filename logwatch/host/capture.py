@@ -114,8 +114,11 @@ def read_unit(unit: str, user: bool = False) -> dict[str, Any]:
 def take_snapshot(argv: list[str] | str | None = None, env: Mapping[str, str] | None = None,
                   pid: int | None = None, unit: str | None = None, user_unit: bool = False,
                   model_dir: str | None = None, log_facts: Mapping[str, Any] | None = None,
-                  gpu: GpuFacts | None = None) -> Snapshot:
-    """Everything that can be learned; each missing piece is a problem in the snapshot."""
+                  gpu: GpuFacts | None = None, served_first: bool = False) -> Snapshot:
+    """Everything that can be learned; each missing piece is a problem in the snapshot.
+    `served_first`: the model the command line serves, when it is a directory here, is read
+    rather than `model_dir` (a target's configured directory, for a launch that names a hub
+    id; a relaunch serving an overlay is read as it runs)."""
     problems: list[str] = []
     sources: dict[str, str] = {}
     environment = dict(env or {})
@@ -155,7 +158,11 @@ def take_snapshot(argv: list[str] | str | None = None, env: Mapping[str, str] | 
         except ArgvError as exc:
             problems.append(str(exc))
     log_facts = dict(log_facts or {})
-    model_path = model_dir or (launch.model if launch else None)
+    served = launch.model if launch else None
+    if served_first and served and Path(served).is_dir():
+        model_path: str | None = served
+    else:
+        model_path = model_dir or served
     logged_model = log_facts.get("model")
     if model_path is None and isinstance(logged_model, str) and Path(logged_model).is_dir():
         model_path = logged_model  # the log's model path exists here: read it too

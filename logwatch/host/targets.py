@@ -87,7 +87,8 @@ class TargetSnapshots:
         self._gpu = self._gpu or self._gpu_reader()
         argv = [str(a) for a in launch["argv"]] if launch.get("argv") else None
         snapshot: Snapshot = take_snapshot(argv=argv, unit=unit, user_unit=user,
-                                           model_dir=target.model_dir, gpu=self._gpu)
+                                           model_dir=target.model_dir, gpu=self._gpu,
+                                           served_first=True)
         self._seen[target.name] = invocation
         return TargetSnapshot(target.name, snapshot.content_hash(), snapshot.to_dict(),
                               invocation, snapshot)
