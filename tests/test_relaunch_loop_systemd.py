@@ -121,7 +121,7 @@ def loop(systemd_user: dict[str, str], tmp_path: Path, monkeypatch: pytest.Monke
         "LOGWATCH_STANDIN_PACE=0 VLLM_LOG_STATS_INTERVAL=1 PYTHONUNBUFFERED=1\n"
         + (f"StandardOutput=append:{tmp_path / 'vllm.log'}\nStandardError=inherit\n"
            if output == "file" else "")
-        + "Restart=on-failure\nRestartSec=30\n")
+        + "Restart=on-failure\nRestartSec=5\n")
     operator = UNIT_DIR / f"{name}.d" / "10-operator.conf"
     operator.parent.mkdir(parents=True, exist_ok=True)
     operator.write_text("[Service]\nEnvironment=OPERATOR_SETTING=kept\n")
