@@ -206,3 +206,14 @@ def test_the_relaunch_section() -> None:
 def test_the_example_configuration_checks_clean() -> None:
     example = Path(__file__).resolve().parent.parent / "systemd" / "logwatch.toml"
     assert messages(example.read_text()) == []
+
+
+def test_check_config_names_a_signature_directory_the_daemon_would_refuse(
+        tmp_path: Path) -> None:
+    conf = tmp_path / "lw.toml"
+    conf.write_text(f'[signatures]\ndirs = ["{tmp_path / "site"}"]\n')
+    missing = logwatch_text("check-config", "--config", str(conf))
+    assert missing.returncode == 1
+    assert f"lw.toml:2: signatures.dirs: {tmp_path / 'site'}: not a directory" in missing.stderr
+    (tmp_path / "site").mkdir()
+    assert logwatch_text("check-config", "--config", str(conf)).returncode == 0

@@ -47,7 +47,20 @@ def load_config(path: Path | None, overrides: dict[str, Any] | None = None) -> C
         return config
     config = parse_config(str(chosen), text, overrides)
     config.origins["file"] = str(chosen)
+    for directory in config.values.get("signatures.dirs") or []:  # the daemon refuses these
+        if not Path(directory).is_dir():
+            config.problems.append(Problem(
+                str(chosen), _line_of(text, "dirs"), f"signatures.dirs: {directory}: not a "
+                "directory (create it, even empty, or take it out)"))
     return config
+
+
+def _line_of(text: str, key: str) -> int | None:
+    """The first line that sets `key` (for a problem's place)."""
+    for number, line in enumerate(text.splitlines(), 1):
+        if line.strip().startswith(f"{key} ") or line.strip().startswith(f"{key}="):
+            return number
+    return None
 
 
 def source_for(target: TargetConfig) -> Source:
