@@ -443,7 +443,7 @@ def test_the_daemon_asks_then_rolls_back_escalates_and_keeps_the_breaker(
             assert "logwatch approve" in asked.reason
             code, said = await logwatch_cli("status", "--socket", str(sock))
             assert f"action {asked.id} on vllm: awaiting approval: `logwatch approve " \
-                   f"{asked.id}`" in said, said
+                   f"{asked.id} --socket {sock}`" in said, said  # as it reaches this daemon
             waiting = await asyncio.to_thread(_metrics, metrics)
             assert waiting['logwatch_actions_open{state="awaiting_approval",target="vllm"}'] == 1
             with socket.socket() as held:  # the relaunch will find its port taken
@@ -464,7 +464,9 @@ def test_the_daemon_asks_then_rolls_back_escalates_and_keeps_the_breaker(
             status = await client.Client(sock).status()
             code, said = await logwatch_cli("status", "--socket", str(sock))
             assert "breaker of vllm OPEN: relaunches stop until `logwatch reset-breaker " \
-                   "vllm`" in said, said
+                   f"vllm --socket {sock}`" in said, said
+            assert f"action {asked.id} on vllm: escalated (stopped after a rollback: a " \
+                   "person must look)" in said, said  # what ended stays in sight
             tripped = await asyncio.to_thread(_metrics, metrics)
             assert tripped['logwatch_breaker_open{target="vllm"}'] == 1
             assert tripped['logwatch_action_moves_total{state="escalated"}'] == 1

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import csv
 import json
+import shlex
 import sys
 from datetime import date, datetime
 from pathlib import Path
@@ -121,22 +122,29 @@ def history(db: Path | None, limit: int) -> int:
     return 0
 
 
-def relaunch_lines(relaunch: dict[str, Any] | None) -> list[str]:
-    """Open actions with what the operator may do, and open breakers (status)."""
+def relaunch_lines(relaunch: dict[str, Any] | None, socket: Path | None = None) -> list[str]:
+    """Open actions with what the operator may do (the command as it reaches this daemon),
+    the latest that ended, and open breakers (status)."""
     if not relaunch:
         return []
+    via = f" --socket {shlex.quote(str(socket))}" if socket is not None else ""
     out = []
+    for action in relaunch.get("ended", []):
+        state = str(action["state"])
+        out.append(f"action {visible(str(action['id']))} on {visible(str(action['target']))}: "
+                   f"{state.replace('_', ' ')} ({visible(str(action['reason']))})")
     for action in relaunch["actions"]:
         ident = visible(str(action["id"]))
         state = str(action["state"])
-        may = {"awaiting_approval": f": `logwatch approve {ident}` or `logwatch reject {ident}`",
+        may = {"awaiting_approval": f": `logwatch approve {ident}{via}` or "
+                                    f"`logwatch reject {ident}{via}`",
                "blocked": f" ({visible(str(action['reason']))})"}.get(state, "")
         out.append(f"action {ident} on {visible(str(action['target']))}: "
                    f"{state.replace('_', ' ')}{may}")
     for target, is_open in sorted(relaunch["breakers"].items()):
         if is_open:
             out.append(f"breaker of {visible(target)} OPEN: relaunches stop until "
-                       f"`logwatch reset-breaker {visible(target)}`")
+                       f"`logwatch reset-breaker {visible(target)}{via}`")
     return out
 
 
@@ -170,7 +178,7 @@ def status(db: Path | None, socket: Path | None, as_json: bool) -> int:
                 print(f"  {visible(str(launch['source']))} launch #{launch['number']} "
                       f"({launch['outcome']}) has latent problems: "
                       + "; ".join(visible(str(t)) for t in launch["latent"]))
-        for line in relaunch_lines(state.get("relaunch")):
+        for line in relaunch_lines(state.get("relaunch"), socket):
             print(f"  {line}")
         for event in state["events"]:
             print(f"  event: {visible(str(event))}")

@@ -190,7 +190,8 @@ def decide(history: Sequence[HistoryItem], now: datetime, policy: RelaunchPolicy
     bad = next((a for a in past if failed(a) and a.config_hash == action.config_hash), None)
     if bad is not None:
         return block(FAILED_CONFIG, f"configuration {action.config_hash} already failed "
-                     f"(action {bad.id}); logwatch never relaunches into it again")
+                     f"(action {bad.id}); logwatch never relaunches into it again (if what "
+                     "failed it is gone, start it by hand: the decision stays a person's)")
     tries = [a for a in past if attempted(a) and a.signature == action.signature
              and a.from_config == action.from_config]
     if len(tries) >= limits.attempts_per_failure:

@@ -16,6 +16,7 @@ import asyncio
 import contextlib
 import json
 import pwd
+from collections import deque
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
@@ -74,6 +75,7 @@ from logwatch.store.actions import (
 from logwatch.store.db import Store
 
 T = TypeVar("T")
+ENDED_SHOWN = 5  # actions that ended, kept for `status` (the history has them all)
 
 
 class Relaunching(Protocol):
@@ -175,6 +177,7 @@ class Relaunches:
         self.running: dict[str, str] = {}  # target -> action id being carried out
         self.breakers: dict[str, bool] = {}  # target -> open, as last read
         self.by_state: dict[str, int] = {}  # actions that reached each state since start
+        self.ended: deque[Action] = deque(maxlen=ENDED_SHOWN)  # the latest to end, newest last
         # planning and the history's reads and writes; carrying actions out (minutes each,
         # one per target at most)
         self._threads = ThreadPoolExecutor(max_workers=2, thread_name_prefix="logwatch-plan")
@@ -301,6 +304,9 @@ class Relaunches:
                              "state": o.action.state,
                              "reason": o.action.transitions[-1].reason}
                             for o in self.open.values()],
+                "ended": [{"id": a.id, "target": a.target, "state": a.state,
+                           "reason": a.transitions[-1].reason,
+                           "time": a.transitions[-1].time.isoformat()} for a in self.ended],
                 "running": dict(self.running),
                 "breakers": {t: self.breakers.get(t, False) for t in self.policy.targets}}
 
@@ -513,7 +519,8 @@ class Relaunches:
     def _close(self, held: Open) -> None:
         """The action is over (or left to a person): no longer open."""
         self._cancel_timer(held)
-        self.open.pop(held.action.id, None)
+        if self.open.pop(held.action.id, None) is not None:
+            self.ended.append(held.action)
         if held.action.entered(APPLYING) is not None:
             self._missed.pop(held.action.target, None)  # the relaunch superseded it
         else:

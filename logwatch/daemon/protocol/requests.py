@@ -65,10 +65,12 @@ class LaunchState(TypedDict):
 
 
 class RelaunchState(TypedDict):
-    """The daemon's relaunches: actions not finished, the one running per target, and each
+    """The daemon's relaunches: actions not finished, the latest ones that ended (newest
+    last, at most 5: the history has them all), the one running per target, and each
     target's breaker (open: only `reset_breaker` closes it)."""
 
     actions: list[dict[str, str]]
+    ended: list[dict[str, str]]
     running: dict[str, str]
     breakers: dict[str, bool]
 
