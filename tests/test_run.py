@@ -122,6 +122,8 @@ def test_a_10_mb_line_and_a_missing_command(tmp_path: Path) -> None:
     # a target name that ids, file names and labels cannot carry as it is
     bad = logwatch("run", "--db", str(db), "--target", "t" * 190, "--", "true")
     assert bad.returncode == 2 and b"--target" in bad.stderr
+    alone = logwatch("run", "--db", str(db), "--dry-run", "--", "true")
+    assert alone.returncode == 2 and b"--dry-run goes with --relaunch" in alone.stderr
 
 
 @pytest.mark.slow

@@ -628,6 +628,10 @@ def _run_relaunch_settings(args: argparse.Namespace, argv: list[str]) -> Any:
     """`run --relaunch`: the [relaunch] settings (None when off), or an exit code when the
     request cannot work (said why)."""
     if args.relaunch == "off":
+        if args.dry_run:
+            _warn("logwatch: run: --dry-run goes with --relaunch ask|auto (without it nothing "
+                  "is ever relaunched)")
+            return EXIT_USAGE
         return None
     from logwatch.core.argv import ArgvError, parse_launch
     from logwatch.daemon.config_file import load_config
