@@ -225,3 +225,11 @@ def test_the_readmes_relaunch_configuration_and_commands_are_what_logwatch_accep
     assert {c[1] for c in commands} == {"status", "approve", "reject", "reset-breaker", "run"}
     for words in commands:
         assert build_parser().parse_args(words[1:]).command == words[1]
+
+
+def test_an_operators_word_with_no_daemon_to_hear_it_exits_3(tmp_path: Path) -> None:
+    for args in (["approve", "a-1"], ["reject", "a-1"], ["reset-breaker", "vllm"]):
+        done = run(*args, "--socket", str(tmp_path / "none.sock"))
+        assert done.returncode == 3, done.stderr
+        assert b"no logwatch daemon answers on" in done.stderr
+        assert b"through the daemon that proposed them" in done.stderr
