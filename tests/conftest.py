@@ -6,6 +6,7 @@ import contextlib
 import fcntl
 import os
 import shutil
+import socket
 import subprocess
 import sys
 import tempfile
@@ -214,3 +215,10 @@ def strict_protocol() -> Iterator[None]:
         os.environ.pop("LOGWATCH_STRICT_PROTOCOL", None)
     else:
         os.environ["LOGWATCH_STRICT_PROTOCOL"] = saved
+
+
+def free_port() -> int:
+    """A loopback TCP port nothing listens on now."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])

@@ -1,10 +1,9 @@
 """Helpers for tests that drive a live daemon's relaunches: the action events up to a state,
-the `logwatch` command as an operator types it, a free loopback port."""
+the `logwatch` command as an operator types it."""
 
 from __future__ import annotations
 
 import asyncio
-import socket
 import sys
 
 from logwatch.daemon.client import Subscription
@@ -30,9 +29,3 @@ async def logwatch_cli(*args: str) -> tuple[int, str]:
         stderr=asyncio.subprocess.STDOUT)
     out, _ = await asyncio.wait_for(proc.communicate(), 60)
     return proc.returncode or 0, out.decode()
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import socket
 import subprocess
 import sys
 import time
@@ -15,13 +14,7 @@ import pytest
 
 from logwatch.core.library import Library
 from logwatch.daemon.metrics import parse_listen, render
-from tests.conftest import LIBRARY_VERSION, ROOT, SAMPLES
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+from tests.conftest import LIBRARY_VERSION, ROOT, SAMPLES, free_port
 
 
 def test_only_loopback_is_served() -> None:

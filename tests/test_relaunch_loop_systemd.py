@@ -55,8 +55,8 @@ from logwatch.scan.triage import SnapshotOptions
 from logwatch.store.actions import load_history
 from logwatch.store.db import open_store
 from logwatch.store.record import ScanRecorder
-from tests.conftest import ROOT
-from tests.live_actions import free_port, logwatch_cli, until_state
+from tests.conftest import ROOT, free_port
+from tests.live_actions import logwatch_cli, until_state
 from tests.test_plan import MODELS, SPEC, W4A4_UNCOVERED
 
 UNIT_DIR = Path("/run/user/0/systemd/user")

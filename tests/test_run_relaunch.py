@@ -23,8 +23,8 @@ import pytest
 from logwatch.daemon import client
 from logwatch.daemon.protocol import ActionEvent
 from logwatch.demo.scenario import standin_entry
-from tests.conftest import ROOT
-from tests.live_actions import free_port, logwatch_cli, until_state
+from tests.conftest import ROOT, free_port
+from tests.live_actions import logwatch_cli, until_state
 from tests.test_plan import MODELS, SPEC, W4A4_UNCOVERED
 
 TOKEN = "hf_" + "Q7xv2LrT9pWm4ZkB8sNc1YdF6gHj3KaE0u"  # a Hugging Face token's shape

@@ -12,7 +12,6 @@ import json
 import os
 import pty
 import re
-import socket
 import subprocess
 import sys
 import threading
@@ -25,7 +24,7 @@ from pathlib import Path
 import pytest
 
 from logwatch.daemon.client import request, wait_ready
-from tests.conftest import ROOT, read_pty
+from tests.conftest import ROOT, free_port, read_pty
 from tests.inprocess import Completed, logwatch_text
 
 # What a log line can carry: every one of these does something to a terminal that obeys it.
@@ -183,12 +182,6 @@ def test_sql_table_on_a_terminal(log: Path, tmp_path: Path) -> None:
                         PAYLOAD_FIRST)
     assert code == 0, seen
     assert_clean(seen, ["^[]52;c;"])
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 @dataclass

@@ -7,7 +7,6 @@ import json
 import os
 import sys
 from collections.abc import Sequence
-from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -413,11 +412,7 @@ def _cmd_daemon(args: argparse.Namespace) -> int:
     from logwatch.daemon.config_file import load_config
 
     config = load_config(args.config)
-    if config.problems:  # refuse to start on a configuration with problems, and say why
-        print("logwatch: daemon: the configuration has problems; not starting:",
-              file=sys.stderr)
-        for problem in config.problems:
-            _warn(f"  {problem}")
+    if _refused(config, "daemon"):
         return EXIT_USAGE
     if not args.file and not args.stdin and not selectors and not config.targets:
         print("logwatch: daemon: give --file PATH, a --journal-* selector, --stdin, or "
@@ -441,9 +436,8 @@ def _cmd_daemon(args: argparse.Namespace) -> int:
         if any(t.relaunch.get("policy") in ("ask", "auto") for t in config.targets):
             from logwatch.daemon.relaunches import Relaunches, settings_from_config
 
-            settings = settings_from_config(config.values, db.parent)
             daemon.relaunches = Relaunches(
-                config.targets, replace(settings, dry_run=True) if args.dry_run else settings,
+                config.targets, settings_from_config(config.values, db.parent, args.dry_run),
                 daemon.in_store, daemon, daemon.current_launch, daemon.signature_status,
                 retake=daemon.retake_snapshots)
         for snapshot in targets.take_all():  # what each target runs with, before READY
@@ -589,6 +583,16 @@ def _cmd_run(args: argparse.Namespace) -> int:
     return code
 
 
+def _refused(config: Any, command: str) -> bool:
+    """A configuration with problems: said, each one, and the start refused."""
+    if not config.problems:
+        return False
+    _warn(f"logwatch: {command}: the configuration has problems; not starting:")
+    for problem in config.problems:
+        _warn(f"  {problem}")
+    return True
+
+
 def _relaunching_run(daemon: Any, source: Any, target: str, mode: str, settings: Any,
                      gpu: Any) -> None:
     """`run --relaunch`: the daemon's relaunches, with the run's child as the executor
@@ -648,13 +652,10 @@ def _run_relaunch_settings(args: argparse.Namespace, argv: list[str]) -> Any:
         _warn(f"logwatch: run: --relaunch: logwatch cannot edit this command line ({exc})")
         return EXIT_USAGE
     config = load_config(args.config)
-    if config.problems:
-        _warn("logwatch: run: the configuration has problems; not starting:")
-        for problem in config.problems:
-            _warn(f"  {problem}")
+    if _refused(config, "run"):
         return EXIT_USAGE
-    settings = settings_from_config(config.values, (args.db or default_db_path()).parent)
-    return replace(settings, dry_run=True) if args.dry_run else settings
+    return settings_from_config(config.values, (args.db or default_db_path()).parent,
+                                args.dry_run)
 
 
 def _cmd_history(args: argparse.Namespace) -> int:

@@ -51,6 +51,7 @@ from logwatch.core.policy import (
     NEEDS_APPROVAL,
     WAIT,
     CurrentLaunch,
+    HistoryItem,
     OperatorEvent,
     RelaunchPolicy,
     Request,
@@ -199,8 +200,15 @@ class Relaunches:
         action running, or one open that waits for an operator or for a time (one blocked
         with no time to try again, by the breaker say, waits for nothing that will come)."""
         return target in self._proposing or target in self.running or any(
-            o.action.target == target and not (o.action.state == BLOCKED and o.timer is None)
-            for o in self.open.values())
+            not (o.action.state == BLOCKED and o.timer is None) for o in self._open_of(target))
+
+    def _open_of(self, target: str) -> list[Open]:
+        return [o for o in self.open.values() if o.action.target == target]
+
+    def _occupied(self, target: str) -> bool:
+        """A failure of `target` is being planned, or an action of it is open (a running
+        one is open too): a new failure waits for it."""
+        return target in self._proposing or bool(self._open_of(target))
 
     def launch_failed(self, fields: Mapping[str, Any], fingerprint: str | None,
                       config_hash: str | None) -> None:
@@ -212,10 +220,10 @@ class Relaunches:
         if target is None or self.policy.targets.get(target.name) is None \
                 or self.policy.targets[target.name].mode == "off":
             return
-        busy = [o.action.id for o in self.open.values() if o.action.target == target.name]
-        if busy or target.name in self._proposing:
+        if self._occupied(target.name):
+            busy = self._open_of(target.name)
             self._note(f"launch {fields['id']} of {target.name} failed; "
-                       + (f"action {busy[0]} is still open for it" if busy
+                       + (f"action {busy[0].action.id} is still open for it" if busy
                           else "its last failure is being planned"))
             if target.name not in self.running:
                 self._missed[target.name] = (fields, fingerprint, config_hash)
@@ -230,9 +238,7 @@ class Relaunches:
         escalated (nobody knows how far it got), and a unit's restart hold is taken away so
         that its own Restart= is back. Each target's breaker is read."""
         for name in self.policy.targets:
-            history = await self._db(partial(load_history, target=name))
-            self.breakers[name] = breaker_open(history, name, self.settings.thresholds)
-            for action in [a for a in history if isinstance(a, Action)]:
+            for action in [a for a in await self._history(name) if isinstance(a, Action)]:
                 if action.state in PENDING:
                     to, why = EXPIRED, ("the daemon restarted before this was carried out; "
                                         "a new failure is proposed anew")
@@ -286,14 +292,12 @@ class Relaunches:
             raise RelaunchError(f"{target!r} is not a configured target")
         event = OperatorEvent(BREAKER_RESET, target, self._now(), operator,
                               reason or "reset by an operator")
-        history = await self._db(lambda store: (record_operator_event(store, event),
-                                                load_history(store, target))[1])
         was = self.breakers.get(target, False)
-        self.breakers[target] = breaker_open(history, target, self.settings.thresholds)
+        await self._db(lambda store: record_operator_event(store, event))
+        await self._history(target)
         self._told.log.info("breaker_reset", target=target, actor=operator)
         self._note(f"breaker of {target} reset by {operator.removeprefix(OPERATOR_PREFIX)}")
-        for held in [o for o in self.open.values() if o.action.target == target
-                     and o.action.state == BLOCKED]:
+        for held in [o for o in self._open_of(target) if o.action.state == BLOCKED]:
             self._cancel_timer(held)
             self._spawn(self._decide(held))
         return was
@@ -369,8 +373,7 @@ class Relaunches:
     async def _decide(self, held: Open) -> None:
         """The policy's answer for an action not started yet, acted on."""
         target = held.action.target
-        history = await self._db(lambda store: load_history(store, target))
-        self.breakers[target] = breaker_open(history, target, self.settings.thresholds)
+        history = await self._history(target)
         now = self._now()
         state, mode = held.action.state, self.policy.targets[target].mode
         decision = decide(history, now, self.policy, Request(
@@ -478,10 +481,9 @@ class Relaunches:
     async def _after(self, target: str) -> None:
         """An action on `target` ended: its breaker is read again, and actions that waited
         for the lock are decided again."""
-        history = await self._db(lambda store: load_history(store, target))
-        self.breakers[target] = breaker_open(history, target, self.settings.thresholds)
-        for held in [o for o in self.open.values() if o.action.target == target
-                     and o.action.state == BLOCKED and o.timer is None]:
+        await self._history(target)
+        for held in [o for o in self._open_of(target)
+                     if o.action.state == BLOCKED and o.timer is None]:
             await self._decide(held)
 
     # -- moves, timers, the history ---------------------------------------------------------
@@ -529,8 +531,7 @@ class Relaunches:
     def _missed_now(self, target: str) -> None:
         """The newest failure that came while the target was busy, proposed now that it is
         not (planned, open or running)."""
-        if target in self._proposing or target in self.running or any(
-                o.action.target == target for o in self.open.values()):
+        if self._occupied(target):
             return
         missed = self._missed.pop(target, None)
         if missed is not None:
@@ -566,12 +567,12 @@ class Relaunches:
             held.timer = None
 
     async def _waiting(self, action_id: str, states: tuple[str, ...], verb: str) -> Open:
+        """The open action (whether its state allows the move is `_move`'s to say); for one
+        not open, why not."""
         held = self.open.get(action_id)
-        if held is not None and held.action.state in states \
-                and action_id not in self.running.values():
+        if held is not None:
             return held
-        stored = held.action if held is not None else await self._db(
-            lambda store: load_action(store, action_id))
+        stored = await self._db(lambda store: load_action(store, action_id))
         if stored is None:
             raise RelaunchError(f"no action {action_id!r}")
         raise self._not_now(stored, states, verb)
@@ -594,6 +595,12 @@ class Relaunches:
         except Exception as exc:  # one action's trouble never stops the daemon
             self._told.log.exception("relaunch_failed")
             self._note(f"relaunch step failed: {type(exc).__name__}: {str(exc)[:300]}")
+
+    async def _history(self, target: str) -> list[HistoryItem]:
+        """The target's actions and operator events, its breaker read from them."""
+        history = await self._db(partial(load_history, target=target))
+        self.breakers[target] = breaker_open(history, target, self.settings.thresholds)
+        return history
 
     async def _db(self, fn: Callable[[Store], T]) -> T:
         return await asyncio.get_running_loop().run_in_executor(
@@ -629,8 +636,10 @@ def _recorded_launch(found: FailedLaunch) -> Launch | None:
         return None
 
 
-def settings_from_config(values: Mapping[str, Any], default_state: Path) -> Settings:
-    """`[relaunch]` values (config.Config.values) as Settings."""
+def settings_from_config(values: Mapping[str, Any], default_state: Path,
+                         dry_run: bool = False) -> Settings:
+    """`[relaunch]` values (config.Config.values) as Settings; `dry_run` (the command line's
+    --dry-run) makes it a dry run whatever the file says."""
     state = values.get("relaunch.state_dir") or ""
     return Settings(Path(state) if state else default_state,
                     str(values.get("relaunch.dropin") or "persistent"),
@@ -642,4 +651,4 @@ def settings_from_config(values: Mapping[str, Any], default_state: Path) -> Sett
                         breaker_failures=int(values.get("relaunch.breaker_failures") or 3),
                         backoff_base=timedelta(
                             seconds=float(values.get("relaunch.backoff_seconds") or 60.0))),
-                    bool(values.get("relaunch.dry_run")))
+                    dry_run or bool(values.get("relaunch.dry_run")))

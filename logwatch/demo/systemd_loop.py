@@ -12,6 +12,7 @@ what the stand-in simulates, on the daemon's PATH only.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import shlex
 import shutil
@@ -24,6 +25,7 @@ from logwatch.core.dropin import exec_line
 from logwatch.daemon import client
 from logwatch.daemon.protocol import ActionEvent, DiagnosisEvent, LaunchEvent
 from logwatch.demo.standin_outcome import GPUS
+from logwatch.host.capture import run_systemctl
 from logwatch.relaunch.systemd import runtime_dropin_root
 
 DEADLINE_S = 90.0  # the whole loop, from the unit's start to a verified relaunch
@@ -38,22 +40,19 @@ class SystemdUnavailable(Exception):
 
 def user_manager() -> None:
     """SystemdUnavailable unless `systemctl --user` reaches a manager."""
-    tool = shutil.which("systemctl")
-    if tool is None:
+    if shutil.which("systemctl") is None:
         raise SystemdUnavailable("systemctl is not installed")
     try:
-        done = subprocess.run([tool, "--user", "show-environment"], capture_output=True,
-                              text=True, timeout=10, check=False)
+        run_systemctl(["show-environment"], user=True)
     except (OSError, subprocess.TimeoutExpired) as exc:
-        raise SystemdUnavailable(f"systemctl --user: {exc}") from exc
-    if done.returncode != 0:
-        raise SystemdUnavailable("no systemd --user manager answers (systemctl --user: "
-                                 f"{done.stderr.strip()[:200]})")
+        raise SystemdUnavailable(f"no systemd --user manager answers ({str(exc)[:300]})") \
+            from exc
 
 
-def _systemctl(*args: str) -> None:
-    subprocess.run(["systemctl", "--user", *args], capture_output=True, timeout=60,
-                   check=False)
+def _cleaned(*args: str) -> None:
+    """A clean-up step: what it cannot do is left (the unit is gone with the session)."""
+    with contextlib.suppress(OSError, subprocess.TimeoutExpired):
+        run_systemctl(list(args), user=True)
 
 
 def _unit_text(ws: dict[str, Path], gpu: str, argv: list[str]) -> str:
@@ -100,16 +99,18 @@ def systemd_loop(ws: dict[str, Path], gpu: str, timeline: Any,
     argv = [str(ws["vllm"]), "serve", str(ws["model"]), "-tp", "4", "--speculative-config",
             '{"method": "mtp", "num_speculative_tokens": 1}', "--port", str(_free_port())]
     units.mkdir(parents=True, exist_ok=True)
-    (units / unit).write_text(_unit_text(ws, gpu, argv))
-    _systemctl("daemon-reload")
     tools = _nvidia_smi(ws, gpu)
     sock = ws["root"] / "control.sock"
-    daemon = subprocess.Popen(
-        [sys.executable, "-m", "logwatch", "daemon", "--config", str(_config(ws, unit))],
-        env={**os.environ, "PATH": f"{tools}:{os.environ.get('PATH', '')}"},
-        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    daemon: subprocess.Popen[bytes] | None = None
     try:
-        asyncio.run(client.wait_ready(sock, 60, alive=lambda: daemon.poll() is None))
+        (units / unit).write_text(_unit_text(ws, gpu, argv))
+        run_systemctl(["daemon-reload"], user=True)
+        daemon = subprocess.Popen(
+            [sys.executable, "-m", "logwatch", "daemon", "--config", str(_config(ws, unit))],
+            env={**os.environ, "PATH": f"{tools}:{os.environ.get('PATH', '')}"},
+            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        running = daemon
+        asyncio.run(client.wait_ready(sock, 60, alive=lambda: running.poll() is None))
         timeline.say(f"logwatch daemon follows {unit} (policy auto, drop-ins under "
                      f"{units})")
         timeline.say(f"{unit} starts on a simulated {GPUS[gpu].name}: "
@@ -122,30 +123,31 @@ def systemd_loop(ws: dict[str, Path], gpu: str, timeline: Any,
             timeline.say("the history, asked with SQL through the daemon (" + HISTORY_SQL
                          + "):\n" + "\n".join("  " + " | ".join(map(str, r)) for r in rows))
         return healthy
-    except (client.DaemonUnavailable, TimeoutError) as exc:
+    except (OSError, TimeoutError, subprocess.TimeoutExpired) as exc:  # the daemon, systemctl
         err = daemon.stderr.read().decode(errors="replace")[-2000:] \
-            if daemon.poll() is not None and daemon.stderr else ""
-        timeline.say(f"the daemon stopped answering: {exc} {err}")
+            if daemon is not None and daemon.poll() is not None and daemon.stderr else ""
+        timeline.say(f"the loop stopped: {exc} {err}")
         return False
     finally:
-        daemon.terminate()
-        try:
-            daemon.communicate(timeout=60)
-        except subprocess.TimeoutExpired:
-            daemon.kill()
-            daemon.communicate()
-        _systemctl("stop", unit)
+        if daemon is not None:
+            daemon.terminate()
+            try:
+                daemon.communicate(timeout=60)
+            except subprocess.TimeoutExpired:
+                daemon.kill()
+                daemon.communicate()
+        _cleaned("stop", unit)
         shutil.rmtree(units / f"{unit}.d", ignore_errors=True)
         (units / unit).unlink(missing_ok=True)
-        _systemctl("daemon-reload")
-        _systemctl("reset-failed", unit)
+        _cleaned("daemon-reload")
+        _cleaned("reset-failed", unit)
 
 
 async def _watch(sock: Path, unit: str, timeline: Any, summary: dict[str, Any]) -> bool:
     """The daemon's events, told as they come, until the action ends."""
     async def follow() -> bool:
         async with client.subscribe(sock, ["launch", "diagnosis", "action"]) as events:
-            _systemctl("start", unit)
+            run_systemctl(["start", unit], user=True)
             async for event in events:
                 if isinstance(event, LaunchEvent) and event.outcome == "failed":
                     timeline.say(f"launch {event.id[:8]} failed: root cause "
