@@ -491,9 +491,6 @@ class Daemon:
             seen = len(events)
             if self._stop.is_set():
                 break
-        code = getattr(source, "returncode", None)  # a `run` child ended: so did its launch
-        if code is not None and not hasattr(source, "on_exit"):
-            self._exited(source.name, code)
 
     def _exited(self, source: str, code: int) -> None:
         """A child of `logwatch run` ended: so did its launch (after what its last lines
