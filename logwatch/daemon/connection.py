@@ -8,13 +8,11 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-import socket
-import struct
 from pathlib import Path
 from typing import Any, cast
 
 from logwatch.daemon.protocol import PROTOCOL_VERSION, HelloAnswer
-from logwatch.daemon.socket_trust import UnsafeSocketPath, check_peer, check_socket
+from logwatch.daemon.socket_trust import UnsafeSocketPath, check_peer, check_socket, peer_uid
 
 ANSWER_LIMIT = 64 << 20  # the longest answer read (a query's rows, up to the daemon's bound)
 # The longest event kept (a `lines` event is at most ~400 KB as JSON); a longer one is skipped
@@ -44,9 +42,9 @@ class RequestFailed(Exception):
 
 def check_server(writer: asyncio.StreamWriter, path: Path) -> None:
     """The process at the other end runs as us or root (the kernel says who: SO_PEERCRED)."""
-    sock = writer.get_extra_info("socket")
-    creds = sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i"))
-    _, uid, _ = struct.unpack("3i", creds)
+    uid = peer_uid(writer.get_extra_info("socket"))
+    if uid is None:
+        raise UnsafeSocketPath(f"{path}: the kernel does not say who serves it")
     check_peer(uid, path)
 
 

@@ -19,8 +19,6 @@ import contextlib
 import grp
 import json
 import os
-import socket
-import struct
 from collections.abc import Mapping
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import AbstractContextManager
@@ -54,6 +52,7 @@ from logwatch.daemon.relaunches import RelaunchError, Relaunches, operator_name
 from logwatch.daemon.socket_trust import (
     UnsafeSocketPath,
     group_cannot_reach,
+    peer_uid,
     prepare_directory,
 )
 from logwatch.store.db import DatabaseError
@@ -269,7 +268,7 @@ class ControlServer:
                     await self._stream(writer, kinds)
                     return
                 try:
-                    reply = await self.answer(request, peer_uid(writer))
+                    reply = await self.answer(request, peer_uid(writer.get_extra_info("socket")))
                 except (ValueError, TypeError) as exc:  # a field of the wrong kind
                     reply = {"ok": False, "error": f"bad request: {exc}"}
                 except Exception as exc:  # never a dropped connection for the client
@@ -411,17 +410,6 @@ class ControlServer:
             return run_read_only(cursor, sql, params, self.limits,
                                  self.daemon.writer.store.path)
 
-
-def peer_uid(writer: asyncio.StreamWriter) -> int | None:
-    """The uid of the process at the other end of a Unix socket (SO_PEERCRED)."""
-    sock = writer.get_extra_info("socket")
-    if sock is None or not hasattr(socket, "SO_PEERCRED"):
-        return None
-    try:
-        creds = sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i"))
-    except OSError:
-        return None
-    return int(struct.unpack("3i", creds)[1])
 
 
 def _bad_request(exc: BaseException) -> str:

@@ -12,7 +12,9 @@ from __future__ import annotations
 
 import os
 import pwd
+import socket
 import stat
+import struct
 import tempfile
 from pathlib import Path
 
@@ -93,6 +95,18 @@ def check_socket(path: Path) -> None:
     if st.st_uid not in trusted_uids():
         raise _refuse(str(path), f"belongs to {_owner(st.st_uid)}, not to you or root",
                       "refusing to talk to a daemon someone else started there")
+
+
+def peer_uid(sock: socket.socket | None) -> int | None:
+    """The uid of the process at the other end of a Unix socket, as the kernel says
+    (SO_PEERCRED); None where it cannot be asked."""
+    if sock is None or not hasattr(socket, "SO_PEERCRED"):
+        return None
+    try:
+        creds = sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i"))
+    except OSError:
+        return None
+    return int(struct.unpack("3i", creds)[1])
 
 
 def check_peer(uid: int, path: Path) -> None:
