@@ -37,7 +37,7 @@ CORE_FORBIDDEN = frozenset({
 })
 CORE_EXCEPTIONS = {"matcher.py": frozenset({"time"})}
 ROLES = {"core", "sources", "host", "store", "daemon", "library", "scan", "cli", "relaunch",
-         "demo",
+         "demo", "tui",
          "own_log.py", "__init__.py", "__main__.py", "py.typed"}
 
 

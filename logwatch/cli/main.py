@@ -147,6 +147,18 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument("--keep", type=Path, metavar="DIR",
                       help="build the workspace in DIR (new, empty) and keep it")
 
+    tui = sub.add_parser("tui", help="the live dashboard, log, incidents, history and "
+                                     "signatures in the terminal (a client of the daemon)")
+    tui.add_argument("--socket", type=Path, metavar="PATH", default=None,
+                     help="the daemon's control socket (default: the config's socket.path)")
+    tui.add_argument("--db", type=Path, metavar="PATH", default=None,
+                     help="the history to read, read-only, while no daemon answers "
+                          "(default: the config's database.path, else the XDG data dir)")
+    tui.add_argument("--config", type=Path, metavar="PATH", default=None,
+                     help="configuration file (default: /etc/logwatch/logwatch.toml)")
+    tui.add_argument("--read-only", action="store_true",
+                     help="show, never send: approve and reject are hidden")
+
     daemon = sub.add_parser("daemon", help="follow logs live and record findings in the history")
     daemon.add_argument("--file", action="append", default=[], metavar="PATH",
                         help="a log file to follow across rotations, or a quoted glob (every "
@@ -669,6 +681,20 @@ def _cmd_history(args: argparse.Namespace) -> int:
     return history_cmds.history(args.db, args.limit)
 
 
+def _cmd_tui(args: argparse.Namespace) -> int:
+    from logwatch.daemon.config_file import default_socket_path, load_config
+    from logwatch.store.db import default_db_path
+    from logwatch.tui.app import LogwatchApp
+
+    config = load_config(args.config)
+    socket_path = args.socket or default_socket_path(config.get("socket.path"))
+    db = args.db or (Path(config.get("database.path")) if config.get("database.path")
+                     else default_db_path())
+    dirs = [Path(d) for d in config.get("signatures.dirs") or []]
+    LogwatchApp(socket_path, db, read_only=args.read_only, library_dirs=dirs).run()
+    return EXIT_OK
+
+
 def _cmd_demo(args: argparse.Namespace) -> int:
     from logwatch.demo.scenario import DemoError, run_demo
     from logwatch.library.worker import load_bounded
@@ -712,6 +738,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return _cmd_history(args)
         if args.command == "demo":
             return _cmd_demo(args)
+        if args.command == "tui":
+            return _cmd_tui(args)
         if args.command == "plan":
             from logwatch.cli.plan import plan_command
 

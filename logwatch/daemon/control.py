@@ -40,6 +40,7 @@ from logwatch.daemon.protocol import (
     ReloadRequest,
     Request,
     ResetBreakerRequest,
+    SignaturesRequest,
     SnapshotRequest,
     SqlRequest,
     StatusRequest,
@@ -93,6 +94,8 @@ class ControlledDaemon(Protocol):
     def relaunches(self) -> Relaunches | None: ...  # when a target's policy may act
 
     def status(self) -> dict[str, Any]: ...
+
+    def signature_states(self) -> dict[str, Any]: ...
 
     def reload(self) -> None: ...
 
@@ -335,6 +338,8 @@ class ControlServer:
         if isinstance(request, StatusRequest):
             return {"ok": True, "status": {**daemon.status(),
                                            "queries_running": self._running_queries}}
+        if isinstance(request, SignaturesRequest):
+            return {"ok": True, **daemon.signature_states()}
         if isinstance(request, ReloadRequest):
             daemon.reload()
             return {"ok": True, "events": daemon.events[-5:]}

@@ -331,6 +331,16 @@ class Daemon:
             **({"relaunch": self.relaunches.status()} if self.relaunches is not None else {}),
         }
 
+    def signature_states(self) -> dict[str, Any]:
+        """The library loaded now, one entry per signature (the `signatures` request)."""
+        disabled = self.matcher.disabled
+        return {"library": self.library.version,
+                "signatures": [{"id": s.id, "version": s.version, "status": s.status,
+                                "severity": s.severity, "fatal": s.fatal,
+                                "category": s.category, "title": s.title, "path": s.path,
+                                "disabled": disabled.get(s.id)}
+                               for s in self.library.signatures]}
+
     def _snapshot_for(self, source: str) -> str | None:
         """The configuration in force for a source: by its name, else by its target's name
         (a glob target's files are named `TARGET:file:PATH`)."""
@@ -421,7 +431,7 @@ class Daemon:
         if self.control is not None and self.control.wants("lines"):
             text = redact_head(chunk.data, LINES_EVENT_BYTES)
             self.control.publish("lines", source=chunk.source, first_line=stream.next_line,
-                                 text=text)
+                                 text=text, count=lines)
         stream.next_line += lines
         stream.fed += len(chunk.data)
         if span != len(chunk.data):

@@ -36,12 +36,14 @@ class Event:
 @dataclass(frozen=True, kw_only=True, slots=True)
 class LinesEvent(Event):
     """What was read: the whole lines that fit in 64 KiB, secrets masked (a single longer
-    line is shown as its length only)."""
+    line is shown as its length only). `count`: how many lines were read, more than `text`
+    holds when they did not fit (0 from a daemon older than this field)."""
 
     kind: ClassVar[str] = "lines"
     source: str
     first_line: int
     text: str
+    count: int = 0
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)

@@ -130,6 +130,24 @@ class BreakerAnswer(TypedDict):
     was_open: bool
 
 
+class SignatureState(TypedDict):
+    id: str
+    version: int
+    status: str  # stable, experimental, deprecated
+    severity: str
+    fatal: bool
+    category: str
+    title: str
+    path: str
+    disabled: str | None  # why the matcher gave up on it until the next reload
+
+
+class SignaturesAnswer(TypedDict):
+    ok: Literal[True]
+    library: str  # the version loaded
+    signatures: list[SignatureState]
+
+
 class SubscribedAnswer(TypedDict):
     ok: Literal[True]
     subscribed: Literal[True]
@@ -227,6 +245,15 @@ class SnapshotRequest(Request):
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
+class SignaturesRequest(Request):
+    """The library loaded now: each signature's id, version, status, severity and title, and
+    whether the matcher disabled it (hit counts are in the history: `findings`)."""
+
+    op: ClassVar[str] = "signatures"
+    answer: ClassVar[type] = SignaturesAnswer
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
 class ReloadRequest(Request):
     """Load the signature library again (as SIGHUP); answers with the latest events."""
 
@@ -292,8 +319,9 @@ class SubscribeRequest(Request):
 
 
 REQUESTS: dict[str, type[Request]] = {cls.op: cls for cls in (
-    HelloRequest, StatusRequest, SqlRequest, IncidentsRequest, SnapshotRequest, ReloadRequest,
-    ApproveRequest, RejectRequest, ResetBreakerRequest, SubscribeRequest)}
+    HelloRequest, StatusRequest, SqlRequest, IncidentsRequest, SnapshotRequest,
+    SignaturesRequest, ReloadRequest, ApproveRequest, RejectRequest, ResetBreakerRequest,
+    SubscribeRequest)}
 OPS = tuple(REQUESTS)
 
 

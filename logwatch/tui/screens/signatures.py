@@ -1,0 +1,63 @@
+"""The signature library: its version, each signature's status, version, severity and hits
+in the history, and what the matcher disabled; reload results are said when they happen."""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+from rich.text import Text
+from textual.app import ComposeResult
+from textual.binding import BindingType
+from textual.widgets import DataTable, Footer, Static
+
+from logwatch.tui.messages import SignaturesChanged
+from logwatch.tui.render import SEVERITY_STYLE, cell, plain
+from logwatch.tui.screens.base import AppScreen
+from logwatch.tui.widgets.connection_bar import ConnectionBar
+
+COLUMNS = ("signature", "v", "status", "severity", "hits", "last hit", "title")
+
+
+class SignaturesScreen(AppScreen):
+    BINDINGS: ClassVar[list[BindingType]] = []
+
+    def compose(self) -> ComposeResult:
+        yield ConnectionBar()
+        yield Static(id="library")
+        yield DataTable(id="signatures", cursor_type="row", zebra_stripes=True)
+        yield Footer()
+
+    def on_mount(self) -> None:
+        self.query_one(DataTable).add_columns(*COLUMNS)
+        if self.lw.signature_states is None:
+            self.lw.load_signatures()
+
+    def on_signatures_changed(self, _: SignaturesChanged) -> None:
+        self.draw()
+
+    def draw(self) -> None:
+        states = self.lw.signature_states
+        head = self.query_one("#library", Static)
+        table = self.query_one(DataTable)
+        table.clear()
+        if states is None:
+            head.update(Text("reading the library…", style="dim"))
+            return
+        if "error" in states:
+            head.update(cell(f"the library could not be read: {states['error']}", "red"))
+            return
+        signatures = states.get("signatures") or []
+        hits = states.get("hits") or {}
+        head.update(cell(f"library {states.get('library')} · {len(signatures)} signatures · "
+                         f"{sum(1 for s in signatures if s.get('disabled'))} disabled",
+                         "bold"))
+        for s in sorted(signatures, key=lambda s: -int((hits.get(s["id"]) or {})
+                                                       .get("hits") or 0)):
+            hit = hits.get(s["id"]) or {}
+            status = "DISABLED" if s.get("disabled") else s["status"]
+            table.add_row(cell(s["id"], "bold"), cell(s["version"]),
+                          cell(status, "bold red" if s.get("disabled") else
+                               "dim" if s["status"] != "stable" else ""),
+                          cell(s["severity"], SEVERITY_STYLE.get(s["severity"], "")),
+                          cell(hit.get("hits") or 0), cell(plain(hit.get("last"))),
+                          cell(s["title"]))

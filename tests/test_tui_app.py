@@ -1,0 +1,140 @@
+"""The TUI driven with Textual's pilot: over a history with no daemon (read-only, nothing
+to approve), and live over a real `logwatch run --relaunch ask` with the vLLM stand-in:
+lines arrive, the plan waits, the operator approves it in the TUI, the target turns
+healthy; the daemon going away shows "disconnected since" and coming back reconnects."""
+
+from __future__ import annotations
+
+import asyncio
+import signal
+import subprocess
+import sys
+from collections.abc import Callable
+from datetime import datetime
+from pathlib import Path
+
+import pytest
+
+from logwatch.tui.app import LogwatchApp
+from logwatch.tui.screens.dashboard import DashboardScreen
+from logwatch.tui.screens.history import HistoryScreen
+from logwatch.tui.screens.incident import IncidentScreen
+from logwatch.tui.state import DOWN, HISTORY, LIVE
+from tests.conftest import ROOT, SAMPLES, free_port
+
+NOW = datetime(2026, 12, 2, 12, 0, 0)
+
+
+@pytest.fixture(scope="module")
+def history(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    db = tmp_path_factory.mktemp("tui") / "h.duckdb"
+    subprocess.run([sys.executable, "-m", "logwatch", "scan", "--db", str(db),
+                    str(SAMPLES / "demo_marlin_and_mtp.log")], cwd=ROOT, check=False,
+                   capture_output=True)
+    assert db.exists()
+    return db
+
+
+async def _until(pilot: object, check: Callable[[], bool], timeout: float = 60.0) -> None:
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout
+    while not check():
+        assert loop.time() < deadline, "timed out"
+        await pilot.pause(0.05)  # type: ignore[attr-defined]
+
+
+async def test_without_a_daemon_the_history_is_shown_read_only(history: Path,
+                                                               tmp_path: Path) -> None:
+    app = LogwatchApp(tmp_path / "none.sock", history, clock=lambda: NOW)
+    async with app.run_test(size=(120, 36)) as pilot:
+        await _until(pilot, lambda: bool(app.board.targets))
+        assert app.connection.kind == HISTORY and not app.can_act
+        (target,) = app.board.targets
+        assert (target.target, target.state) == ("demo_marlin_and_mtp.log", "failed")
+        assert app.board.incidents[0].root_cause
+        assert isinstance(app.screen, DashboardScreen)
+        assert app.screen.check_action("approve", ()) is False  # hidden, not greyed
+        await pilot.press("enter")
+        await _until(pilot, lambda: isinstance(app.screen, IncidentScreen)
+                     and bool(app.screen.diagnosis_text))
+        await pilot.press("escape", "h")
+        assert isinstance(app.screen, HistoryScreen)
+        app.screen.run_preset("failures_by_config")
+        screen = app.screen
+        await _until(pilot, lambda: screen.result is not None)
+        assert screen.result is not None and screen.result.rows
+        screen.run_sql("DELETE FROM launches")  # refused, said inline
+        await pilot.pause(0.5)
+        assert "read-only" in str(screen.query_one("#sql-error").render())
+
+
+@pytest.mark.slow
+async def test_approve_in_the_tui_relaunches_and_the_target_turns_healthy(
+        tmp_path: Path) -> None:
+    from tests.test_run_relaunch import _ended, _start
+
+    run, sock = await asyncio.to_thread(_start, tmp_path, "ask", free_port())
+    app = LogwatchApp(sock, tmp_path / "h.duckdb")
+    try:
+        async with app.run_test(size=(120, 36)) as pilot:
+            await _until(pilot, lambda: app.connection.kind == LIVE)
+            await _until(pilot, lambda: any(a.answerable for a in app.board.actions), 90)
+            assert app.board.plan is not None and app.board.plan["startable"]
+            assert app.board.targets[0].state == "awaiting approval"
+            await pilot.press("a")  # a confirmation first: nothing sent yet
+            await pilot.pause(0.2)
+            assert app.board.actions and app.board.actions[0].answerable
+            await pilot.press("y")
+            await _until(pilot, lambda: any("succeeded" in text for _, _, text in
+                                            app.activity.entries), 120)
+            await _until(pilot, lambda: bool(app.board.targets)
+                         and app.board.targets[0].state == "healthy", 30)
+            assert any("(operator:" in text and "approved" in text
+                       for _, _, text in app.activity.entries)
+            await pilot.press("l")
+            await _until(pilot, lambda: len(app.ring.lines) > 10)
+            await pilot.press("slash", *"INFO", "enter")  # the relaunch's lines: all INFO
+            assert app.ring.filter.include == "INFO" and len(app.ring) > 0
+            assert all("INFO" in app.ring.row(r).text for r in range(len(app.ring)))
+            await pilot.press("escape")
+            assert not app.ring.filter.active and len(app.ring) == len(app.ring.lines)
+            run.send_signal(signal.SIGINT)  # the daemon goes away
+            await _until(pilot, lambda: app.connection.kind == DOWN, 60)
+            assert app.connection.since is not None
+    finally:
+        if run.poll() is None:
+            run.send_signal(signal.SIGINT)
+        _ended(run, 60)
+
+
+@pytest.mark.slow
+async def test_the_tui_reconnects_when_the_daemon_comes_back(tmp_path: Path) -> None:
+    log = tmp_path / "vllm.log"
+    log.write_text("INFO 12-02 11:00:00 [api_server.py:1] vLLM API server version 0.11.2\n")
+    sock = tmp_path / "s.sock"
+
+    def daemon() -> subprocess.Popen[bytes]:
+        return subprocess.Popen([sys.executable, "-m", "logwatch", "daemon", "--file",
+                                 str(log), "--db", str(tmp_path / "h.duckdb"), "--socket",
+                                 str(sock)], cwd=ROOT, stdout=subprocess.DEVNULL,
+                                stderr=subprocess.DEVNULL)
+
+    first = daemon()
+    second = None
+    app = LogwatchApp(sock, tmp_path / "h.duckdb")
+    try:
+        async with app.run_test(size=(100, 30)) as pilot:
+            await _until(pilot, lambda: app.connection.kind == LIVE)
+            first.send_signal(signal.SIGTERM)
+            await asyncio.to_thread(first.wait, 30)
+            await _until(pilot, lambda: app.connection.kind == DOWN)
+            bar = str(app.screen.query_one("ConnectionBar").render())
+            assert "disconnected since" in bar
+            second = daemon()
+            await _until(pilot, lambda: app.connection.kind == LIVE)
+            assert any("reconnected" in text for _, _, text in app.activity.entries)
+    finally:
+        for proc in (first, second):
+            if proc is not None and proc.poll() is None:
+                proc.kill()
+                proc.wait()

@@ -1,0 +1,147 @@
+"""The TUI's pure parts: the live log's ring and filters, the dashboard's states, the plan
+as a diff. Literals in, values out."""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+import pytest
+
+from logwatch.tui.board import sparkline, target_of, target_rows, timeline
+from logwatch.tui.lines import (
+    FilterError,
+    Line,
+    LineFilter,
+    LineRing,
+    Mark,
+    level_of,
+    process_of,
+    split_lines,
+)
+from logwatch.tui.plan_text import plan_lines, snapshot_diff_lines
+from logwatch.tui.queries import literal
+
+NOW = datetime(2026, 12, 2, 12, 0, 0)
+ERR = "(Worker_TP1 pid=40) ERROR 12-02 11:59:59 [gpu_model_runner.py:1] boom"
+WARN = "(EngineCore_DP0 pid=12) WARNING 12-02 11:59:58 [config.py:9] careful"
+INFO = "(APIServer pid=1) INFO 12-02 11:59:57 [api_server.py:3] fine"
+
+
+def _lines(texts: list[str], source: str = "s", first: int = 1) -> list[Line]:
+    return [Line(source, first + i, t) for i, t in enumerate(texts)]
+
+
+def test_levels_and_processes_are_read_from_vllms_header() -> None:
+    assert (level_of(ERR), level_of(WARN), level_of(INFO)) == ("error", "warning", "info")
+    assert level_of("Traceback (most recent call last):") is None
+    assert (process_of(ERR), process_of(WARN), process_of(INFO)) == (
+        "Worker_TP1", "EngineCore_DP0", "APIServer")
+    assert process_of("(VllmWorker TP3 pid=9) INFO 12-02 11:00:00 [x.py:1] a") == "TP3"
+
+
+def test_a_lines_event_is_numbered_from_its_first_line() -> None:
+    assert split_lines("s", 10, "a\nb\n") == [Line("s", 10, "a"), Line("s", 11, "b")]
+
+
+def test_the_ring_keeps_the_newest_lines_and_counts_what_it_could_not_keep() -> None:
+    ring = LineRing(capacity=8)
+    ring.add(_lines([f"l{i}" for i in range(20)]))  # one batch bigger than the ring
+    assert ring.dropped == 12 and [line.text for line in ring.lines] == [
+        f"l{i}" for i in range(12, 20)]
+    ring.add(_lines([f"m{i}" for i in range(4)], first=100))
+    assert len(ring.lines) <= 8 + 8 // 8 + 4 and ring.row(len(ring) - 1).text == "m3"
+    assert ring.dropped == 12  # trimming old lines is not dropping: they were shown
+
+
+def test_filters_in_out_and_by_process_with_their_counts() -> None:
+    ring = LineRing(capacity=100)
+    ring.add(_lines([ERR, WARN, INFO, ERR.replace("TP1", "TP0")]))
+    ring.set_filter(LineFilter(include="ERROR"))
+    assert len(ring) == 2
+    ring.set_filter(LineFilter(include="ERROR", process="Worker_TP0"))
+    assert len(ring) == 1 and "TP0" in ring.row(0).text
+    ring.set_filter(LineFilter(exclude="INFO"))
+    assert len(ring) == 3
+    ring.add(_lines([INFO, ERR], first=50))  # the view follows new lines
+    assert len(ring) == 4
+    with pytest.raises(FilterError):
+        ring.set_filter(LineFilter(include="(unclosed"))
+    assert ring.filter == LineFilter(exclude="INFO")  # the old filter stays
+    assert ring.processes() == ["Worker_TP1", "EngineCore_DP0", "APIServer", "Worker_TP0"]
+
+
+def test_jumps_find_errors_by_level_or_by_a_findings_severity() -> None:
+    ring = LineRing(capacity=100)
+    ring.add(_lines([INFO, WARN, INFO, "RuntimeError: CUDA error", ERR]))
+    assert ring.find(-1, frozenset({"critical", "error"}), True) == 4
+    ring.mark("s", 4, Mark("cuda.error", "critical", ("CUDA error",)))
+    assert ring.find(-1, frozenset({"critical", "error"}), True) == 3
+    assert ring.find(5, frozenset({"warning"}), False) == 1
+    assert ring.find(1, frozenset({"warning"}), True) is None
+
+
+def test_targets_take_their_state_from_the_launch_action_and_breaker() -> None:
+    row = {"source": "run:vllm", "id": "L2", "number": 2, "outcome": "failed",
+           "started": "2026-12-02T11:58:00", "root_signature": "marlin.tile_n",
+           "snapshot_hash": "abcdef0123456789", "vllm_version": "0.11.2",
+           "gpu_name": "NVIDIA H200", "gpu_capability": 90, "quant_scheme": "nvfp4a16",
+           "uses_mtp": True, "mtp_covered": False, "marlin": "true", "mtp_modules": "3",
+           "mtp_uncovered": 3}
+    (failed,) = target_rows([row], None, {}, NOW)
+    assert (failed.target, failed.state, failed.kernel, failed.mtp, failed.gpu) == (
+        "vllm", "failed", "Marlin (weight-only)", "3 not covered", "NVIDIA H200 (sm 9.0)")
+    status = {"launches": [], "relaunch": {"actions": [
+        {"id": "a", "target": "vllm", "state": "awaiting_approval", "reason": ""}],
+        "breakers": {"vllm": False}}}
+    assert target_rows([row], status, {}, NOW)[0].state == "awaiting approval"
+    status["relaunch"]["breakers"] = {"vllm": True}
+    assert target_rows([row], status, {}, NOW)[0].state == "breaker open"
+    serving = {**row, "outcome": "serving", "marlin": "false", "quant_scheme": "nvfp4-w4a4"}
+    healthy = target_rows([serving], None, {"vllm": "succeeded"}, NOW)[0]
+    assert (healthy.state, healthy.uptime, healthy.kernel) == (
+        "healthy", "2m00s", "W4A4 (CUTLASS/FlashInfer)")
+    assert target_rows([row], None, {"vllm": "escalated"}, NOW)[0].state == "rolled back"
+
+
+def test_target_names() -> None:
+    assert target_of("run:vllm") == "vllm"
+    assert target_of("qwen:journal:-u vllm.service") == "qwen"
+    assert target_of("/var/log/vllm/vllm.log") == "vllm.log"
+
+
+def test_sparkline_and_timeline() -> None:
+    assert sparkline([0, 1, 8]) == " ▁█"
+    rows = [{"signature": "a", "hour": datetime(2026, 12, 2, 10), "incidents": 2},
+            {"signature": "a", "hour": datetime(2026, 12, 2, 11), "incidents": 4},
+            {"signature": "b", "hour": datetime(2026, 12, 1, 11), "incidents": 1}]
+    lines = timeline(rows, hours=4)
+    assert lines[0][0] == "a" and lines[0][2] == 6 and lines[0][1].endswith("▄█")
+    assert [sig for sig, _, _ in lines] == ["a"]  # b is older than the 4 hours shown
+
+
+def test_a_plan_reads_as_a_diff_with_its_checks() -> None:
+    plan = {"id": "p1", "causes": ["mtp.draft_garbage"], "startable": True,
+            "changes": [{"kind": "model", "name": "", "value": None, "reason": "merge"},
+                        {"kind": "flag", "name": "--quantization", "value": "modelopt_fp4",
+                         "reason": "W4A4"}],
+            "overlay": {"file": "config.json", "key": "ignore", "entries": ["mtp.fc"]},
+            "checks": [{"name": "gpu", "holds": True, "why": "sm 10.0"}], "refused": []}
+    lines = plan_lines(plan, "/models/a16")
+    assert ("remove", "- serve /models/a16") in lines
+    assert ("add", "+ --quantization modelopt_fp4") in lines
+    assert ("add", "+ config.json ignore += mtp.fc") in lines
+    assert lines[-1] == ("ok", "startable")
+    refused = plan_lines({**plan, "startable": False, "refused": ["no FP4 on sm 9.0"]})
+    assert ("bad", "REFUSED: no FP4 on sm 9.0") in refused and refused[-1][0] == "bad"
+
+
+def test_a_snapshot_diff_names_the_fields_that_changed() -> None:
+    lines = snapshot_diff_lines({"vllm_version": "0.11.0", "env": {"A": "1"}},
+                                {"vllm_version": "0.11.2", "env": {"A": "1"}})
+    assert lines == [("remove", "- vllm_version: 0.11.0"), ("add", "+ vllm_version: 0.11.2")]
+
+
+def test_ids_become_sql_literals_only_when_printable() -> None:
+    assert literal("it's") == "'it''s'"
+    with pytest.raises(ValueError):
+        literal("a\nb")
