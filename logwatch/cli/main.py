@@ -146,6 +146,9 @@ def build_parser() -> argparse.ArgumentParser:
                            "by the real daemon through its drop-in")
     demo.add_argument("--keep", type=Path, metavar="DIR",
                       help="build the workspace in DIR (new, empty) and keep it")
+    demo.add_argument("--no-tui", action="store_true",
+                      help="print the loop's timeline even in a terminal (default there: "
+                           "run it live under `logwatch run` and show it in the TUI)")
 
     tui = sub.add_parser("tui", help="the live dashboard, log, incidents, history and "
                                      "signatures in the terminal (a client of the daemon)")
@@ -695,6 +698,28 @@ def _cmd_tui(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _demo_tui(args: argparse.Namespace) -> int:
+    """`logwatch demo` in a terminal: live, in the TUI."""
+    import shutil
+    import tempfile
+
+    from logwatch.demo.live import run_live
+    from logwatch.demo.scenario import DemoError
+
+    root = args.keep or Path(tempfile.mkdtemp(prefix="logwatch-demo-"))
+    try:
+        healthy, summary = run_live(root, args.gpu)
+    except DemoError as exc:
+        _warn(f"logwatch demo: {exc}")
+        return EXIT_USAGE
+    finally:
+        if args.keep is None:
+            shutil.rmtree(root, ignore_errors=True)
+    print(f"logwatch demo: {'healthy' if healthy else 'NOT healthy'} "
+          f"(actions: {', '.join(summary['actions']) or 'none'})")
+    return EXIT_OK if healthy else 1
+
+
 def _cmd_demo(args: argparse.Namespace) -> int:
     from logwatch.demo.scenario import DemoError, run_demo
     from logwatch.library.worker import load_bounded
@@ -705,6 +730,9 @@ def _cmd_demo(args: argparse.Namespace) -> int:
         return EXIT_USAGE
     from logwatch.demo.systemd_loop import SystemdUnavailable
 
+    if (sys.stdin.isatty() and sys.stdout.isatty() and not args.json and not args.no_tui
+            and args.executor == "child"):
+        return _demo_tui(args)
     try:
         healthy, summary = run_demo(load_bounded([]), args.gpu, args.json, args.keep,
                                     args.executor)

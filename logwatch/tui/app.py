@@ -36,7 +36,13 @@ from logwatch.daemon.protocol import (
 )
 from logwatch.tui import queries
 from logwatch.tui.backend import Backend, BackendError, HistoryBackend, SocketBackend
-from logwatch.tui.board import incident_rows, pending_actions, target_of, target_rows
+from logwatch.tui.board import (
+    incident_rows,
+    pending_actions,
+    recent_activity,
+    target_of,
+    target_rows,
+)
 from logwatch.tui.lines import RING_LINES, Line, LineRing, Mark, split_lines
 from logwatch.tui.messages import BoardChanged, ConnectionChanged, LinesChanged
 from logwatch.tui.state import DOWN, HISTORY, LIVE, Activity, Board, Connection
@@ -79,6 +85,7 @@ class LogwatchApp(App[None]):
         self.signature_states: dict[str, Any] | None = None
         self.backend: Backend | None = None
         self._connect = connect
+        self.connection_at: datetime | None = None
         self._dirty = True
         self._refreshing = False
         self._last_refresh = 0.0
@@ -208,6 +215,7 @@ class LogwatchApp(App[None]):
             await self.backend.close()
         self.backend = SocketBackend(self.socket, hello)
         was_down = self.connection.kind == DOWN
+        self.connection_at = self.clock()
         self.connection = Connection(LIVE, self.backend.where)
         self._note("good", ("reconnected to " if was_down else "connected to ")
                           + f"the daemon (pid {hello.get('pid')})")
@@ -215,6 +223,26 @@ class LogwatchApp(App[None]):
         self._dirty = True
         self._maybe_refresh(force=True)
         self.load_signatures()
+        if not was_down:
+            self.run_worker(self._seed_activity(), group="seed")
+
+    async def _seed_activity(self) -> None:
+        """What the history says happened lately, before this TUI connected."""
+        backend = self.backend
+        if backend is None:
+            return
+        try:
+            rows = (await backend.sql(queries.RECENT)).dicts()
+        except BackendError:
+            return
+        connected = self.connection_at or self.clock()
+        seeded = [(at, tone, text) for at, tone, text in recent_activity(rows)
+                  if at is not None and at < connected]  # later ones came as events
+        live = list(self.activity.entries)
+        self.activity.entries.clear()
+        for entry in sorted(seeded + live, key=lambda e: e[0]):
+            self.activity.entries.append(entry)
+        self.broadcast(BoardChanged)
 
     def _went_down(self) -> None:
         if self.connection.kind == DOWN:

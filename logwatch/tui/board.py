@@ -101,7 +101,7 @@ def _kernel(marlin: Any, scheme: str | None) -> str:
         return "Marlin (weight-only)"
     if marlin in (False, "false"):
         return "W4A4 (CUTLASS/FlashInfer)" if scheme and "w4a4" in scheme.lower() \
-            else "native"
+            else "not Marlin"
     return "?"
 
 
@@ -191,6 +191,26 @@ def pending_actions(status: Mapping[str, Any] | None,
         source = history_rows
     return [PendingAction(str(a["id"]), str(a["target"]), str(a["state"]),
                           str(a.get("reason") or "")) for a in source]
+
+
+def recent_activity(rows: Sequence[Mapping[str, Any]]
+                    ) -> list[tuple[datetime | None, str, str]]:
+    """The RECENT query's rows, oldest first, as (time, tone, text) for the activity."""
+    out: list[tuple[datetime | None, str, str]] = []
+    for row in reversed(rows):
+        kind, what, why = str(row["kind"]), str(row["what"] or ""), str(row["why"] or "")
+        who = target_of(str(row["who"] or ""))
+        if kind == "launch":
+            tone = {"failed": "bad", "serving": "good"}.get(what, "busy")
+            text = f"{who}: launch {what}" + (f" — root cause {why}" if why else "")
+        elif kind == "action":
+            tone = {"succeeded": "good", "escalated": "bad", "rolled_back": "bad",
+                    "awaiting_approval": "ask"}.get(what, "busy")
+            text = f"{who}: action {what} ({why})"
+        else:
+            tone, text = "ask", f"diagnosis: {what}"
+        out.append((_time(row["time"]), tone, text))
+    return out
 
 
 def as_dicts(columns: Sequence[str], rows: Sequence[Sequence[Any]]) -> list[dict[str, Any]]:

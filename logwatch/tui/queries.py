@@ -29,12 +29,26 @@ WITH newest AS (
 SELECT i.id, i.severity, i.fatal, i.root_cause, i.signature, i.title, i.count,
        i.first_time, l.source, d.title AS diagnosis
 FROM incidents i JOIN newest n ON n.id = i.launch_id JOIN launches l ON l.id = i.launch_id
+   AND i.severity IN ('critical', 'error', 'warning')
 LEFT JOIN (SELECT * FROM diagnoses QUALIFY row_number() OVER (
              PARTITION BY incident_id ORDER BY confidence DESC, recorded DESC) = 1
           ) d ON d.incident_id = i.id
 ORDER BY i.root_cause DESC, CASE i.severity WHEN 'critical' THEN 0 WHEN 'error' THEN 1
          WHEN 'warning' THEN 2 ELSE 3 END, i.first_time
 LIMIT 50"""
+
+# what happened lately, from the history: the activity a TUI shows when it connects
+RECENT = """
+SELECT * FROM (
+  SELECT l.updated AS time, 'launch' AS kind, l.source AS who, l.outcome AS what,
+         coalesce(l.root_signature, '') AS why FROM launches l
+  UNION ALL
+  SELECT t.time, 'action', a.target, t.to_state, t.actor || ': ' || t.reason
+  FROM action_transitions t JOIN actions a ON a.id = t.action_id
+  UNION ALL
+  SELECT d.recorded, 'diagnosis', coalesce(l.source, ''), d.title, ''
+  FROM diagnoses d LEFT JOIN launches l ON l.id = d.launch_id
+) ORDER BY time DESC NULLS LAST LIMIT 12"""
 
 # actions not finished (no daemon to ask: what the history says)
 OPEN_ACTIONS = """

@@ -22,6 +22,7 @@ from logwatch.tui.widgets.connection_bar import ConnectionBar
 
 TARGET_COLUMNS = ("target", "state", "launch", "vLLM", "GPU", "scheme", "kernel", "MTP",
                   "snapshot", "uptime", "root cause")
+ACTIVITY_LINES = 12
 INCIDENT_COLUMNS = ("sev", "target", "signature", "diagnosis", "n")
 
 
@@ -115,8 +116,8 @@ class DashboardScreen(AppScreen):
         panel.update(body)
 
     def _draw_activity(self) -> None:
-        entries = list(self.lw.activity.entries)[-6:]
-        text = Text()
+        entries = list(self.lw.activity.entries)[-ACTIVITY_LINES:]
+        text = Text(no_wrap=True, overflow="ellipsis")
         for at, tone, what in entries:
             text.append(f"{at:%H:%M:%S} ", style="dim")
             text.append(cell(what, TONE_STYLE.get(tone, "")))

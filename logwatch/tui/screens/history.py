@@ -49,6 +49,8 @@ class HistoryScreen(AppScreen):
 
     def draw(self) -> None:
         self.load_timeline()
+        if self.result is None:  # the first look runs the query in the box
+            self.action_run_query()
 
     @work(group="timeline", exclusive=True)
     async def load_timeline(self) -> None:
@@ -63,7 +65,7 @@ class HistoryScreen(AppScreen):
         lines = timeline(rows)
         text = Text("Incidents per hour, last 48 h of the history\n", style="bold")
         for signature, spark, total in lines[:8]:
-            text.append(cell(f"{signature:<34.34}", ""))
+            text.append(cell(f"{signature:<26.26}", ""))
             text.append(spark, style="red")
             text.append(f" {total}\n", style="dim")
         if not lines:

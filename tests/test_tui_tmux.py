@@ -1,0 +1,80 @@
+"""The real `logwatch demo` in a real terminal (tmux): it shows the TUI, which shows the
+failure, the diagnosis, the plan being applied and the target turning healthy; a second
+terminal runs `logwatch tui --read-only` on the demo's socket, and the keys the footer
+names switch screens."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import ROOT
+
+pytestmark = [pytest.mark.slow,
+              pytest.mark.skipif(shutil.which("tmux") is None, reason="tmux is not installed")]
+
+
+class Tmux:
+    def __init__(self, name: str, command: str, width: int = 120, height: int = 36) -> None:
+        self.name = name
+        # the terminal's size is tmux's: no COLUMNS/LINES from the test's environment
+        subprocess.run(["tmux", "-L", name, "new-session", "-d", "-x", str(width), "-y",
+                        str(height), f"unset COLUMNS LINES; {command}"], check=True)
+
+    def screen(self) -> str:
+        return subprocess.run(["tmux", "-L", self.name, "capture-pane", "-p"],
+                              capture_output=True, text=True, check=False).stdout
+
+    def keys(self, *keys: str) -> None:
+        subprocess.run(["tmux", "-L", self.name, "send-keys", *keys], check=True)
+
+    def until(self, *texts: str, timeout: float = 90) -> str:
+        deadline = time.monotonic() + timeout
+        while True:
+            screen = self.screen()
+            if all(t in screen for t in texts):
+                return screen
+            assert time.monotonic() < deadline, f"never showed {texts}:\n{screen}"
+            time.sleep(0.2)  # polling the terminal; the condition decides
+
+    def kill(self) -> None:
+        subprocess.run(["tmux", "-L", self.name, "kill-server"], check=False,
+                       capture_output=True)
+
+
+def test_logwatch_demo_in_a_terminal_shows_the_loop_in_the_tui(tmp_path: Path) -> None:
+    logwatch = f"{sys.executable} -m logwatch"
+    work = tmp_path / "demo"
+    demo = Tmux(f"lwdemo{id(tmp_path)}", f"cd {ROOT} && env -u NO_COLOR {logwatch} demo "
+                f"--keep {work}; echo DEMO-EXIT=$?; sleep 60", 120, 48)
+    viewer = None
+    try:
+        screen = demo.until("demo    healthy", timeout=120)
+        assert "● live" in screen
+        for story in ("launch failed", "diagnosis:", "applying", "succeeded"):
+            assert story in screen, f"{story!r} not on the dashboard:\n{screen}"
+        viewer = Tmux(f"lwview{id(tmp_path)}", f"cd {ROOT} && {logwatch} tui --read-only "
+                      f"--socket {work / 'control.sock'} --db {work / 'history.duckdb'}",
+                      80, 24)
+        screen = viewer.until("demo", "healthy", "Quit")
+        assert "Approve" not in screen  # --read-only hides the actions
+        viewer.keys("l")
+        viewer.until("lines in view")
+        viewer.keys("h")
+        viewer.until("failures_by_config", "row(s)")
+        viewer.keys("s")
+        viewer.until("signatures ·")
+        viewer.keys("?")
+        viewer.until("Keys —")
+        viewer.keys("Escape", "q")
+        demo.keys("q")
+        demo.until("DEMO-EXIT=0", "logwatch demo: healthy")
+    finally:
+        demo.kill()
+        if viewer is not None:
+            viewer.kill()
