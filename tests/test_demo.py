@@ -21,7 +21,8 @@ def demo(*args: str) -> subprocess.CompletedProcess[str]:
 def masked(text: str) -> str:
     text = re.sub(r"/\S*logwatch-demo-[\w]+|\$WS|/\S*/keep", "WS", text)
     text = re.sub(r"\[\s*[\d.]+ s\]", "[s]", text)
-    text = re.sub(r"\b[0-9a-f]{16,}(-[0-9a-f]{16})?\b", "ID", text)
+    text = re.sub(r"\bdemo-\d+-[0-9a-f]{8}\b", "ID", text)  # an action: TARGET-LAUNCH-PLAN
+    text = re.sub(r"\b[0-9a-f]{16,}\b", "ID", text)
     text = re.sub(r"127\.0\.0\.1:\d+", "HOST:PORT", text)
     return re.sub(r"after [\d.]+ s", "after S", re.sub(r"acceptance [\d.]+%", "acceptance R",
                                                          text))

@@ -145,3 +145,12 @@ def test_ids_become_sql_literals_only_when_printable() -> None:
     assert literal("it's") == "'it''s'"
     with pytest.raises(ValueError):
         literal("a\nb")
+
+
+def test_a_progress_bar_line_is_drawn_as_the_terminal_left_it() -> None:
+    from logwatch.tui.lines import as_drawn
+
+    bar = "shards:   0% | 0/5\rshards:  20% | 1/5\rshards: 100% | 5/5\r"
+    assert as_drawn(bar) == "shards: 100% | 5/5"
+    assert as_drawn("plain line") == "plain line"
+    assert as_drawn("\r\r") == ""

@@ -113,6 +113,12 @@ class Action:
         return next((t.time for t in self.transitions if t.to_state == state), None)
 
 
+def action_id_for(target: str, launch_number: int, plan_digest: str) -> str:
+    """An action's id: the target, the number of the launch whose failure it fixes, and
+    the plan (readers find a launch's actions by the `TARGET-NUMBER-` prefix)."""
+    return f"{target}-{launch_number}-{plan_digest[:8]}"
+
+
 def propose(action_id: str, target: str, plan_hash: str, config_hash: str, from_config: str,
             signature: str, fingerprint: str, time: datetime, reason: str,
             actor: str = POLICY) -> Action:

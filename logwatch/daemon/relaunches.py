@@ -39,6 +39,7 @@ from logwatch.core.actions import (
     PROPOSED,
     REJECTED,
     Action,
+    action_id_for,
     propose,
     transition,
 )
@@ -345,7 +346,7 @@ class Relaunches:
             return
         plan = found.plan
         root = next((d for d in found.diagnoses if d.signature and not d.latent), None)
-        action_id = f"{target.name}-{found.number}-{plan.digest[:8]}"
+        action_id = action_id_for(target.name, found.number, plan.digest)
         if await self._db(lambda store: load_action(store, action_id)) is not None:
             return  # proposed before (the daemon read this failure again after a restart)
         why = root.title if root is not None else "no signature recognised its cause"

@@ -31,6 +31,7 @@ from logwatch.core.actions import (
     POLICY,
     SUCCEEDED,
     Action,
+    action_id_for,
     propose,
 )
 from logwatch.core.argv import LaunchSpec
@@ -237,10 +238,10 @@ def _propose(found: FailedLaunch, report: dict[str, Any]) -> Action:
     assert plan is not None
     root = next((d for d in found.diagnoses if d.signature), None)
     now = datetime.now()
-    return propose(f"{found.id}-{plan.digest}", TARGET, plan.digest, plan.digest,
-                   found.snapshot.content_hash(), root.signature if root and root.signature
-                   else "", found.id, now, "the plan for launch "
-                   f"#{found.number} passed pre-flight")
+    return propose(action_id_for(TARGET, found.number, plan.digest), TARGET, plan.digest,
+                   plan.digest, found.snapshot.content_hash(),
+                   root.signature if root and root.signature else "", found.id, now,
+                   f"the plan for launch #{found.number} passed pre-flight")
 
 
 def _decide(db: Path, action: Action, found: FailedLaunch) -> tuple[Action, bool]:

@@ -58,10 +58,10 @@ class LogwatchApp(App[None]):
     TITLE = "logwatch"
     ENABLE_COMMAND_PALETTE = True
     BINDINGS: ClassVar[list[BindingType]] = [
-        Binding("d", "show('dashboard')", "Dashboard"),
-        Binding("l", "show('log')", "Log"),
-        Binding("h", "show('history')", "History"),
-        Binding("s", "show('signatures')", "Signatures"),
+        Binding("d", "show('dashboard')", "Dash", tooltip="the dashboard"),
+        Binding("l", "show('log')", "Log", tooltip="the live log"),
+        Binding("h", "show('history')", "History", tooltip="timeline and SQL"),
+        Binding("s", "show('signatures')", "Sigs", tooltip="the signature library"),
         Binding("question_mark", "help", "Keys", key_display="?"),
         Binding("r", "refresh", "Refresh", show=False),
         Binding("q", "quit", "Quit"),
@@ -71,6 +71,7 @@ class LogwatchApp(App[None]):
                  library_dirs: Iterable[Path] = (), ring_lines: int = RING_LINES,
                  clock: Callable[[], datetime] = datetime.now, connect: bool = True) -> None:
         super().__init__()
+        _start_resource_tracker()
         self.socket, self.db = socket, db
         self.read_only = read_only
         self.library_dirs = tuple(library_dirs)
@@ -107,9 +108,17 @@ class LogwatchApp(App[None]):
         if self._connect:
             self.run_worker(self._watch(), name="watch", group="watch", exclusive=True)
 
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        # the screen on show: its own key is not in the footer
+        return not (action == "show" and parameters and parameters[0] == self.current_mode
+                    and len(self.screen_stack) == 1)
+
     def action_show(self, mode: str) -> None:
         if self.current_mode != mode:
             self.switch_mode(mode)
+        else:  # back from an incident to its dashboard
+            while len(self.screen_stack) > 1:
+                self.pop_screen()
 
     def action_help(self) -> None:
         from logwatch.tui.screens.help import HelpScreen
@@ -384,6 +393,17 @@ class LogwatchApp(App[None]):
             return True, f"{answer.get('id', params.get('id'))}: {answer.get('state')} — " \
                          f"{answer.get('reason', '')}"
         return False, str(answer.get("error"))
+
+
+def _start_resource_tracker() -> None:
+    """Start multiprocessing's resource tracker now, while stderr is still the terminal's:
+    the bounded signature check (with no daemon, the signatures screen loads the library
+    itself) starts a child whose tracker would otherwise be handed the stderr Textual puts
+    in place while it runs, which has no descriptor, and the start fails."""
+    from multiprocessing import resource_tracker
+
+    with contextlib.suppress(OSError, ValueError):
+        resource_tracker.ensure_running()
 
 
 async def read_board(backend: Backend, now: datetime) -> Board:

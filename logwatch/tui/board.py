@@ -155,9 +155,9 @@ def target_rows(rows: Sequence[Mapping[str, Any]], status: Mapping[str, Any] | N
             state = "failed" if state == "healthy" else state
         started = _time(row.get("started"))
         capability = row.get("gpu_capability")
-        gpu = str(row.get("gpu_name") or "?")
-        if capability:
-            gpu += f" (sm {int(capability) / 10:.1f})"
+        sm = f"sm {int(capability) / 10:.1f}" if capability else ""
+        name = str(row.get("gpu_name") or "")
+        gpu = f"{name} ({sm})" if name and sm else name or sm or "?"
         scheme = row.get("quant_scheme")
         out.append(TargetRow(
             target=target, source=source, state=state, launch=f"#{row.get('number')}",

@@ -203,6 +203,14 @@ def _rank(severity: str) -> int:
     return SEVERITIES.index(severity) if severity in SEVERITIES else len(SEVERITIES)
 
 
+def as_drawn(text: str) -> str:
+    """What a terminal leaves of a line that rewrote itself with carriage returns (a
+    progress bar): its last non-empty part. Filters and copies still see the whole."""
+    if "\r" not in text:
+        return text
+    return next((part for part in reversed(text.split("\r")) if part), "")
+
+
 def split_lines(source: str, first_line: int, text: str) -> list[Line]:
     """A `lines` event's text as numbered lines (its last newline ends the last line)."""
     parts = text.split("\n")

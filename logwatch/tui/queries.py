@@ -92,7 +92,8 @@ def literal(value: str) -> str:
 def incident(incident_id: str) -> str:
     return f"""
 SELECT i.id, i.signature, i.signature_version, i.severity, i.fatal, i.root_cause, i.count,
-       i.first_source, i.first_line, i.first_time, i.last_time, i.processes, i.ranks,
+       coalesce((SELECT s.label FROM sources s WHERE s.id = i.first_source), i.first_source)
+         AS first_source, i.first_line, i.first_time, i.last_time, i.processes, i.ranks,
        i.captures, i.title, i.explanation, i.launch_id, i.snapshot_hash
 FROM incidents i WHERE i.id = {literal(incident_id)}"""
 
@@ -105,7 +106,8 @@ ORDER BY line LIMIT 20"""
 
 def diagnoses(incident_id: str) -> str:
     return f"""
-SELECT cause, title, summary, confidence, body FROM diagnoses
+SELECT cause, title, summary, confidence, body->'config' AS config, body->'details' AS details
+FROM diagnoses
 WHERE incident_id = {literal(incident_id)} ORDER BY confidence DESC"""
 
 

@@ -20,15 +20,15 @@ from logwatch.tui.render import SEVERITY_STYLE, TONE_STYLE, cell, styled_lines
 from logwatch.tui.screens.base import AppScreen
 from logwatch.tui.widgets.connection_bar import ConnectionBar
 
-TARGET_COLUMNS = ("target", "state", "launch", "vLLM", "GPU", "scheme", "kernel", "MTP",
-                  "snapshot", "uptime", "root cause")
+TARGET_COLUMNS = ("target", "state", "root cause", "launch", "uptime", "vLLM", "GPU",
+                  "scheme", "kernel", "MTP", "snapshot")  # what matters most on the left
 ACTIVITY_LINES = 12
 INCIDENT_COLUMNS = ("sev", "target", "signature", "diagnosis", "n")
 
 
 class DashboardScreen(AppScreen):
     BINDINGS: ClassVar[list[BindingType]] = [
-        Binding("enter", "open_incident", "Incident", show=True),
+        Binding("enter", "open_incident", "Open", priority=True),  # the incident, over the table
         Binding("a", "approve", "Approve"),
         Binding("x", "reject", "Reject"),
         Binding("c", "copy", "Copy"),
@@ -45,10 +45,9 @@ class DashboardScreen(AppScreen):
                 yield Static("Pending plan", classes="pane-title", id="plan-title")
                 yield Static(id="plan")
         yield Static(id="activity")
-        yield Footer()
+        yield Footer(compact=True, show_command_palette=False)  # fits 80 columns (? lists ctrl+p)
 
     def on_mount(self) -> None:
-        self.query_one("#targets", DataTable).add_columns(*TARGET_COLUMNS)
         self.query_one("#incidents", DataTable).add_columns(*INCIDENT_COLUMNS)
         self.query_one("#incidents", DataTable).focus()
         self.draw()
@@ -61,16 +60,17 @@ class DashboardScreen(AppScreen):
         board = self.lw.board
         targets = self.query_one("#targets", DataTable)
         keep = targets.cursor_row
-        targets.clear()
+        targets.clear(columns=True)  # widths fit what is shown now, not what was
+        targets.add_columns(*TARGET_COLUMNS)
         for row in board.targets:
             targets.add_row(cell(row.target, "bold"),
                             cell(row.state, TONE_STYLE[TONE.get(row.state, "idle")]),
-                            cell(row.launch), cell(row.vllm), cell(row.gpu), cell(row.scheme),
+                            cell(row.cause, "red"), cell(row.launch), cell(row.uptime),
+                            cell(row.vllm), cell(row.gpu), cell(row.scheme),
                             cell(row.kernel, "yellow" if row.kernel.startswith("Marlin")
                                  else ""),
                             cell(row.mtp, "red" if "not" in row.mtp.lower() else ""),
-                            cell(row.snapshot, "dim"), cell(row.uptime),
-                            cell(row.cause, "red"))
+                            cell(row.snapshot, "dim"))
         if not board.targets:
             targets.add_row(cell("—", "dim"), cell("no launch recorded yet", "dim"),
                             *[""] * (len(TARGET_COLUMNS) - 2))

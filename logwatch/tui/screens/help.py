@@ -25,15 +25,17 @@ class HelpScreen(ModalScreen[None]):
                       show_header=True, expand=True)
         table.add_column("key", style="bold cyan", no_wrap=True)
         table.add_column("what it does")
-        seen = set()
+        seen: set[str] = set()
         for node in (self.under, self.app):
-            for binding in node._bindings.key_to_bindings.values():
-                for b in binding:
-                    if b.description and b.key not in seen:
-                        seen.add(b.key)
-                        table.add_row(self.app.get_key_display(b), b.description)
+            for bindings in node._bindings.key_to_bindings.values():
+                for b in bindings:
+                    action = b.action.partition("(")[0]
+                    if (not b.description or b.key in seen or b.key.startswith("super+")
+                            or node.check_action(action, ()) is False):  # hidden here
+                        continue
+                    seen.add(b.key)
+                    table.add_row(self.app.get_key_display(b), b.description)
         table.add_row("ctrl+p", "command palette (screens, SQL presets, approve/reject)")
-        table.add_row("tab", "move between the panes")
         with VerticalScroll(id="help"):
             yield Static(table)
 

@@ -45,7 +45,7 @@ class HistoryScreen(AppScreen):
                     placeholder="SELECT ... (Enter or F5 runs it; read-only)")
         yield Static(id="sql-error")
         yield DataTable(id="result", zebra_stripes=True)
-        yield Footer()
+        yield Footer(compact=True, show_command_palette=False)  # fits 80 columns (? lists ctrl+p)
 
     def draw(self) -> None:
         self.load_timeline()
@@ -63,10 +63,11 @@ class HistoryScreen(AppScreen):
             self.query_one("#sparklines", Static).update(cell(str(exc), "red"))
             return
         lines = timeline(rows)
-        text = Text("Incidents per hour, last 48 h of the history\n", style="bold")
+        text = Text("Incidents per hour, the history's last 48 h (oldest left)\n", style="bold")
         for signature, spark, total in lines[:8]:
             text.append(cell(f"{signature:<26.26}", ""))
-            text.append(spark, style="red")
+            for hour in spark:  # an hour with none: a dim dot, so the 48 hours show
+                text.append("·" if hour == " " else hour, style="dim" if hour == " " else "red")
             text.append(f" {total}\n", style="dim")
         if not lines:
             text.append("no incident recorded yet", style="dim")

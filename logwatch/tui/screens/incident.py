@@ -4,6 +4,7 @@ launch that served, the plan as a diff and the action's moves. `c` copies the di
 
 from __future__ import annotations
 
+import json
 from typing import Any, ClassVar
 
 from rich.text import Text
@@ -22,6 +23,8 @@ from logwatch.tui.screens.base import AppScreen
 from logwatch.tui.widgets.connection_bar import ConnectionBar
 
 FOLD_LINES = 6  # evidence longer than this starts folded
+MAX_DETAILS = 8  # a diagnosis's details shown under it
+MAX_VALUE = 100  # a configuration value's characters shown
 
 
 class IncidentScreen(AppScreen):
@@ -44,9 +47,9 @@ class IncidentScreen(AppScreen):
                 yield Static(id="evidence")
             yield Static(id="captures")
             yield Static(id="config")
-            yield Static(id="plan")
+            yield Static(id="incident-plan")
             yield Static(id="timeline")
-        yield Footer()
+        yield Footer(compact=True, show_command_palette=False)  # fits 80 columns (? lists ctrl+p)
 
     def on_mount(self) -> None:
         self.draw_connection()
@@ -115,7 +118,8 @@ class IncidentScreen(AppScreen):
         summary.append(cell(f"{incident['count']} occurrence(s) · first "
                             f"{plain(incident['first_time'])} at {plain(incident['first_source'])}"
                             f":{incident['first_line']} · processes "
-                            f"{plain(incident['processes'])}", "dim"))
+                            f"{', '.join(map(str, incident['processes'] or [])) or '—'}",
+                            "dim"))
         self.query_one("#summary", Static).update(summary)
         text = heading("Diagnosis")
         if diagnoses:
@@ -125,6 +129,10 @@ class IncidentScreen(AppScreen):
                                  f"cause {d['cause']})", "dim"))
                 text.append("\n")
                 text.append(Text(plain_lines(d["summary"]) + "\n"))
+                details = queries.json_value(d.get("details"))
+                for detail in (details if isinstance(details, list) else [])[:MAX_DETAILS]:
+                    text.append(f"  • {plain(detail)}", style="dim")
+                    text.append("\n")
             self.diagnosis_text = "\n".join(f"{d['title']}\n{d['summary']}" for d in diagnoses)
         else:
             text.append(Text(plain_lines(incident["explanation"] or "no diagnosis recorded")))
@@ -139,11 +147,12 @@ class IncidentScreen(AppScreen):
         captures = queries.json_value(incident["captures"]) or {}
         cap = heading("Captures")
         for key, value in (captures.items() if isinstance(captures, dict) else []):
-            cap.append(cell(f"  {key} = ", "dim"))
-            cap.append(cell(value, "bold"))
+            cap.append(f"  {plain(key)} = ", style="dim")
+            cap.append(plain(value), style="bold")
             cap.append("\n")
         self.query_one("#captures", Static).update(cap)
         conf = heading("Configuration")
+        conf.append(fields_involved(diagnoses))
         conf.append(config)
         self.query_one("#config", Static).update(conf)
         plan = heading("Plan")
@@ -153,19 +162,37 @@ class IncidentScreen(AppScreen):
             if isinstance(body, dict):
                 plan.append(styled_lines(plan_lines(body)))
             for a in actions:
-                moves.append(cell(f"  {plain(a['time'])}  ", "dim"))
-                moves.append(cell(f"{a['to_state']:<18}", "bold"))
-                moves.append(cell(f" {a['actor']}: {a['reason']}"))
+                moves.append(f"  {plain(a['time'])}  ", style="dim")
+                moves.append(f"{plain(a['to_state']):<18}", style="bold")
+                moves.append(f" {plain(a['actor'])}: {plain(a['reason'])}")
                 moves.append("\n")
         else:
             plan.append("no action was proposed for this launch\n", style="dim")
-        self.query_one("#plan", Static).update(plan)
+        self.query_one("#incident-plan", Static).update(plan)
         self.query_one("#timeline", Static).update(moves if actions else Text())
 
     def action_copy(self) -> None:
         if self.diagnosis_text:
             self.app.copy_to_clipboard(self.diagnosis_text)
             self.notify("diagnosis copied (OSC 52)", timeout=2)
+
+
+def fields_involved(diagnoses: list[dict[str, Any]]) -> Text:
+    """The configuration each diagnosis judged, field by field (values cut to a line)."""
+    text = Text()
+    for d in diagnoses:
+        fields = queries.json_value(d.get("config"))
+        if not isinstance(fields, dict) or not fields:
+            continue
+        text.append(f"{plain(d['cause'])} looked at:\n", style="bold")
+        for key, value in fields.items():
+            shown = json.dumps(value, ensure_ascii=False) if not isinstance(value, str) \
+                else value
+            text.append(f"  {plain(key)} = ", style="dim")
+            text.append(plain(shown if len(shown) <= MAX_VALUE else
+                              shown[:MAX_VALUE - 1] + "…"))
+            text.append("\n")
+    return text
 
 
 def heading(title: str) -> Text:

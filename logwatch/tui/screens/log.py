@@ -26,10 +26,10 @@ WARNINGS = frozenset({"warning"})
 
 class LogScreen(AppScreen):
     BINDINGS: ClassVar[list[BindingType]] = [
-        Binding("slash", "filter('include')", "Filter in", key_display="/"),
-        Binding("backslash", "filter('exclude')", "Filter out", key_display="\\"),
+        Binding("slash", "filter('include')", "Filter", key_display="/"),
+        Binding("backslash", "filter('exclude')", "Exclude", key_display="\\"),
         Binding("p", "process", "Process"),
-        Binding("e", "jump('error', True)", "Next error"),
+        Binding("e", "jump('error', True)", "Error"),
         Binding("E", "jump('error', False)", "Prev error", show=False),
         Binding("w", "jump('warning', True)", "Next warning", show=False),
         Binding("W", "jump('warning', False)", "Prev warning", show=False),
@@ -49,7 +49,7 @@ class LogScreen(AppScreen):
         yield LogView(self.lw.ring, id="log")
         yield Input(id="filter", classes="hidden")
         yield Static(id="log-status")
-        yield Footer()
+        yield Footer(compact=True, show_command_palette=False)  # fits 80 columns (? lists ctrl+p)
 
     def on_mount(self) -> None:
         self.query_one(LogView).focus()
@@ -144,8 +144,7 @@ class LogScreen(AppScreen):
         nxt = processes[0] if current not in processes else (
             processes[processes.index(current) + 1]
             if processes.index(current) + 1 < len(processes) else "")
-        self._apply(replace(self.lw.ring.filter, process=nxt))
-        self.notify(f"process: {nxt or 'all'}", timeout=2)
+        self._apply(replace(self.lw.ring.filter, process=nxt))  # the status bar names it
 
     # -- moving -------------------------------------------------------------------------
     def action_jump(self, kind: str, forward: bool) -> None:

@@ -25,7 +25,7 @@ class SignaturesScreen(AppScreen):
         yield ConnectionBar()
         yield Static(id="library")
         yield DataTable(id="signatures", cursor_type="row", zebra_stripes=True)
-        yield Footer()
+        yield Footer(compact=True, show_command_palette=False)  # fits 80 columns (? lists ctrl+p)
 
     def on_mount(self) -> None:
         self.query_one(DataTable).add_columns(*COLUMNS)

@@ -13,7 +13,7 @@ from textual.scroll_view import ScrollView
 from textual.strip import Strip
 
 from logwatch.core.visible import visible
-from logwatch.tui.lines import Line, LineRing
+from logwatch.tui.lines import Line, LineRing, as_drawn
 from logwatch.tui.render import SEVERITY_STYLE
 
 _STYLES = {name: Style.parse(spec) if spec else Style() for name, spec in
@@ -104,7 +104,7 @@ class LogView(ScrollView, can_focus=True):
         return strip.crop_extend(int(self.scroll_x), int(self.scroll_x) + width, None)
 
     def _segments(self, line: Line, at_cursor: bool) -> list[Segment]:
-        text = visible(line.text.expandtabs())
+        text = visible(as_drawn(line.text).expandtabs())
         severity = self.ring.severity(line)
         style = _STYLES.get(severity or "info", Style())
         if at_cursor:
