@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test check lint typecheck unit fast bench vocab clean system-deps vllm-sources vllm-cli
+.PHONY: demo test check lint typecheck unit fast bench bench-tui vocab clean system-deps vllm-sources vllm-cli
 
 # Tools the tests drive for real (logrotate, journal files). Installed with apt when running
 # as root; elsewhere the tests that need them skip and say why.
@@ -83,6 +83,10 @@ fast: $(STAMP)
 BENCH_MB ?= 1024
 bench: $(STAMP)
 	$(BIN)/python benchmarks/scan_bench.py --size-mb $(BENCH_MB)
+
+# the TUI's live log fed by a real daemon at 1k-20k lines/s: input held, frame time, CPU
+bench-tui: $(STAMP)
+	$(BIN)/python benchmarks/tui_bench.py
 
 # logwatch measured on the curated vLLM messages (tools/vllm_vocab/curated.toml): per-area
 # coverage printed and written into the README, the misses into docs/vocab-misses.md; no vLLM

@@ -13,6 +13,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 RING_LINES = 20_000
 # vLLM's own header: `LEVEL MM-DD HH:MM:SS [file.py:N]`, after an optional process prefix
@@ -24,8 +25,10 @@ SEVERITIES = ("critical", "error", "warning", "info")
 ERRORS = frozenset({"critical", "error"})
 
 
-@dataclass(frozen=True, slots=True)
-class Line:
+class Line(NamedTuple):
+    """A tuple, not a dataclass: a tuple of strings and ints is one the garbage collector
+    stops tracking, so a full ring does not make every collection walk it."""
+
     source: str
     number: int  # its line number in the source
     text: str

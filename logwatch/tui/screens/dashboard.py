@@ -22,7 +22,7 @@ from logwatch.tui.widgets.connection_bar import ConnectionBar
 
 TARGET_COLUMNS = ("target", "state", "root cause", "launch", "uptime", "vLLM", "GPU",
                   "scheme", "kernel", "MTP", "snapshot")  # what matters most on the left
-ACTIVITY_LINES = 12
+ACTIVITY_LINES = 12  # before the panel has a size
 INCIDENT_COLUMNS = ("sev", "target", "signature", "diagnosis", "n")
 
 
@@ -116,14 +116,18 @@ class DashboardScreen(AppScreen):
         panel.update(body)
 
     def _draw_activity(self) -> None:
-        entries = list(self.lw.activity.entries)[-ACTIVITY_LINES:]
+        panel = self.query_one("#activity", Static)
+        rows = panel.content_size.height or ACTIVITY_LINES  # the newest that fit, one a row
+        entries = list(self.lw.activity.entries)[-rows:]
         text = Text(no_wrap=True, overflow="ellipsis")
         for at, tone, what in entries:
             text.append(f"{at:%H:%M:%S} ", style="dim")
             text.append(cell(what, TONE_STYLE.get(tone, "")))
             text.append("\n")
-        self.query_one("#activity", Static).update(text if entries else
-                                                   Text("nothing yet", style="dim"))
+        panel.update(text if entries else Text("nothing yet", style="dim"))
+
+    def on_resize(self) -> None:
+        self._draw_activity()
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
         if action in ("approve", "reject"):

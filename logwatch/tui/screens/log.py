@@ -93,7 +93,7 @@ class LogScreen(AppScreen):
         if self._error:
             text.append(" ")
             text.append(cell(self._error, "bold red"))
-        self.query_one("#log-status", Static).update(text)
+        self.query_one("#log-status", Static).update(text, layout=False)  # one row, always
 
     # -- filters ----------------------------------------------------------------------
     def action_filter(self, which: str) -> None:
