@@ -22,7 +22,8 @@ DEMO_MODEL := samples/models/qwen3.6-35b-a3b-nvfp4-mtp-uncovered
 demo: $(STAMP)
 	@echo "== the loop with a vLLM stand-in on a simulated B200: failure, diagnosis, plan, =="
 	@echo "== pre-flight, relaunch, verification, the history in SQL                       =="
-	$(BIN)/logwatch demo
+	$(BIN)/logwatch demo --no-tui
+	@echo "(in a terminal, $(BIN)/logwatch demo runs this loop live and shows it in the TUI)"
 	@echo
 	@echo "== a failed NVFP4 + MTP launch on Hopper, diagnosed with its model directory =="
 	@# exit status 1 means "a fatal incident was found", which is the point of the demo

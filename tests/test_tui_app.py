@@ -138,3 +138,44 @@ async def test_the_tui_reconnects_when_the_daemon_comes_back(tmp_path: Path) -> 
             if proc is not None and proc.poll() is None:
                 proc.kill()
                 proc.wait()
+
+
+def test_the_readmes_tui_section_is_what_the_app_does() -> None:
+    """Its commands parse as `logwatch tui`, every key its table names is bound where it
+    says, and the picture is a PNG beside it."""
+    import re
+    import shlex
+
+    from logwatch.cli.main import build_parser
+    from logwatch.tui.screens.history import HistoryScreen as History
+    from logwatch.tui.screens.log import LogScreen
+
+    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    start = text.index("### Watch it: `logwatch tui`")
+    section = text[start:text.index("\n### ", start + 1)]
+    commands = [shlex.split(line.split("  #")[0]) for line in
+                section.split("```bash\n", 1)[1].split("```", 1)[0].splitlines()
+                if line.strip()]
+    assert len(commands) == 3
+    for words in commands:
+        args = build_parser().parse_args(words[1:])
+        assert args.command == "tui"
+    assert build_parser().parse_args(["tui", "--read-only"]).read_only is True
+    image = re.search(r"!\[[^\]]*\]\(([^)]+)\)", section)
+    assert image is not None
+    assert (ROOT / image.group(1)).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+    def keys(bindings: list[object]) -> set[str]:
+        return {k for b in bindings for k in b.key.split(",")}  # type: ignore[attr-defined]
+
+    table = {row.split("|")[1].strip().strip("`"): row for row in section.splitlines()
+             if row.startswith("| `")}
+    app_keys = keys(LogwatchApp.BINDINGS)
+    assert {"d", "l", "h", "s", "question_mark"} <= app_keys and set(table) == {
+        "d", "l", "h", "s", "?"}
+    assert {"enter", "a", "x"} <= keys(DashboardScreen.BINDINGS)
+    named = {"/": "slash", "\\": "backslash", "End": "end"}
+    in_log = {named.get(k, k) for k in re.findall(r"`([^`]+)`", table["l"])} - {"G/End"}
+    in_log |= {"G", "end", "e", "E", "w", "W"}
+    assert in_log - {"l"} <= keys(LogScreen.BINDINGS)
+    assert "ctrl+s" in keys(History.BINDINGS)

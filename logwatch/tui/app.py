@@ -250,9 +250,10 @@ class LogwatchApp(App[None]):
         except BackendError:
             return
         connected = self.connection_at or self.clock()
-        seeded = [(at, tone, text) for at, tone, text in recent_activity(rows)
-                  if at is not None and at < connected]  # later ones came as events
         live = list(self.activity.entries)
+        told = {text for _, _, text in live}  # an event that came while this was read
+        seeded = [(at, tone, text) for at, tone, text in recent_activity(rows)
+                  if at is not None and at < connected and text not in told]
         self.activity.entries.clear()
         for entry in sorted(seeded + live, key=lambda e: e[0]):
             self.activity.entries.append(entry)
