@@ -179,3 +179,59 @@ def test_the_readmes_tui_section_is_what_the_app_does() -> None:
     in_log |= {"G", "end", "e", "E", "w", "W"}
     assert in_log - {"l"} <= keys(LogScreen.BINDINGS)
     assert "ctrl+s" in keys(History.BINDINGS)
+
+
+@pytest.mark.slow
+async def test_reject_in_the_tui_drops_the_plan_and_nothing_relaunches(tmp_path: Path) -> None:
+    from tests.test_run_relaunch import _ended, _start
+
+    run, sock = await asyncio.to_thread(_start, tmp_path, "ask", free_port())
+    app = LogwatchApp(sock, tmp_path / "h.duckdb")
+    try:
+        async with app.run_test(size=(120, 36)) as pilot:
+            await _until(pilot, lambda: any(a.answerable for a in app.board.actions), 90)
+            action = app.board.actions[0].id
+            await pilot.press("x")
+            await pilot.press("escape")  # the confirmation, cancelled: still waiting
+            await pilot.pause(0.3)
+            assert [a.id for a in app.board.actions] == [action]
+            await pilot.press("x", "y")
+            await _until(pilot, lambda: any(f"{action} rejected (operator:" in text
+                                            for _, _, text in app.activity.entries), 60)
+            await _until(pilot, lambda: not app.board.actions, 30)
+            assert not any("applying" in text for _, _, text in app.activity.entries)
+    finally:
+        if run.poll() is None:
+            run.send_signal(signal.SIGINT)
+        _ended(run, 60)
+
+
+@pytest.mark.slow
+async def test_the_signatures_screen_shows_a_reload_as_it_went(tmp_path: Path) -> None:
+    from tests.test_control import SITE_SIGNATURE
+
+    site, log, sock = tmp_path / "site", tmp_path / "vllm.log", tmp_path / "lw.sock"
+    (site / "local").mkdir(parents=True)
+    log.write_bytes(b"")
+    proc = subprocess.Popen([sys.executable, "-m", "logwatch", "daemon", "--file", str(log),
+                             "--db", str(tmp_path / "h.duckdb"), "--socket", str(sock),
+                             "--signatures", str(site)], cwd=ROOT,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    app = LogwatchApp(sock, tmp_path / "h.duckdb")
+    try:
+        async with app.run_test(size=(120, 36)) as pilot:
+            await _until(pilot, lambda: app.connection.kind == LIVE)
+            await pilot.press("s")
+            await _until(pilot, lambda: bool((app.signature_states or {}).get("signatures")))
+            head = app.screen.query_one("#library")
+            (site / "local" / "boom.toml").write_text(SITE_SIGNATURE)
+            await _until(pilot, lambda: "loaded" in str(head.render()))
+            await _until(pilot, lambda: any(s["id"] == "site.boom" for s in
+                                            (app.signature_states or {}).get("signatures",
+                                                                             [])))
+            (site / "local" / "broken.toml").write_text('id = "site.broken"\nversion = [\n')
+            await _until(pilot, lambda: "refused" in str(head.render()))
+            assert "broken.toml" in str(head.render())
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)

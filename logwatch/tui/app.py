@@ -85,6 +85,7 @@ class LogwatchApp(App[None]):
         self.activity = Activity()
         self.connection = Connection()
         self.signature_states: dict[str, Any] | None = None
+        self.last_reload: tuple[datetime, bool, str] | None = None  # when, loaded, what
         self.backend: Backend | None = None
         self._connect = connect
         self.connection_at: datetime | None = None
@@ -309,6 +310,7 @@ class LogwatchApp(App[None]):
             text = (f"library {event.version} loaded ({event.signatures} signatures)"
                     if event.loaded else f"library reload refused: {event.error}")
             self._note("good" if event.loaded else "bad", text)
+            self.last_reload = (self.clock(), event.loaded, text)
             self.notify(text, severity="information" if event.loaded else "error")
             self.load_signatures()
         elif isinstance(event, SignatureDisabledEvent):

@@ -48,9 +48,13 @@ class SignaturesScreen(AppScreen):
             return
         signatures = states.get("signatures") or []
         hits = states.get("hits") or {}
-        head.update(cell(f"library {states.get('library')} · {len(signatures)} signatures · "
-                         f"{sum(1 for s in signatures if s.get('disabled'))} disabled",
-                         "bold"))
+        title = cell(f"library {states.get('library')} · {len(signatures)} signatures · "
+                     f"{sum(1 for s in signatures if s.get('disabled'))} disabled", "bold")
+        if self.lw.last_reload is not None:  # the daemon's last reload, as it went
+            at, loaded, what = self.lw.last_reload
+            title.append(" · ")
+            title.append(cell(f"{at:%H:%M:%S} {what}", "green" if loaded else "bold red"))
+        head.update(title)
         for s in sorted(signatures, key=lambda s: -int((hits.get(s["id"]) or {})
                                                        .get("hits") or 0)):
             hit = hits.get(s["id"]) or {}
