@@ -201,3 +201,23 @@ def test_vllm_does_not_outlive_a_killed_run(tmp_path: Path) -> None:
     finally:
         if run_.poll() is None:
             run_.kill()
+
+
+@pytest.mark.slow
+def test_a_failure_is_judged_once_the_child_ended_not_on_its_first_fatal_line(
+        tmp_path: Path) -> None:
+    """TP workers say "WorkerProc failed to start" before their tracebacks end with the
+    cause. A child that pauses between the two (as a loaded host does): the failure told,
+    what a relaunch is planned from, names the tensor size mismatch, not the first fatal
+    line (it used to be told as soon as that line was recorded)."""
+    text = (SAMPLES / "demo_marlin_and_mtp.log").read_bytes().decode()
+    launch = [line + "\n" for line in text.split("\n")[96:-1]]  # the sample's 2nd launch
+    cut = max(i for i, line in enumerate(launch) if "WorkerProc failed to start" in line) + 1
+    script = (f"import sys, time; lines = {launch!r}; "
+              f"sys.stdout.write(''.join(lines[:{cut}])); sys.stdout.flush(); "
+              f"time.sleep(3); sys.stdout.write(''.join(lines[{cut}:])); sys.exit(1)")
+    result = run("--db", str(tmp_path / "h.duckdb"), "--", sys.executable, "-c", script)
+    err = result.stderr.decode()
+    told = [line for line in err.splitlines() if "launch #1 failed" in line]
+    assert told == ["logwatch run: run:vllm launch #1 failed: Tensor size mismatch while "
+                    "loading weights"], err

@@ -198,8 +198,13 @@ async def test_reject_in_the_tui_drops_the_plan_and_nothing_relaunches(tmp_path:
             await pilot.press("x", "y")
             await _until(pilot, lambda: any(f"{action} rejected (operator:" in text
                                             for _, _, text in app.activity.entries), 60)
-            await _until(pilot, lambda: not app.board.actions, 30)
-            assert not any("applying" in text for _, _, text in app.activity.entries)
+        await asyncio.to_thread(_ended, run, 60)  # nothing more to run: `logwatch run` ends
+        from logwatch.store.operator_sql import read_only_query
+
+        moves = [r[0] for r in read_only_query(
+            tmp_path / "h.duckdb", "SELECT to_state FROM action_transitions "
+            f"WHERE action_id = '{action}' ORDER BY seq").rows]
+        assert moves[-1] == "rejected" and "applying" not in moves
     finally:
         if run.poll() is None:
             run.send_signal(signal.SIGINT)

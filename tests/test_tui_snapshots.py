@@ -15,11 +15,13 @@ from typing import Any
 
 import pytest
 from textual.pilot import Pilot
+from textual.widgets import DataTable
 
 from logwatch.daemon.protocol import FindingEvent, LinesEvent
 from logwatch.tui.app import LogwatchApp
 from logwatch.tui.screens.history import HistoryScreen
 from logwatch.tui.screens.incident import IncidentScreen
+from logwatch.tui.screens.signatures import SignaturesScreen
 from tests.conftest import ROOT
 from tests.tui_history import DB, NOW, build
 
@@ -147,8 +149,9 @@ def test_signatures(snap_compare: Compare, app: LogwatchApp) -> None:
     async def listed(pilot: Pilot[Any]) -> None:
         await _board_read(app)(pilot)
         await pilot.press("s")
-        await _until(pilot, lambda: bool(app.signature_states)
-                     and "hits" in (app.signature_states or {}))
+        await _until(pilot, lambda: isinstance(app.screen, SignaturesScreen)
+                     and "hits" in (app.signature_states or {})
+                     and app.screen.query_one(DataTable).row_count > 0)
     assert snap_compare(app, terminal_size=WIDE, run_before=listed)
 
 

@@ -56,6 +56,7 @@ def test_logwatch_demo_in_a_terminal_shows_the_loop_in_the_tui(tmp_path: Path) -
     try:
         screen = demo.until("demo    healthy", timeout=120)
         assert "● live" in screen
+        assert "0.33.0" in screen  # the release the stand-in's log announced
         for story in ("launch failed", "diagnosis:", "applying", "succeeded"):
             assert story in screen, f"{story!r} not on the dashboard:\n{screen}"
         viewer = Tmux(f"lwview{id(tmp_path)}", f"cd {ROOT} && {logwatch} tui --read-only "

@@ -41,15 +41,21 @@ class Notice:
     kind: str
     fields: dict[str, Any]
     failure: str | None = None
+    publish: bool = True  # False: only the failure is new (its event went out before)
 
 
 class LiveLaunches:
     def __init__(self, writer: LiveWriter, snapshots: LaunchSnapshots,
                  per_generation: Iterable[str], on_begin: Callable[[Launch], None],
-                 signatures: Mapping[str, Signature] | None = None) -> None:
+                 signatures: Mapping[str, Signature] | None = None,
+                 exiting: Iterable[str] = ()) -> None:
         """`per_generation`: sources whose every generation is a new start of vLLM (a `run`
         child, a stdin run). `on_begin`: told of each new launch. `signatures`: the library's,
-        to rebuild the incidents of launches an earlier run of the daemon left going."""
+        to rebuild the incidents of launches an earlier run of the daemon left going.
+        `exiting`: sources that report their child's exit (`exited`); a failed launch of
+        one is told as a failure (what a relaunch is planned from) only once its child
+        ended, when every line it printed has been read: the first fatal line is seldom
+        the root cause, and a plan made from it is made from half the evidence."""
         self.snapshots = snapshots
         self.book = LaunchBook()
         # source -> (generation, line): findings up to there were counted before a restart
@@ -66,6 +72,8 @@ class LiveLaunches:
         self.analyses: dict[str, LaunchAnalysis] = {}  # each source's newest, by source
         self.recognised: set[str] = set()  # sources that gave a finding (vLLM output seen)
         self._published: dict[str, tuple[Any, ...]] = {}  # launch id -> its last event's state
+        self._exiting = frozenset(exiting)
+        self._failures: set[str] = set()  # launch ids whose failure was told
         self._diagnoses: set[str] = set()  # diagnosis ids published
         self.failed = 0  # launches seen failing since the daemon started
         self.last_failure: str | None = None  # the newest, as the operator reads it
@@ -177,17 +185,19 @@ class LiveLaunches:
             self.analyses[row["source"]] = analysis
         notices = []
         state = (row["outcome"], row["root_signature"], row["failed_before"])
-        before = self._published.get(row["id"])
-        if state != before:
-            self._published[row["id"]] = state
-            failure = None
-            if row["outcome"] == FAILED and (before is None or before[0] != FAILED):
-                failure = self._failed(row, analysis)
+        changed = state != self._published.get(row["id"])
+        self._published[row["id"]] = state
+        failure = None
+        if row["outcome"] == FAILED and row["id"] not in self._failures and (
+                row["source"] not in self._exiting or row["exit_code"] is not None):
+            self._failures.add(row["id"])
+            failure = self._failed(row, analysis)
+        if changed or failure is not None:
             notices.append(Notice("launch", {
                 "id": row["id"], "source": row["source"], "start_line": row["start_line"],
                 "outcome": row["outcome"], "snapshot": row["snapshot_hash"],
                 "root_cause": row["root_signature"], "failed_before": row["failed_before"]},
-                failure))
+                failure, publish=changed))
         for diag in written.diagnoses:
             if diag["id"] not in self._diagnoses:
                 self._diagnoses.add(diag["id"])
@@ -198,6 +208,8 @@ class LiveLaunches:
         if len(self._published) > PUBLISHED_KEPT:  # old launches: their events are long out
             for key in list(self._published)[:PUBLISHED_KEPT // 2]:
                 del self._published[key]
+        if len(self._failures) > PUBLISHED_KEPT:
+            self._failures &= set(self._published)
         return notices
 
     def _failed(self, row: dict[str, Any], analysis: LaunchAnalysis) -> str:

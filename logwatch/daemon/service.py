@@ -140,7 +140,8 @@ class Daemon:
             on_begin=lambda launch: self.log.info("launch", source=launch.source,
                                                   number=launch.number,
                                                   line=launch.start_line),
-            signatures={s.id: s for s in library.signatures})
+            signatures={s.id: s for s in library.signatures},
+            exiting=[s.name for s in sources if hasattr(s, "on_exit")])
         # findings and positions on their way into the history
         self.writes = Writes(self.writer, self.launches, self)
         self.streams: dict[str, _Stream] = {}

@@ -224,7 +224,8 @@ class Writes:
             for notice in self.launches.written(written):
                 if notice.failure is not None:
                     told.launch_failed(notice)
-                told.publish(notice.kind, **notice.fields)
+                if notice.publish:
+                    told.publish(notice.kind, **notice.fields)
         self._new_launches = []
         if batch:  # durable now: tell the watchers
             told.publish("committed", count=len(batch), findings=[

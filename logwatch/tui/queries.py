@@ -10,7 +10,12 @@ import json
 # the newest launch of each source, with its configuration's facts
 TARGETS = """
 SELECT l.source, l.id, l.number, l.outcome, l.started, l.updated, l.root_signature,
-       l.failed_before, l.snapshot_hash, s.vllm_version, s.gpu_name, s.gpu_capability,
+       l.failed_before, l.snapshot_hash, s.gpu_name, s.gpu_capability,
+       -- the installed release the snapshot found, else the one the launch's log announced
+       coalesce(s.vllm_version, (SELECT json_extract_string(i.captures, '$.version')
+                                 FROM incidents i WHERE i.launch_id = l.id
+                                   AND i.signature = 'lifecycle.version' LIMIT 1))
+         AS vllm_version,
        s.quant_scheme, s.uses_mtp, s.mtp_covered,
        json_extract_string(s.body, '$.model.quant.marlin_on_this_gpu') AS marlin,
        json_extract_string(s.body, '$.model.mtp.modules') AS mtp_modules,
