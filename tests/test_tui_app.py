@@ -240,3 +240,38 @@ async def test_the_signatures_screen_shows_a_reload_as_it_went(tmp_path: Path) -
     finally:
         proc.terminate()
         proc.wait(timeout=30)
+
+
+async def test_text_from_logs_is_never_markup_in_toasts_column_names_or_the_dialog(
+        history: Path, tmp_path: Path) -> None:
+    """`[/]` used to end the app (a MarkupError) as a column name or in a toast, and
+    `[@click=app.quit]` in a target's name quit it when the toast was clicked."""
+    from textual.widgets import DataTable
+
+    from logwatch.tui.screens.confirm import ConfirmScreen
+
+    app = LogwatchApp(tmp_path / "none.sock", history, clock=lambda: NOW)
+    async with app.run_test(size=(120, 36)) as pilot:
+        await _until(pilot, lambda: bool(app.board.targets))
+        hostile = "[/] [@click=app.quit]x[/] [bold red]y\x1b]52;c;aGk=\x07"
+        app.notify(hostile)
+        app.screen.notify(hostile, title="[/]")  # a widget's toast: markup on by default
+        await pilot.pause(0.2)
+        shown = [n.message for n in app._notifications]
+        assert shown and all("[/] [@click=app.quit]x[/]" in m and "\x1b" not in m
+                             for m in shown)
+        await pilot.press("h")
+        screen = app.screen
+        assert isinstance(screen, HistoryScreen)
+        await _until(pilot, lambda: screen.result is not None)
+        screen.run_sql('SELECT 1 AS "[/]", 2 AS "[@click=app.quit]q[/]"')
+        await _until(pilot, lambda: screen.result is not None
+                     and screen.result.columns[0] == "[/]")
+        table = screen.query_one("#result", DataTable)
+        assert [str(c.label) for c in table.columns.values()] == [
+            "[/]", "[@click=app.quit]q[/]"]
+        app.push_screen(ConfirmScreen("Approve x?\n\n[/] because\x1b[2J", "Approve"))
+        await pilot.pause(0.2)
+        text = str(app.screen.query_one("#question").render())
+        assert "Approve x?\n\n[/] because^[[2J" in text
+        assert app.is_running

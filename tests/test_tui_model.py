@@ -4,6 +4,7 @@ as a diff. Literals in, values out."""
 from __future__ import annotations
 
 from datetime import datetime
+from pathlib import Path
 
 import pytest
 
@@ -141,10 +142,19 @@ def test_a_snapshot_diff_names_the_fields_that_changed() -> None:
     assert lines == [("remove", "- vllm_version: 0.11.0"), ("add", "+ vllm_version: 0.11.2")]
 
 
-def test_ids_become_sql_literals_only_when_printable() -> None:
+def test_any_id_becomes_an_sql_expression_of_itself_with_no_control_character() -> None:
+    """A target or file name with a control character still opens its incident: DuckDB
+    reads the expression back as the value, and the SQL text holds only printable ASCII."""
+    import duckdb
+
     assert literal("it's") == "'it''s'"
+    con = duckdb.connect()
+    for value in ("it's", "x\x1b[2J\x1b]52;c;aGk=\x07y", "a\nb", "qwen-é€", "", "'; DROP"):
+        sql = literal(value)
+        assert all(" " <= ch <= "~" for ch in sql), sql
+        assert con.execute(f"SELECT {sql}").fetchone() == (value,)
     with pytest.raises(ValueError):
-        literal("a\nb")
+        literal("x" * 1001)
 
 
 def test_a_progress_bar_line_is_drawn_as_the_terminal_left_it() -> None:
@@ -154,3 +164,51 @@ def test_a_progress_bar_line_is_drawn_as_the_terminal_left_it() -> None:
     assert as_drawn(bar) == "shards: 100% | 5/5"
     assert as_drawn("plain line") == "plain line"
     assert as_drawn("\r\r") == ""
+
+
+def test_a_filter_that_backtracks_for_ever_is_refused_or_taken_off_not_a_frozen_screen(
+) -> None:
+    """`(a|aa)+$` on 35 a's and a b takes the `re` module minutes: typed as a filter it is
+    refused (the filter before it stays); on a line that arrives later, it is taken off and
+    the reason kept for the status row."""
+    import time
+
+    hostile = "INFO " + "a" * 35 + "b"
+    ring = LineRing(100)
+    ring.add(_lines(["calm line", hostile]))
+    began = time.monotonic()
+    with pytest.raises(FilterError, match="ms on line 2"):
+        ring.set_filter(LineFilter(include="(a|aa)+$"))
+    assert not ring.filter.active and len(ring) == 2
+    ring = LineRing(100)
+    ring.add(_lines(["calm line"]))
+    ring.set_filter(LineFilter(include="(a|aa)+$"))
+    assert len(ring) == 0
+    ring.add(_lines([hostile], first=2))
+    assert time.monotonic() - began < 5  # two searches cut at 50 ms, not minutes
+    assert "taken off" in ring.dropped_filter and not ring.filter.active
+    assert len(ring) == 2  # every line shown again
+
+
+def test_marks_stay_bounded_when_their_lines_never_come() -> None:
+    ring = LineRing(100)
+    for n in range(10_000):
+        ring.mark("s", n, Mark("x", "error", ()))
+    assert len(ring.marks) <= 200 and ("s", 9_999) in ring.marks
+
+
+def test_a_result_exported_to_csv_holds_no_formula_and_never_overwrites(
+        tmp_path: Path) -> None:
+    import csv
+
+    from logwatch.tui.export import write_csv
+
+    rows = [["=HYPERLINK(\"http://x\")", -2, ["a", 1], b"\x00\xff", "@SUM(A1)", "plain"]]
+    first = write_csv(tmp_path, ["c1", "n", "list", "blob", "at", "ok"], rows, NOW)
+    second = write_csv(tmp_path, ["c1"], [["again"]], NOW)  # the same second: a new name
+    assert first != second and first.exists() and second.exists()
+    text = first.read_text()
+    assert "\r" not in text
+    header, row = list(csv.reader(text.splitlines()))
+    assert header == ["c1", "n", "list", "blob", "at", "ok"]
+    assert row == ["'=HYPERLINK(\"http://x\")", "-2", '["a", 1]', "00ff", "'@SUM(A1)", "plain"]

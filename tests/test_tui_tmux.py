@@ -79,3 +79,31 @@ def test_logwatch_demo_in_a_terminal_shows_the_loop_in_the_tui(tmp_path: Path) -
         demo.kill()
         if viewer is not None:
             viewer.kill()
+
+
+def test_closing_the_terminal_on_the_demo_ends_its_run_and_vllm(tmp_path: Path) -> None:
+    """The terminal goes (the tmux server killed: SIGHUP, then the demo dies): the
+    `logwatch run` it started in a session of its own, and the stand-in vLLM under it, end
+    too instead of serving on with no one to stop them."""
+    work = tmp_path / "demo"
+    demo = Tmux(f"lwhup{id(tmp_path)}", f"cd {ROOT} && {sys.executable} -m logwatch demo "
+                f"--keep {work}", 100, 30)
+    try:
+        demo.until("● live", timeout=60)
+    finally:
+        demo.kill()
+
+    def left() -> list[str]:  # processes whose command line names the workspace
+        found = []
+        for cmdline in Path("/proc").glob("[0-9]*/cmdline"):
+            try:
+                if str(work).encode() in cmdline.read_bytes():
+                    found.append(cmdline.parent.name)
+            except OSError:
+                continue  # it ended while the table was read
+        return found
+
+    deadline = time.monotonic() + 60
+    while left():
+        assert time.monotonic() < deadline, f"still running: {left()}"
+        time.sleep(0.2)  # polling the process table; the condition decides

@@ -16,6 +16,7 @@ from typing import Any
 
 from logwatch.demo.scenario import SPEC, workspace
 from logwatch.demo.standin_outcome import GPUS
+from logwatch.sources.process import dies_with_us
 
 
 def _free_port() -> int:
@@ -43,7 +44,8 @@ def start_run(ws: dict[str, Path], gpu: str, policy: str = "auto"
          "--gpu-capability", capability, "--target", "demo", "--",
          str(ws["vllm"]), "serve", str(ws["model"]), "-tp", "4", "--speculative-config",
          SPEC, "--port", str(_free_port())],
-        env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+        env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
+        preexec_fn=dies_with_us())  # the terminal closed on the demo: the run ends too
     log.close()
     return run, sock
 

@@ -31,7 +31,7 @@ READ_BYTES = 1 << 16
 PR_SET_PDEATHSIG = 1  # linux/prctl.h
 
 
-def _dies_with_us() -> Callable[[], None] | None:
+def dies_with_us() -> Callable[[], None] | None:
     """In the child before it runs vLLM: SIGTERM to it when logwatch dies, even by SIGKILL (a
     supervisor restarted by systemd must not find the last vLLM still holding the GPUs and
     the port). Linux only; elsewhere nothing."""
@@ -124,7 +124,7 @@ class ProcessSource:
             self.process = process = await asyncio.create_subprocess_exec(
                 *argv, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
                 start_new_session=True, umask=self.umask,
-                env=dict(env) if env is not None else None, preexec_fn=_dies_with_us())
+                env=dict(env) if env is not None else None, preexec_fn=dies_with_us())
         except OSError as exc:
             self.returncode = 127
             self.events.append(f"cannot start {argv[0]}: {exc.strerror or exc}")

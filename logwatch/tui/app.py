@@ -20,8 +20,10 @@ from typing import Any, ClassVar
 
 from textual.app import App, SystemCommand
 from textual.binding import Binding, BindingType
+from textual.notifications import SeverityLevel
 from textual.screen import Screen
 
+from logwatch.core.visible import visible
 from logwatch.daemon.client import DaemonUnavailable, ProtocolMismatch, Subscription
 from logwatch.daemon.protocol import (
     ActionEvent,
@@ -166,6 +168,14 @@ class LogwatchApp(App[None]):
             if isinstance(self.screen, HistoryScreen):
                 self.screen.run_preset(name)
         self.call_after_refresh(run)
+
+    def notify(self, message: str, *, title: str = "", severity: SeverityLevel = "information",
+               timeout: float | None = None, markup: bool = True) -> None:
+        """Every toast is plain text, whoever asks (widgets ask with markup on): what they
+        say comes from logs, targets, paths and the daemon's errors, never markup."""
+        del markup
+        super().notify(visible(message, lines=True), title=visible(title),
+                       severity=severity, timeout=timeout, markup=False)
 
     @property
     def can_act(self) -> bool:

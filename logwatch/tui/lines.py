@@ -15,6 +15,8 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
+import regex
+
 RING_LINES = 20_000
 # vLLM's own header: `LEVEL MM-DD HH:MM:SS [file.py:N]`, after an optional process prefix
 _LEVEL = re.compile(r"\b(CRITICAL|ERROR|WARNING|INFO|DEBUG) \d\d-\d\d \d\d:\d\d:\d\d")
@@ -59,7 +61,12 @@ def process_of(text: str) -> str | None:
 
 
 class FilterError(ValueError):
-    """A filter that cannot be compiled: shown inline, the filter before it stays."""
+    """A filter that cannot be compiled, or that took too long on a line: shown inline,
+    the filter before it stays."""
+
+
+FILTER_CHARS = 8_192  # of a line, what a filter searches
+FILTER_SECONDS = 0.05  # a search that takes longer than this ends the filter
 
 
 @dataclass(frozen=True, slots=True)
@@ -68,11 +75,11 @@ class LineFilter:
     exclude: str = ""
     process: str = ""
 
-    def compiled(self) -> tuple[re.Pattern[str] | None, re.Pattern[str] | None]:
-        try:
-            return (re.compile(self.include) if self.include else None,
-                    re.compile(self.exclude) if self.exclude else None)
-        except re.error as exc:
+    def compiled(self) -> tuple[regex.Pattern[str] | None, regex.Pattern[str] | None]:
+        try:  # `regex`: the same syntax, and a search that can be given a time limit
+            return (regex.compile(self.include) if self.include else None,
+                    regex.compile(self.exclude) if self.exclude else None)
+        except regex.error as exc:
             raise FilterError(f"not a regular expression: {exc}") from None
 
     @property
@@ -97,7 +104,8 @@ class LineRing:
     marks: dict[tuple[str, int], Mark] = field(default_factory=dict)
     filter: LineFilter = field(default_factory=LineFilter)
     _view: list[int] | None = None  # seqs the filter lets through; None: every line
-    _patterns: tuple[re.Pattern[str] | None, re.Pattern[str] | None] = (None, None)
+    _patterns: tuple[regex.Pattern[str] | None, regex.Pattern[str] | None] = (None, None)
+    dropped_filter: str = ""  # why the filter was taken off while lines arrived
 
     @property
     def end(self) -> int:
@@ -118,7 +126,12 @@ class LineRing:
         first = self.end
         self.lines.extend(batch)
         if self._view is not None:
-            self._view.extend(first + i for i, line in enumerate(batch) if self._passes(line))
+            try:
+                self._view.extend([first + i for i, line in enumerate(batch)
+                                   if self._passes(line)])
+            except FilterError as exc:  # a line it cannot judge in time: not a frozen screen
+                self.dropped_filter = f"filter {self.filter.describe()} taken off: {exc}"
+                self.filter, self._patterns, self._view = LineFilter(), (None, None), None
         self._trim()
         return len(batch)
 
@@ -142,23 +155,38 @@ class LineRing:
         held = self.marks.get(key)
         if held is None or _rank(mark.severity) < _rank(held.severity):
             self.marks[key] = mark
+        if len(self.marks) > 2 * self.capacity:  # marks of lines never seen, or long gone
+            for stale in list(self.marks)[:len(self.marks) - self.capacity]:
+                del self.marks[stale]
 
     def set_filter(self, new: LineFilter) -> None:
         """Apply a filter (FilterError, and the old one kept, when it does not compile)."""
         patterns = new.compiled()
+        before = self.filter, self._patterns, self._view
         self.filter, self._patterns = new, patterns
+        self.dropped_filter = ""
         if not new.active:
             self._view = None
             return
-        self._view = [self.base + i for i, line in enumerate(self.lines) if self._passes(line)]
+        try:
+            self._view = [self.base + i for i, line in enumerate(self.lines)
+                          if self._passes(line)]
+        except FilterError:
+            self.filter, self._patterns, self._view = before
+            raise
 
     def _passes(self, line: Line) -> bool:
         include, exclude = self._patterns
-        text = line.text
-        if include is not None and include.search(text) is None:
-            return False
-        if exclude is not None and exclude.search(text) is not None:
-            return False
+        text = line.text[:FILTER_CHARS]
+        try:
+            if include is not None and include.search(text, timeout=FILTER_SECONDS) is None:
+                return False
+            if exclude is not None and \
+                    exclude.search(text, timeout=FILTER_SECONDS) is not None:
+                return False
+        except TimeoutError:
+            raise FilterError(f"over {FILTER_SECONDS * 1000:.0f} ms on line {line.number} "
+                              f"of {line.source}") from None
         return not self.filter.process or process_of(text) == self.filter.process
 
     def seq_at(self, row: int) -> int:

@@ -6,6 +6,7 @@ incident or an action id) travels as a JSON string literal checked to be printab
 from __future__ import annotations
 
 import json
+import re
 
 # the newest launch of each source, with its configuration's facts
 TARGETS = """
@@ -88,10 +89,17 @@ PRESETS = {
 
 
 def literal(value: str) -> str:
-    """A printable id as an SQL string literal (ValueError for anything else)."""
-    if not value.isprintable() or len(value) > 200:
-        raise ValueError(f"not an id: {value!r}")
-    return "'" + value.replace("'", "''") + "'"
+    """An id or a name as an SQL string expression: printable ASCII runs quoted (quotes
+    doubled), every other character as `chr(N)`, joined with `||`; the text sent holds no
+    control character whatever the value (ValueError past 1,000 characters: no id is that
+    long)."""
+    if len(value) > 1000:
+        raise ValueError(f"not an id: {value[:40]!r}…")
+    parts = ["''"]
+    for run in re.findall(r"[ -~]+|[^ -~]", value):
+        parts.append("'" + run.replace("'", "''") + "'" if " " <= run[0] <= "~"
+                     else f"chr({ord(run)})")
+    return parts[-1] if len(parts) == 2 and parts[-1].startswith("'") else " || ".join(parts)
 
 
 def incident(incident_id: str) -> str:

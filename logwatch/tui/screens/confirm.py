@@ -5,13 +5,14 @@ from __future__ import annotations
 
 from typing import ClassVar
 
+from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import Horizontal, Vertical
 from textual.screen import ModalScreen
 from textual.widgets import Button, Static
 
-from logwatch.tui.render import cell
+from logwatch.core.visible import visible
 
 
 class ConfirmScreen(ModalScreen[bool]):
@@ -26,7 +27,7 @@ class ConfirmScreen(ModalScreen[bool]):
 
     def compose(self) -> ComposeResult:
         with Vertical(id="dialog"):
-            yield Static(cell(self.question).copy(), id="question")
+            yield Static(Text(visible(self.question, lines=True)), id="question")
             with Horizontal(id="buttons"):
                 yield Button(f"{self.verb} (y)", variant="warning", id="yes")
                 yield Button("Cancel (n)", id="no")

@@ -16,7 +16,7 @@ from textual.widgets import DataTable, Footer, Static
 from logwatch.tui.board import TONE
 from logwatch.tui.messages import BoardChanged
 from logwatch.tui.plan_text import plan_lines
-from logwatch.tui.render import SEVERITY_STYLE, TONE_STYLE, cell, styled_lines
+from logwatch.tui.render import SEVERITY_STYLE, TONE_STYLE, cell, plain, styled_lines
 from logwatch.tui.screens.base import AppScreen
 from logwatch.tui.widgets.connection_bar import ConnectionBar
 
@@ -196,5 +196,5 @@ class DashboardScreen(AppScreen):
             text = board.actions[0].reason
         else:
             return
-        self.app.copy_to_clipboard(text)
+        self.app.copy_to_clipboard(plain(text))  # controls shown, never sent
         self.notify("copied to the clipboard (OSC 52)", timeout=2)

@@ -4,7 +4,6 @@
 
 from __future__ import annotations
 
-import csv
 from datetime import datetime
 from pathlib import Path
 from typing import ClassVar
@@ -19,7 +18,7 @@ from textual.widgets import Button, DataTable, Footer, Input, Static
 from logwatch.tui import queries
 from logwatch.tui.backend import BackendError, Rows
 from logwatch.tui.board import timeline
-from logwatch.tui.render import cell, plain
+from logwatch.tui.render import cell
 from logwatch.tui.screens.base import AppScreen
 from logwatch.tui.widgets.connection_bar import ConnectionBar
 
@@ -106,7 +105,7 @@ class HistoryScreen(AppScreen):
         self.result = result
         table = self.query_one("#result", DataTable)
         table.clear(columns=True)
-        table.add_columns(*[plain(c) for c in result.columns])
+        table.add_columns(*[cell(c) for c in result.columns])  # a Text: never markup
         for row in result.rows:
             table.add_row(*[cell(v) for v in row])
         note = f"{len(result.rows):,} row(s)"
@@ -118,12 +117,10 @@ class HistoryScreen(AppScreen):
         if self.result is None:
             self.notify("run a query first", timeout=2)
             return
-        path = Path.cwd() / f"logwatch-{datetime.now():%Y%m%d-%H%M%S}.csv"
+        from logwatch.tui.export import write_csv
+
         try:
-            with path.open("x", newline="") as out:
-                writer = csv.writer(out, lineterminator="\n")
-                writer.writerow(self.result.columns)
-                writer.writerows(self.result.rows)
+            path = write_csv(Path.cwd(), self.result.columns, self.result.rows, datetime.now())
         except OSError as exc:
             self.notify(f"not written: {exc}", severity="error")
             return

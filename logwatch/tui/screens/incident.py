@@ -173,7 +173,7 @@ class IncidentScreen(AppScreen):
 
     def action_copy(self) -> None:
         if self.diagnosis_text:
-            self.app.copy_to_clipboard(self.diagnosis_text)
+            self.app.copy_to_clipboard(plain_lines(self.diagnosis_text))  # controls shown
             self.notify("diagnosis copied (OSC 52)", timeout=2)
 
 

@@ -14,6 +14,7 @@ from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.widgets import Footer, Input, Static
 
+from logwatch.core.visible import visible
 from logwatch.tui.lines import ERRORS, FilterError, LineFilter
 from logwatch.tui.messages import LinesChanged
 from logwatch.tui.render import cell
@@ -59,6 +60,10 @@ class LogScreen(AppScreen):
         self._draw_status()
 
     def lines_arrived(self, count: int) -> None:
+        ring = self.lw.ring
+        if ring.dropped_filter:  # a line it could not judge in time: every line again
+            self._error, ring.dropped_filter = ring.dropped_filter, ""
+            self.query_one(LogView).view_changed()
         self.query_one(LogView).lines_arrived(count)
         self._draw_status()
 
@@ -174,5 +179,7 @@ class LogScreen(AppScreen):
         if not len(self.lw.ring):
             return
         line = self.lw.ring.row(view.current_row())
-        self.app.copy_to_clipboard(line.text)
+        # as shown: a control character in a log line must not reach the terminal that
+        # pastes it (a bracketed-paste end, a clipboard write of its own)
+        self.app.copy_to_clipboard(visible(line.text))
         self.notify(f"line {line.number} copied (OSC 52)", timeout=2)
