@@ -142,10 +142,10 @@ E = TypeVar("E", bound=Event)
 SITE_SIGNATURE = GOOD.replace('id = "site.example"', 'id = "site.boom"')
 
 
-@pytest.mark.slow
-def test_a_change_in_a_signature_directory_reloads_the_library(tmp_path: Path) -> None:
-    """Drop a signature in: it is loaded and matches; drop a broken one in: the running
-    library stays and the subscriber is told why."""
+def daemon_with_a_site_library(tmp_path: Path
+                               ) -> tuple[subprocess.Popen[bytes], Path, Path, Path]:
+    """`logwatch daemon` of an empty log with a site library directory (empty `local/`):
+    the process, the directory, the log and the socket."""
     site, log, sock = tmp_path / "site", tmp_path / "vllm.log", tmp_path / "lw.sock"
     (site / "local").mkdir(parents=True)
     log.write_bytes(b"")
@@ -153,6 +153,14 @@ def test_a_change_in_a_signature_directory_reloads_the_library(tmp_path: Path) -
                              "--db", str(tmp_path / "h.duckdb"), "--socket", str(sock),
                              "--signatures", str(site)], cwd=ROOT,
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    return proc, site, log, sock
+
+
+@pytest.mark.slow
+def test_a_change_in_a_signature_directory_reloads_the_library(tmp_path: Path) -> None:
+    """Drop a signature in: it is loaded and matches; drop a broken one in: the running
+    library stays and the subscriber is told why."""
+    proc, site, log, sock = daemon_with_a_site_library(tmp_path)
 
     async def watch() -> tuple[LibraryEvent, FindingEvent, LibraryEvent, FindingEvent]:
         async with subscribe(sock, ["library", "finding"], wait=30) as stream:

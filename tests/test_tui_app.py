@@ -213,15 +213,9 @@ async def test_reject_in_the_tui_drops_the_plan_and_nothing_relaunches(tmp_path:
 
 @pytest.mark.slow
 async def test_the_signatures_screen_shows_a_reload_as_it_went(tmp_path: Path) -> None:
-    from tests.test_control import SITE_SIGNATURE
+    from tests.test_control import SITE_SIGNATURE, daemon_with_a_site_library
 
-    site, log, sock = tmp_path / "site", tmp_path / "vllm.log", tmp_path / "lw.sock"
-    (site / "local").mkdir(parents=True)
-    log.write_bytes(b"")
-    proc = subprocess.Popen([sys.executable, "-m", "logwatch", "daemon", "--file", str(log),
-                             "--db", str(tmp_path / "h.duckdb"), "--socket", str(sock),
-                             "--signatures", str(site)], cwd=ROOT,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    proc, site, _, sock = daemon_with_a_site_library(tmp_path)
     app = LogwatchApp(sock, tmp_path / "h.duckdb")
     try:
         async with app.run_test(size=(120, 36)) as pilot:
@@ -275,3 +269,19 @@ async def test_text_from_logs_is_never_markup_in_toasts_column_names_or_the_dial
         text = str(app.screen.query_one("#question").render())
         assert "Approve x?\n\n[/] because^[[2J" in text
         assert app.is_running
+
+
+@pytest.mark.slow
+def test_the_live_demo_runs_in_a_workspace_whose_name_has_a_quote(tmp_path: Path) -> None:
+    """`logwatch demo --keep DIR` writes DIR into the run's configuration: a `"` in it
+    made the TOML invalid and the demo's TUI said only "no daemon"."""
+    from logwatch.daemon.client import wait_ready
+    from logwatch.demo.live import start_run
+    from logwatch.demo.scenario import workspace
+
+    run, sock = start_run(workspace(tmp_path / 'a "quoted" dir'), "b200", "ask")
+    try:
+        asyncio.run(wait_ready(sock, 30, alive=lambda: run.poll() is None))
+    finally:
+        run.send_signal(signal.SIGINT)
+        run.wait(30)

@@ -80,6 +80,14 @@ def test_incident(snap_compare: Compare, app: LogwatchApp) -> None:
     assert snap_compare(app, terminal_size=WIDE, run_before=open_root_cause)
 
 
+async def _log_fed(app: LogwatchApp, pilot: Pilot[Any], workspace: Path) -> None:
+    """The live log on show, the sample in it."""
+    await _board_read(app)(pilot)
+    await pilot.press("l")
+    _feed_the_sample(app, workspace)
+    await _until(pilot, lambda: len(app.ring) > 0)
+
+
 def _feed_the_sample(app: LogwatchApp, workspace: Path) -> None:
     """The sample's lines and the history's findings, as a daemon's events carry them."""
     source = "file:logs/vllm.log"
@@ -100,10 +108,7 @@ def _feed_the_sample(app: LogwatchApp, workspace: Path) -> None:
 def test_log_paused_on_the_first_error(snap_compare: Compare, app: LogwatchApp,
                                        workspace: Path) -> None:
     async def feed(pilot: Pilot[Any]) -> None:
-        await _board_read(app)(pilot)
-        await pilot.press("l")
-        _feed_the_sample(app, workspace)
-        await _until(pilot, lambda: len(app.ring) > 0)
+        await _log_fed(app, pilot, workspace)
         await pilot.press("g", "e")  # from the top to the first error: paused, not following
     assert snap_compare(app, terminal_size=WIDE, run_before=feed)
 
@@ -111,10 +116,7 @@ def test_log_paused_on_the_first_error(snap_compare: Compare, app: LogwatchApp,
 def test_log_filtered_to_one_process(snap_compare: Compare, app: LogwatchApp,
                                      workspace: Path) -> None:
     async def feed(pilot: Pilot[Any]) -> None:
-        await _board_read(app)(pilot)
-        await pilot.press("l")
-        _feed_the_sample(app, workspace)
-        await _until(pilot, lambda: len(app.ring) > 0)
+        await _log_fed(app, pilot, workspace)
         await pilot.press("slash", *"Error", "enter")
         for _ in range(len(app.ring.processes())):  # p: the next process the lines name
             if app.ring.filter.process == "Worker_TP1":
@@ -124,22 +126,25 @@ def test_log_filtered_to_one_process(snap_compare: Compare, app: LogwatchApp,
     assert snap_compare(app, terminal_size=WIDE, run_before=feed)
 
 
+async def _history_shown(app: LogwatchApp, pilot: Pilot[Any]) -> HistoryScreen:
+    """The history screen, its first query answered."""
+    await _board_read(app)(pilot)
+    await pilot.press("h")
+    screen = app.screen
+    assert isinstance(screen, HistoryScreen)
+    await _until(pilot, lambda: screen.result is not None)
+    return screen
+
+
 def test_history(snap_compare: Compare, app: LogwatchApp) -> None:
     async def query(pilot: Pilot[Any]) -> None:
-        await _board_read(app)(pilot)
-        await pilot.press("h")
-        await _until(pilot, lambda: isinstance(app.screen, HistoryScreen)
-                     and app.screen.result is not None)
+        await _history_shown(app, pilot)
     assert snap_compare(app, terminal_size=WIDE, run_before=query)
 
 
 def test_history_error_inline(snap_compare: Compare, app: LogwatchApp) -> None:
     async def refused(pilot: Pilot[Any]) -> None:
-        await _board_read(app)(pilot)
-        await pilot.press("h")
-        screen = app.screen
-        assert isinstance(screen, HistoryScreen)
-        await _until(pilot, lambda: screen.result is not None)
+        screen = await _history_shown(app, pilot)
         screen.run_sql("DELETE FROM launches")
         await _until(pilot, lambda: "read-only" in str(screen.query_one("#sql-error").render()))
     assert snap_compare(app, terminal_size=WIDE, run_before=refused)

@@ -6,6 +6,7 @@ the run. The same workspace as the printed demo (scenario.workspace)."""
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import signal
 import socket
@@ -31,8 +32,9 @@ def start_run(ws: dict[str, Path], gpu: str, policy: str = "auto"
     """`logwatch run --relaunch POLICY` of the stand-in in the workspace; its socket."""
     root = ws["root"]
     config = root / "logwatch.toml"
-    config.write_text(f'[relaunch]\nstate_dir = "{ws["state"]}"\nstart_seconds = 30\n'
-                      "soak_seconds = 5\n")
+    # a TOML basic string is a JSON string: any directory name stays one value
+    config.write_text(f"[relaunch]\nstate_dir = {json.dumps(str(ws['state']))}\n"
+                      "start_seconds = 30\nsoak_seconds = 5\n")
     sock = root / "control.sock"
     env = {**os.environ, "LOGWATCH_STANDIN_GPU": gpu, "LOGWATCH_STANDIN_GPU_COUNT": "4",
            "LOGWATCH_STANDIN_PACE": "0.15", "VLLM_LOG_STATS_INTERVAL": "1"}
