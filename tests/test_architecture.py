@@ -38,7 +38,7 @@ CORE_FORBIDDEN = frozenset({
 CORE_EXCEPTIONS = {"matcher.py": frozenset({"time"})}
 ROLES = {"core", "sources", "host", "store", "daemon", "library", "scan", "cli", "relaunch",
          "demo", "tui",
-         "own_log.py", "__init__.py", "__main__.py", "py.typed"}
+         "own_log.py", "paths.py", "__init__.py", "__main__.py", "py.typed"}
 
 
 def _imports(path: Path) -> set[str]:

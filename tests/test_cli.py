@@ -233,3 +233,43 @@ def test_an_operators_word_with_no_daemon_to_hear_it_exits_3(tmp_path: Path) -> 
         assert done.returncode == 3, done.stderr
         assert b"no logwatch daemon answers on" in done.stderr
         assert b"through the daemon that proposed them" in done.stderr
+
+
+def test_bare_logwatch_prints_what_there_is_to_run() -> None:
+    bare = run()
+    assert bare.returncode == 2
+    assert b"usage: logwatch" in bare.stderr and b"scan" in bare.stderr and b"tui" in bare.stderr
+    assert b"the following arguments are required: command" in bare.stderr
+    snapshot = run("snapshot")
+    assert snapshot.returncode == 2 and b"usage: logwatch snapshot" in snapshot.stderr
+
+
+def test_every_flag_has_help_and_no_default_reads_none() -> None:
+    """`--help` of every command: each argument says what it is, and a default it names is
+    a real one (`sql --help` said the default --db was "None")."""
+    import argparse
+
+    from logwatch.cli.main import build_parser
+
+    def arguments(parser: argparse.ArgumentParser, path: str):  # type: ignore[no-untyped-def]
+        for action in parser._actions:
+            if isinstance(action, argparse._SubParsersAction):
+                for name, sub in action.choices.items():
+                    yield from arguments(sub, f"{path} {name}")
+            elif not isinstance(action, argparse._HelpAction | argparse._VersionAction):
+                yield path, action, sub_help(parser, action)
+
+    def sub_help(parser: argparse.ArgumentParser, action: argparse.Action) -> str:
+        text = action.help or ""
+        return text % {"default": action.default, "prog": parser.prog} if "%(" in text \
+            else text
+
+    found = list(arguments(build_parser(), "logwatch"))
+    assert len(found) > 100
+    bare = [f"{path} {a.option_strings or a.dest}" for path, a, text in found if not text]
+    assert bare == []
+    nones = [f"{path} {a.option_strings}" for path, a, text in found if "None" in text]
+    assert nones == []
+    from logwatch.paths import default_db_path
+
+    assert str(default_db_path()) in "".join(run("sql", "--help").stdout.decode().split())

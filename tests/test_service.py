@@ -147,3 +147,36 @@ def test_type_notify_unit_under_systemd_user(systemd_user: dict[str, str],
     signatures = {r[0] for r in con.execute("SELECT signature FROM findings").fetchall()}
     con.close()
     assert "weights.tensor_size_mismatch" in signatures
+
+
+@pytest.mark.slow
+def test_restarting_logwatch_never_starts_the_vllm_it_watches(systemd_user: dict[str, str]
+                                                               ) -> None:
+    """The shipped unit's [Unit] dependencies, under a real manager, with vllm.service a
+    stand-in the operator stopped for maintenance: starting and restarting logwatch leaves
+    it stopped (it said Wants=vllm.service, which started it each time)."""
+    env = systemd_user
+    unit_dir = Path("/run/user/0/systemd/user")
+    unit_dir.mkdir(parents=True, exist_ok=True)
+    tag = f"{os.getpid()}"
+    vllm, watcher = f"vllm-standin-{tag}.service", f"logwatch-deps-{tag}.service"
+    shipped = (UNITS / "logwatch.service").read_text().split("[Service]", 1)[0]
+    deps = [line.replace("vllm.service", vllm) for line in shipped.splitlines()
+            if line.split("=", 1)[0] in ("After", "Wants", "Requires", "BindsTo", "Requisite",
+                                         "PartOf", "Upholds")]
+    assert any(line.startswith("After=") for line in deps)  # ordered after it, still
+    sleep = shutil.which("sleep") or "/bin/sleep"
+    (unit_dir / vllm).write_text(f"[Service]\nExecStart={sleep} infinity\n")
+    (unit_dir / watcher).write_text("[Unit]\n" + "\n".join(deps) +
+                                    f"\n[Service]\nExecStart={sleep} infinity\n")
+    try:
+        _user(env, "daemon-reload")
+        _user(env, "start", watcher)
+        _user(env, "restart", watcher)
+        assert _user(env, "is-active", watcher, check=False) == "active"
+        assert _user(env, "is-active", vllm, check=False) == "inactive"
+    finally:
+        _user(env, "stop", watcher, vllm, check=False)
+        for unit in (vllm, watcher):
+            (unit_dir / unit).unlink(missing_ok=True)
+        _user(env, "daemon-reload", check=False)

@@ -282,3 +282,27 @@ def test_every_sql_example_in_the_readme_runs(tmp_path: Path, library: Library) 
     assert len(queries) >= 4
     for query in queries:
         assert read_only_query(db, query).columns, query
+
+
+def test_sql_output_for_pipelines(tmp_path: Path) -> None:
+    """CSV with `\\n` line ends and lists as JSON, a JSON object a line with --jsonl, the
+    query from stdin with `-`, and a table that keeps every character when piped."""
+    db = tmp_path / "h.duckdb"
+    subprocess.run([sys.executable, "-m", "logwatch", "scan", "--db", str(db),
+                    str(SAMPLES / "demo_marlin_and_mtp.log")], cwd=ROOT, capture_output=True,
+                   check=False)
+    base = [sys.executable, "-m", "logwatch", "sql", "--socket", str(tmp_path / "none.sock"),
+            "--db", str(db)]
+
+    def sql(*args: str, stdin: bytes | None = None) -> bytes:
+        done = subprocess.run([*base, *args], cwd=ROOT, capture_output=True, input=stdin,
+                              check=False)
+        assert done.returncode == 0, done.stderr
+        return done.stdout
+
+    query = "SELECT ['a', 'b'] AS l, repeat('x', 80) AS long, 2 AS n"
+    assert sql("--csv", query) == b'l,long,n\n"[""a"", ""b""]",' + b"x" * 80 + b",2\n"
+    assert [json.loads(line) for line in sql("--jsonl", query).splitlines()] == [
+        {"l": ["a", "b"], "long": "x" * 80, "n": 2}]
+    assert sql("--csv", "-", stdin=b"SELECT 42 AS answer") == b"answer\n42\n"
+    assert b"x" * 80 in sql(query)  # not a terminal: nothing cut

@@ -26,17 +26,24 @@ def _cell(value: Any) -> Any:
 
 
 def _shown(value: Any) -> Any:
-    """A CSV cell for a terminal: text (a list's or a struct's too) with its control characters
-    shown, numbers as they are."""
+    """A CSV cell for a terminal: text with its control characters shown, a list or a struct
+    as JSON (control characters escaped), numbers as they are."""
     value = _cell(value)
-    return value if value is None or isinstance(value, int | float) else visible(str(value))
+    if value is None or isinstance(value, int | float):
+        return value
+    if isinstance(value, list | tuple | dict):
+        return json.dumps(value, default=str)
+    return visible(str(value))
 
 
-def render_table(columns: list[str], rows: list[tuple[Any, ...]], max_width: int = 48,
+def render_table(columns: list[str], rows: list[tuple[Any, ...]], max_width: int | None = 48,
                  truncated: str | None = None) -> str:
+    """Aligned columns; a cell over `max_width` is cut with `…` (None: never cut)."""
     def text(value: Any) -> str:
-        cell = "" if value is None else visible(str(_cell(value)))
-        return cell if len(cell) <= max_width else cell[: max_width - 1] + "…"
+        shown = _shown(value)
+        cell = "" if shown is None else str(shown)
+        return cell if max_width is None or len(cell) <= max_width \
+            else cell[: max_width - 1] + "…"
 
     columns = [visible(c) for c in columns]
     body = [[text(v) for v in row] for row in rows]
@@ -73,6 +80,8 @@ def _ask_daemon(socket: Path | None, op: str, db: Path | None = None,
 
 
 def sql(db: Path | None, query: str, fmt: str, socket: Path | None = None) -> int:
+    if query == "-":  # the query from stdin (a file, a heredoc)
+        query = sys.stdin.read()
     answer = _ask_daemon(socket, "sql", db, query=query)
     if answer is not None:
         if not answer.get("ok"):
@@ -90,12 +99,17 @@ def sql(db: Path | None, query: str, fmt: str, socket: Path | None = None) -> in
                             for row in rows],
                    "truncated": truncated}, sys.stdout, indent=2, default=str)
         sys.stdout.write("\n")
+    elif fmt == "jsonl":  # a row a line, for pipelines (`jq -c`, `while read`)
+        for row in rows:
+            sys.stdout.write(json.dumps({c: _cell(v) for c, v in zip(columns, row, strict=True)},
+                                        default=str) + "\n")
     elif fmt == "csv":
-        writer = csv.writer(sys.stdout)
+        writer = csv.writer(sys.stdout, lineterminator="\n")  # `\n`: awk, read, bc
         writer.writerow([visible(c) for c in columns])
         writer.writerows([[_shown(v) for v in row] for row in rows])
-    else:
-        sys.stdout.write(render_table(columns, rows, truncated=truncated))
+    else:  # cut to fit a terminal only: a pipe gets every character
+        sys.stdout.write(render_table(columns, rows, truncated=truncated,
+                                      max_width=48 if sys.stdout.isatty() else None))
     if truncated and fmt != "table":  # the table says it in its last line
         sys.stderr.write(f"logwatch sql: {len(rows):,} rows shown, "
                          f"truncated: {visible(str(truncated))}\n")
@@ -118,7 +132,8 @@ LIMIT {limit}
 def history(db: Path | None, limit: int) -> int:
     result = read_only_query(db or default_db_path(),
                              HISTORY_QUERY.format(limit=max(1, int(limit))))
-    sys.stdout.write(render_table(result.columns, result.rows))
+    sys.stdout.write(render_table(result.columns, result.rows,
+                                  max_width=48 if sys.stdout.isatty() else None))
     return 0
 
 

@@ -30,10 +30,27 @@ def _warn(message: str) -> None:
 
 class _Parser(argparse.ArgumentParser):
     def error(self, message: str) -> None:  # type: ignore[override]
-        self.exit(EXIT_USAGE, visible(f"logwatch: error: {message}", lines=True) + "\n")
+        if "required: command" in message or "required: action" in message:
+            # bare `logwatch` (or `logwatch snapshot`): what there is to run, not one line
+            self.print_help(sys.stderr)
+        self.exit(EXIT_USAGE, visible(f"{self.prog}: error: {message}", lines=True) + "\n")
+
+
+def _defaults() -> tuple[str, str]:
+    """--help's words for --db and --socket, naming the paths actually used here."""
+    from logwatch.paths import default_db_path, default_socket_path
+
+    return (f"the history database (default: {default_db_path()})",
+            f"the daemon's control socket (default: {default_socket_path()})")
+
+
+SIGNATURES_HELP = "an extra signature directory layered over the shipped library (repeatable)"
+LIBRARY_HELP = "use this library directory instead of the shipped one"
+CONFIG_HELP = "configuration file (default: /etc/logwatch/logwatch.toml when it exists)"
 
 
 def build_parser() -> argparse.ArgumentParser:
+    db_help, socket_help = _defaults()
     parser = _Parser(prog="logwatch", description="Explain and fix vLLM failures from its logs.",
                      epilog="scan exits 0 with no fatal incident, 1 with one (a specific cause "
                             "or an unrecognised fatal error), 2 on a usage or input error, 3 "
@@ -69,9 +86,9 @@ def build_parser() -> argparse.ArgumentParser:
     diff = snap_sub.add_parser("diff", help="what changed between two snapshots: JSON files "
                                             "from `snapshot show --json`, or hashes in the "
                                             "history")
-    diff.add_argument("a")
-    diff.add_argument("b")
-    diff.add_argument("--db", type=Path, metavar="PATH", default=None)
+    diff.add_argument("a", help="a snapshot: a JSON file or a hash in the history")
+    diff.add_argument("b", help="the snapshot to compare it with")
+    diff.add_argument("--db", type=Path, metavar="PATH", default=None, help=db_help)
 
     pre = sub.add_parser("preflight", help="predict, before vLLM loads a weight, the failures a "
                                            "launch will hit (exit 0: clean start, 1: failures)")
@@ -94,30 +111,37 @@ def build_parser() -> argparse.ArgumentParser:
 
     status = sub.add_parser("status", help="what the daemon is doing (or, with none running, "
                                            "what the history holds)")
-    status.add_argument("--socket", type=Path, metavar="PATH", default=None)
-    status.add_argument("--db", type=Path, metavar="PATH", default=None)
-    status.add_argument("--json", action="store_true")
+    status.add_argument("--socket", type=Path, metavar="PATH", default=None,
+                        help=socket_help)
+    status.add_argument("--db", type=Path, metavar="PATH", default=None, help=db_help)
+    status.add_argument("--json", action="store_true",
+                        help="print the status as one JSON object")
 
     sql = sub.add_parser("sql", help="run a read-only SQL query on the history")
-    sql.add_argument("--socket", type=Path, metavar="PATH", default=None)
-    sql.add_argument("query", help='e.g. "SELECT * FROM failures_by_config"')
-    sql.add_argument("--db", type=Path, metavar="PATH", help="database (default: %(default)s)",
-                     default=None)
+    sql.add_argument("--socket", type=Path, metavar="PATH", default=None,
+                        help=socket_help)
+    sql.add_argument("query", help='e.g. "SELECT * FROM failures_by_config"; - reads it '
+                     "from stdin")
+    sql.add_argument("--db", type=Path, metavar="PATH", help=db_help, default=None)
     fmt = sql.add_mutually_exclusive_group()
     fmt.add_argument("--json", action="store_true",
                      help='{"columns": [...], "rows": [{column: value}], "truncated": null or '
                           'why the rows were cut}')
-    fmt.add_argument("--csv", action="store_true", help="rows as CSV with a header")
+    fmt.add_argument("--csv", action="store_true",
+                     help="rows as CSV with a header (\\n line ends, lists as JSON)")
+    fmt.add_argument("--jsonl", action="store_true",
+                     help="one JSON object a row, {column: value}, for pipelines")
     hist = sub.add_parser("history", help="recent incidents with their diagnoses")
-    hist.add_argument("--db", type=Path, metavar="PATH", default=None)
-    hist.add_argument("--limit", type=int, default=20)
+    hist.add_argument("--db", type=Path, metavar="PATH", default=None, help=db_help)
+    hist.add_argument("--limit", type=int, default=20,
+                      help="at most this many incidents (default: %(default)s)")
 
     plan = sub.add_parser("plan", help="the corrected launch for the newest failed launch in "
                           "the history (a diff of argv, environment, model); nothing is started")
-    plan.add_argument("--db", type=Path, metavar="PATH", default=None)
+    plan.add_argument("--db", type=Path, metavar="PATH", default=None, help=db_help)
     plan.add_argument("--launch", metavar="ID", help="this launch (an id from the launches "
                       "table) instead of the newest failed one")
-    plan.add_argument("--json", action="store_true")
+    plan.add_argument("--json", action="store_true", help="print the plan as JSON")
     plan.add_argument("--dry-run", action="store_true",
                       help="accepted for scripts that pass it to every command: a plan is "
                            "always only shown (the daemon and `run` take --dry-run too)")
@@ -181,9 +205,11 @@ def build_parser() -> argparse.ArgumentParser:
     daemon.add_argument("--journal-dir", action="append", default=[], metavar="DIR",
                         help="follow a journal directory (journalctl -D)")
     daemon.add_argument("--db", type=Path, metavar="PATH", default=None,
-                        help="the history database (default: $STATE_DIRECTORY or XDG data)")
+                        help=db_help.replace("(default: ", "(default: the configuration's "
+                                             "database.path, else "))
     daemon.add_argument("--socket", type=Path, metavar="PATH", default=None,
-                        help="control socket (default: the config's socket.path)")
+                        help=socket_help.replace("(default: ", "(default: the "
+                                                 "configuration's socket.path, else "))
     daemon.add_argument("--no-socket", action="store_true", help="no control socket")
     daemon.add_argument("--config", type=Path, metavar="PATH", default=None,
                         help="configuration file with targets (default: "
@@ -199,19 +225,20 @@ def build_parser() -> argparse.ArgumentParser:
                              "before any change ([relaunch] dry_run)")
     daemon.add_argument("--until-idle", type=float, metavar="S", default=None,
                         help="catch up, then exit once no source has written for S seconds")
-    daemon.add_argument("--signatures", action="append", type=Path, default=[], metavar="DIR")
-    daemon.add_argument("--library", type=Path, metavar="DIR")
+    daemon.add_argument("--signatures", action="append", type=Path, default=[], metavar="DIR",
+                        help=SIGNATURES_HELP)
+    daemon.add_argument("--library", type=Path, metavar="DIR", help=LIBRARY_HELP)
 
     check = sub.add_parser("check-config", help="list every problem in the configuration")
-    check.add_argument("--config", type=Path, metavar="PATH", default=None)
+    check.add_argument("--config", type=Path, metavar="PATH", default=None, help=CONFIG_HELP)
     show_cfg = sub.add_parser("show-config", help="the merged configuration and where each "
                                                   "value came from")
-    show_cfg.add_argument("--config", type=Path, metavar="PATH", default=None)
-    show_cfg.add_argument("--db", type=Path, metavar="PATH", default=None)
+    show_cfg.add_argument("--config", type=Path, metavar="PATH", default=None, help=CONFIG_HELP)
+    show_cfg.add_argument("--db", type=Path, metavar="PATH", default=None, help=db_help)
 
     run = sub.add_parser("run", help="run vLLM as a child and watch it: "
                                      "logwatch run -- vllm serve MODEL ...")
-    run.add_argument("--db", type=Path, metavar="PATH", default=None)
+    run.add_argument("--db", type=Path, metavar="PATH", default=None, help=db_help)
     run.add_argument("--target", default="vllm", help="a name for this vLLM (default: vllm)")
     run.add_argument("--quiet", action="store_true", help="do not pass vLLM's output through")
     run.add_argument("--socket", type=Path, metavar="PATH", default=None,
@@ -227,17 +254,19 @@ def build_parser() -> argparse.ArgumentParser:
                      help="the [relaunch] settings (timeouts, breaker) from this file")
     run.add_argument("--dry-run", action="store_true",
                      help="with --relaunch: propose, decide and approve, then change nothing")
-    run.add_argument("--signatures", action="append", type=Path, default=[], metavar="DIR")
-    run.add_argument("--library", type=Path, metavar="DIR")
+    run.add_argument("--signatures", action="append", type=Path, default=[], metavar="DIR",
+                        help=SIGNATURES_HELP)
+    run.add_argument("--library", type=Path, metavar="DIR", help=LIBRARY_HELP)
     run.add_argument("argv", nargs=argparse.REMAINDER, help="-- then the command to run")
 
     sigs = sub.add_parser("signatures", help="inspect and test the signature library")
-    sigs.add_argument("--signatures", action="append", type=Path, default=[], metavar="DIR")
-    sigs.add_argument("--library", type=Path, metavar="DIR")
+    sigs.add_argument("--signatures", action="append", type=Path, default=[], metavar="DIR",
+                        help=SIGNATURES_HELP)
+    sigs.add_argument("--library", type=Path, metavar="DIR", help=LIBRARY_HELP)
     sigs_sub = sigs.add_subparsers(dest="action", required=True, parser_class=_Parser)
     sigs_sub.add_parser("list", help="one line per signature")
     show = sigs_sub.add_parser("show", help="everything about one signature")
-    show.add_argument("id")
+    show.add_argument("id", help="a signature's id (`logwatch signatures list`)")
     sigs_sub.add_parser("test", help="run every example and counter-example")
     sigs_sub.add_parser("lint", help="flag untested branches, risky patterns, shared examples")
     draft = sigs_sub.add_parser("draft", help="draft a signature (TOML) from a group of "
@@ -255,7 +284,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 def _operator_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--reason", metavar="TEXT", help="recorded with the move")
-    parser.add_argument("--socket", type=Path, metavar="PATH", default=None)
+    parser.add_argument("--socket", type=Path, metavar="PATH", default=None,
+                        help=_defaults()[1])
     parser.add_argument("--json", action="store_true", help="print the daemon's answer")
 
 
@@ -677,7 +707,8 @@ def _cmd_history(args: argparse.Namespace) -> int:
     from logwatch.cli import history as history_cmds
 
     if args.command == "sql":
-        fmt = "json" if args.json else "csv" if args.csv else "table"
+        fmt = ("json" if args.json else "jsonl" if args.jsonl else "csv" if args.csv
+               else "table")
         return history_cmds.sql(args.db, args.query, fmt, args.socket)
     if args.command == "status":
         return history_cmds.status(args.db, args.socket, args.json)

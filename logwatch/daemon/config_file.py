@@ -2,31 +2,15 @@
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 from typing import Any
 
 from logwatch.core.config import Config, TargetConfig, parse_config
 from logwatch.core.library import Problem
-from logwatch.daemon.socket_trust import fallback_runtime_dir
+from logwatch.paths import default_socket_path as default_socket_path  # re-exported
 from logwatch.sources.base import Source
 
 DEFAULT_CONFIG = Path("/etc/logwatch/logwatch.toml")
-
-
-def default_socket_path(configured: str = "") -> Path:
-    """The configured path, else $RUNTIME_DIRECTORY (what systemd made for the unit's
-    RuntimeDirectory=), else /run/logwatch for root, else the user's runtime dir (or
-    $TMPDIR/logwatch-UID without one)."""
-    if configured:
-        return Path(configured)
-    if os.environ.get("RUNTIME_DIRECTORY"):
-        return Path(os.environ["RUNTIME_DIRECTORY"].split(":")[0]) / "logwatch.sock"
-    if os.geteuid() == 0:
-        return Path("/run/logwatch/logwatch.sock")
-    runtime = os.environ.get("XDG_RUNTIME_DIR")
-    base = Path(runtime) if runtime else fallback_runtime_dir()  # checked before use
-    return base / "logwatch" / "logwatch.sock"
 
 
 def load_config(path: Path | None, overrides: dict[str, Any] | None = None) -> Config:

@@ -15,8 +15,9 @@ import pwd
 import socket
 import stat
 import struct
-import tempfile
 from pathlib import Path
+
+from logwatch.paths import fallback_runtime_dir as fallback_runtime_dir  # re-exported
 
 
 class UnsafeSocketPath(Exception):
@@ -25,12 +26,6 @@ class UnsafeSocketPath(Exception):
 
 def trusted_uids() -> frozenset[int]:
     return frozenset({os.geteuid(), 0})
-
-
-def fallback_runtime_dir() -> Path:
-    """Where the socket goes when there is no $XDG_RUNTIME_DIR: a directory of our own in the
-    temporary directory ($TMPDIR, else /tmp), which someone else may have made first."""
-    return Path(tempfile.gettempdir()) / f"logwatch-{os.geteuid()}"
 
 
 def _owner(uid: int) -> str:

@@ -17,11 +17,10 @@ from typing import Any
 
 import duckdb
 
+from logwatch.paths import DB_FILENAME as DB_FILENAME  # re-exported
+from logwatch.paths import default_db_path as default_db_path  # re-exported
 from logwatch.store.errors import DatabaseError as DatabaseError  # re-exported
 from logwatch.store.schema import MIGRATIONS, SCHEMA_VERSION, VIEWS
-
-DB_FILENAME = "logwatch.duckdb"
-
 
 # what DuckDB says of a file whose bytes are not what it wrote (a checksum, the header)
 DAMAGE_MARKERS = ("corrupt database file", "not a valid duckdb database")
@@ -49,16 +48,6 @@ def database_error(path: str | Path | None, exc: BaseException, doing: str) -> D
     if is_damage(exc):
         return damaged(path, exc)
     return DatabaseError(f"{path or 'the database'}: {doing} failed: {exc}")
-
-
-def default_db_path(env: Mapping[str, str] | None = None) -> Path:
-    """$STATE_DIRECTORY under systemd (StateDirectory=logwatch), else XDG data home."""
-    env = os.environ if env is None else env
-    if env.get("STATE_DIRECTORY"):
-        return Path(env["STATE_DIRECTORY"].split(":")[0]) / DB_FILENAME
-    data_home = env.get("XDG_DATA_HOME") or str(Path(env.get("HOME", "~")).expanduser()
-                                                 / ".local" / "share")
-    return Path(data_home) / "logwatch" / DB_FILENAME
 
 
 class Store:
