@@ -186,15 +186,6 @@ def test_no_progress_bar_when_stderr_is_not_a_terminal() -> None:
     assert env_run.returncode == 0 and env_run.stderr == b""
 
 
-def test_a_wrong_model_dir_is_reported_and_the_scan_goes_on(tmp_path: Path) -> None:
-    result = run("scan", str(DEMO), "--model-dir", str(tmp_path / "nope"),
-                 "--gpu-capability", "9.0")
-    out = result.stdout.decode()
-    assert result.returncode == 1
-    assert "CONFIGURATION" in out and "model directory not found" in out
-    assert "ROOT CAUSE" in out  # everything else still works
-
-
 def test_bad_gpu_capability_is_a_usage_error() -> None:
     result = run("scan", str(DEMO), "--gpu-capability", "hopper")
     assert result.returncode == 2 and b"expected a number like 9.0" in result.stderr
@@ -273,3 +264,15 @@ def test_every_flag_has_help_and_no_default_reads_none() -> None:
     from logwatch.paths import default_db_path
 
     assert str(default_db_path()) in "".join(run("sql", "--help").stdout.decode().split())
+
+
+def test_a_wrong_model_dir_or_a_directory_to_follow_is_an_error(tmp_path: Path) -> None:
+    for args, why in ((["scan", str(DEMO), "--model-dir", str(tmp_path / "nope")],
+                       b"no such directory"),
+                      (["snapshot", "show", "--model-dir", str(tmp_path)],
+                       b"no config.json in it: not a model directory"),
+                      (["daemon", "--file", str(tmp_path), "--db", str(tmp_path / "h.duckdb"),
+                        "--no-socket"], b"a directory, not a log file")):
+        result = run(*args)
+        assert result.returncode == 2 and why in result.stderr, (args, result.stderr)
+    assert not (tmp_path / "h.duckdb").exists()  # refused before anything was opened

@@ -306,9 +306,26 @@ def _snapshot_options(args: argparse.Namespace) -> Any:
     from logwatch.scan.triage import SnapshotOptions
 
     capability = _capability(args.gpu_capability)
-    return SnapshotOptions(cmdline=args.cmdline, model_dir=args.model_dir, pid=args.pid,
+    return SnapshotOptions(cmdline=args.cmdline, model_dir=_model_dir(args.model_dir),
+                           pid=args.pid,
                            unit=args.unit, user_unit=args.user_unit,
                            gpu_capability=capability)
+
+
+def _model_dir(text: str | None) -> str | None:
+    """--model-dir: a directory holding a config.json, else a usage error (a mistyped path
+    must not give a snapshot that silently lacks the model)."""
+    if text is None:
+        return None
+    path = Path(text)
+    why = ("no such directory" if not path.exists() else
+           "not a directory" if not path.is_dir() else
+           "no config.json in it: not a model directory"
+           if not (path / "config.json").is_file() else "")
+    if why:
+        _warn(f"logwatch: --model-dir {text}: {why}")
+        raise SystemExit(EXIT_USAGE)
+    return text
 
 
 def _capability(text: str | None) -> int | None:
@@ -458,6 +475,11 @@ def _cmd_daemon(args: argparse.Namespace) -> int:
 
     config = load_config(args.config)
     if _refused(config, "daemon"):
+        return EXIT_USAGE
+    folders = [p for p in args.file if Path(p).is_dir()]
+    if folders:  # never waited on as if a file would appear there
+        _warn(f"logwatch: daemon: --file {folders[0]}: a directory, not a log file (give each "
+              "file with --file, or a journal directory with --journal-dir)")
         return EXIT_USAGE
     if not args.file and not args.stdin and not selectors and not config.targets:
         print("logwatch: daemon: give --file PATH, a --journal-* selector, --stdin, or "
