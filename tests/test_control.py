@@ -61,7 +61,9 @@ def test_status_and_sql_go_through_the_daemon(running: Running) -> None:
     db, sock = running.db, running.sock
     assert stat.S_IMODE(sock.stat().st_mode) == 0o660
     status = cli("status", "--socket", str(sock))
-    assert status.returncode == 0 and "daemon running" in status.stdout
+    # exit 1: the newest launch of the sample failed (a monitor's "something is wrong")
+    assert status.returncode == 1 and "daemon running" in status.stdout
+    assert "launch #2: failed, root cause weights.tensor_size_mismatch" in status.stdout
     assert "118 lines read" in status.stdout.replace(",", "")
     out = cli("sql", "--socket", str(sock), "--db", str(db), "--json",
               "SELECT signature FROM findings WHERE signature = 'marlin.repack_tile_n' LIMIT 1")
@@ -135,7 +137,13 @@ def test_status_without_a_daemon_reads_the_history(tmp_path: Path) -> None:
     db = tmp_path / "h.duckdb"
     cli("scan", "--db", str(db), str(SAMPLES / "journald_kv_cache.log"))
     out = cli("status", "--socket", str(tmp_path / "none.sock"), "--db", str(db))
-    assert out.returncode == 0 and "no daemon running" in out.stdout
+    assert out.returncode == 3 and "no daemon running" in out.stdout  # 3: no daemon
+    nothing = cli("status", "--socket", str(tmp_path / "none.sock"), "--db",
+                  str(tmp_path / "none.duckdb"), "--json")
+    assert nothing.returncode == 3
+    assert json.loads(nothing.stdout) == {
+        "daemon": None, "error": f"{tmp_path / 'none.duckdb'}: no database yet (record one "
+                                 "with `logwatch scan --db`)"}
 
 
 E = TypeVar("E", bound=Event)

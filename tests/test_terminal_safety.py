@@ -166,7 +166,7 @@ def test_history_sql_and_status_show_database_values_visibly(log: Path, tmp_path
     assert history.returncode == 0, history.stderr
     assert_clean(history.stdout, ["model.not_found", MODEL_SHOWN])
     status = cli("status", "--db", db, "--socket", tmp_path / "none.sock")
-    assert status.returncode == 0 and "no daemon running" in status.stdout
+    assert status.returncode == 3 and "no daemon running" in status.stdout
 
     failed = cli("sql", "--db", db, "--socket", tmp_path / "none.sock",
                  f"SELECT '{PAYLOAD}' FROM no_such_table")
@@ -236,7 +236,8 @@ def daemon(log: Path, tmp_path: Path) -> Daemon:
 def test_daemon_status_sql_metrics_and_console(daemon: Daemon, log: Path) -> None:
     try:
         status = cli("status", "--socket", daemon.sock)
-        assert status.returncode == 0 and "daemon running" in status.stdout, status.stderr
+        # exit 1: the hostile log's launch failed (model not found)
+        assert status.returncode == 1 and "daemon running" in status.stdout, status.stderr
         assert_clean(status.stdout, [f"file:{log.parent.resolve()}/{FILE_SHOWN}"])
         as_json = cli("status", "--socket", daemon.sock, "--json")
         assert_clean(as_json.stdout, ["\\u001b]0;title\\u0007"])

@@ -163,52 +163,94 @@ def relaunch_lines(relaunch: dict[str, Any] | None, socket: Path | None = None) 
     return out
 
 
+EXIT_FATAL = 1  # status: a target's newest launch failed
+EXIT_NO_DAEMON = 3  # status: no daemon answers (what the history holds is printed)
+
+
 def status(db: Path | None, socket: Path | None, as_json: bool) -> int:
-    answer = _ask_daemon(socket, "status", db)
-    if answer is not None and answer.get("ok"):
-        state = answer["status"]
+    """What the daemon is doing; exit 0 healthy, 1 when a target's newest launch failed, 3
+    when no daemon answers, 2 when neither the daemon nor the history could be read.
+    `--json` prints one object in every case, an error too."""
+    from logwatch.store.errors import DatabaseError
+
+    try:
+        answer = _ask_daemon(socket, "status", db)
+        if answer is not None and not answer.get("ok"):
+            raise DatabaseError(f"the daemon: {answer.get('error')}")
+        if answer is None:
+            return _history_status(db, as_json)
+    except DatabaseError as exc:
+        if not as_json:
+            raise
+        json.dump({"daemon": None, "error": str(exc)}, sys.stdout, indent=2)
+        sys.stdout.write("\n")
+        return 2
+    state = answer["status"]
+    failed = [launch for launch in state.get("launches", []) if launch["outcome"] == "failed"]
+    code = EXIT_FATAL if failed else 0
+    if as_json:
+        json.dump(state, sys.stdout, indent=2)
+        sys.stdout.write("\n")
+        return code
+    print(f"daemon running {state['uptime_s']:.0f} s: {state['lines']:,} lines read, "
+          f"{state['findings_recorded']:,} findings recorded, "
+          f"library {visible(str(state['library']))}")
+    database = state.get("database", {})
+    if database.get("writable") is False:
+        print(f"  DATABASE UNWRITABLE for {database['since_s']:.0f} s "
+              f"({database['failed_tries']} failed commits): "
+              f"{visible(str(database['error']))}; {state['pending']:,} findings "
+              f"waiting; reading {database['reading']}")
+    for source in state["sources"]:
+        behind = source.get("behind_bytes")
+        catching_up = f", {behind:,} bytes behind" if behind else ""
+        silent = (", no vLLM output recognised" if source.get("vllm_output") is False
+                  else "")
+        print(f"  {visible(str(source['name']))}: line {source['next_line']:,}, idle "
+              f"{source['idle_s']:.0f} s{catching_up}{silent} "
+              f"({visible(str(source['generation']))})")
+    for launch in state.get("launches", []):
+        cause = (f", root cause {visible(str(launch['root_cause']))}"
+                 if launch.get("root_cause") else "")
+        again = (f", failed {launch['failed_before']} time(s) before"
+                 if launch.get("failed_before") else "")
+        print(f"  {visible(str(launch['source']))} launch #{launch['number']}: "
+              f"{launch['outcome']}{cause}{again}")
+        if launch.get("latent"):  # not failed (yet) is not healthy: say what is ahead
+            print(f"  {visible(str(launch['source']))} launch #{launch['number']} "
+                  f"({launch['outcome']}) has latent problems: "
+                  + "; ".join(visible(str(t)) for t in launch["latent"]))
+    for line in relaunch_lines(state.get("relaunch"), socket):
+        print(f"  {line}")
+    for event in state["events"]:
+        print(f"  event: {visible(str(event))}")
+    return code
+
+
+def _history_status(db: Path | None, as_json: bool) -> int:
+    """No daemon answers: what the history holds, and exit 3 (the history unreadable too:
+    said, still 3)."""
+    from logwatch.store.errors import DatabaseError
+
+    try:
+        rows = read_only_query(
+            db or default_db_path(),
+            "SELECT (SELECT count(*) FROM findings), (SELECT count(*) FROM incidents WHERE "
+            "fatal), (SELECT max(updated) FROM checkpoints)").rows
+    except DatabaseError as exc:
         if as_json:
-            json.dump(state, sys.stdout, indent=2)
+            json.dump({"daemon": None, "error": str(exc)}, sys.stdout, indent=2)
             sys.stdout.write("\n")
-            return 0
-        print(f"daemon running {state['uptime_s']:.0f} s: {state['lines']:,} lines read, "
-              f"{state['findings_recorded']:,} findings recorded, "
-              f"library {visible(str(state['library']))}")
-        database = state.get("database", {})
-        if database.get("writable") is False:
-            print(f"  DATABASE UNWRITABLE for {database['since_s']:.0f} s "
-                  f"({database['failed_tries']} failed commits): "
-                  f"{visible(str(database['error']))}; {state['pending']:,} findings "
-                  f"waiting; reading {database['reading']}")
-        for source in state["sources"]:
-            behind = source.get("behind_bytes")
-            catching_up = f", {behind:,} bytes behind" if behind else ""
-            silent = (", no vLLM output recognised" if source.get("vllm_output") is False
-                      else "")
-            print(f"  {visible(str(source['name']))}: line {source['next_line']:,}, idle "
-                  f"{source['idle_s']:.0f} s{catching_up}{silent} "
-                  f"({visible(str(source['generation']))})")
-        for launch in state.get("launches", []):
-            if launch.get("latent"):  # not failed (yet) is not healthy: say what is ahead
-                print(f"  {visible(str(launch['source']))} launch #{launch['number']} "
-                      f"({launch['outcome']}) has latent problems: "
-                      + "; ".join(visible(str(t)) for t in launch["latent"]))
-        for line in relaunch_lines(state.get("relaunch"), socket):
-            print(f"  {line}")
-        for event in state["events"]:
-            print(f"  event: {visible(str(event))}")
-        return 0
-    rows = read_only_query(
-        db or default_db_path(),
-        "SELECT (SELECT count(*) FROM findings), (SELECT count(*) FROM incidents WHERE fatal), "
-        "(SELECT max(updated) FROM checkpoints)").rows
+        else:
+            print(visible(f"no daemon running; {exc}"))
+        return EXIT_NO_DAEMON
     findings, fatal, updated = rows[0]
     summary = {"daemon": None, "findings": findings, "fatal_incidents": fatal,
                "last_checkpoint": _cell(updated)}
     if as_json:
-        json.dump(summary, sys.stdout, indent=2)
+        json.dump(summary, sys.stdout, indent=2, default=str)
         sys.stdout.write("\n")
     else:
         print(f"no daemon running; the history holds {findings:,} findings, {fatal:,} fatal "
               f"incidents; last checkpoint {_cell(updated) or 'never'}")
-    return 0
+    return EXIT_NO_DAEMON

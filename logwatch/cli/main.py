@@ -110,7 +110,8 @@ def build_parser() -> argparse.ArgumentParser:
     pre.add_argument("--json", action="store_true", help="print the prediction as JSON")
 
     status = sub.add_parser("status", help="what the daemon is doing (or, with none running, "
-                                           "what the history holds)")
+                                           "what the history holds); exit 0 healthy, 1 when a "
+                                           "target's newest launch failed, 3 with no daemon")
     status.add_argument("--socket", type=Path, metavar="PATH", default=None,
                         help=socket_help)
     status.add_argument("--db", type=Path, metavar="PATH", default=None, help=db_help)
