@@ -1,5 +1,6 @@
 """Configure structlog once, at the entry point: JSON to journald under systemd (detected by
-JOURNAL_STREAM naming our stderr), readable console lines on a terminal, JSON otherwise.
+JOURNAL_STREAM naming our stderr), each line after its syslog priority (`<3>` for an error),
+readable console lines on a terminal, JSON otherwise.
 
 On a terminal every value (file names, log text, exception messages) is shown with its control
 characters visible; JSON escapes them itself and keeps the values as they were."""
@@ -44,12 +45,28 @@ def _visible_traceback(stream: TextIO, exc_info: Any) -> None:
     stream.write(visible(text.getvalue(), lines=True))
 
 
+# syslog priorities (sd-daemon(3)): a `<N>` before a line tells journald its priority, so
+# `journalctl -p err -u logwatch` finds the errors among the JSON lines
+PRIORITY = {"critical": 2, "error": 3, "warning": 4, "info": 6, "debug": 7}
+
+
+class _JournalLine:
+    """JSON, after `<N>`, the syslog priority of its level."""
+
+    def __init__(self) -> None:
+        self.json = structlog.processors.JSONRenderer()
+
+    def __call__(self, logger: Any, method: str, event: MutableMapping[str, Any]) -> str:
+        priority = PRIORITY.get(str(event.get("level", "")), 6)
+        return f"<{priority}>{self.json(logger, method, event)}"
+
+
 def configure(stream: TextIO | None = None, level: int = logging.INFO) -> str:
     """Set up structlog for this process; returns the renderer chosen ("journal", "console",
     "json")."""
     stream = stream or sys.stderr
     if under_journald(stream):
-        renderers: list[Any] = [structlog.processors.JSONRenderer()]
+        renderers: list[Any] = [_JournalLine()]
         kind = "journal"
     elif stream.isatty():
         renderers = [_visible_values, structlog.dev.ConsoleRenderer(

@@ -34,11 +34,36 @@ def test_json_events_under_journald_carry_target_and_source(tmp_path: Path) -> N
                         str(tmp_path / "h.duckdb"), "--quiet", "--gpu-capability", "9.0", "--",
                         "cat", str(SAMPLES / "healthy_033_startup.log")], cwd=ROOT, env=env,
                        stderr=stream, stdout=subprocess.DEVNULL, timeout=60, check=True)
-    events = [json.loads(line) for line in err.read_text().splitlines()
-              if line.startswith("{")]
-    reading = next(e for e in events if e["event"] == "reading")
+    lines = [line for line in err.read_text().splitlines() if line.startswith("<")]
+    # each JSON line after its syslog priority, which journald reads and strips
+    events = {json.loads(line[3:])["event"]: (line[:3], json.loads(line[3:]))
+              for line in lines}
+    reading = events["reading"][1]
     assert reading["target"] == "qwen" and reading["source"] == "run:qwen"
-    assert {e["event"] for e in events} >= {"started", "reading", "stopped"}
+    assert set(events) >= {"started", "reading", "stopped"}
+    assert events["started"][0] == "<6>"
+    assert events["started"][1]["database"] == str(tmp_path / "h.duckdb")
+
+
+@pytest.mark.slow
+def test_under_journald_a_fatal_incident_and_a_failed_launch_are_errors(tmp_path: Path
+                                                                        ) -> None:
+    """`journalctl -p err -u logwatch` finds them: priority 3, with the root cause."""
+    err = tmp_path / "stderr"
+    with open(err, "w") as stream:
+        st = os.fstat(stream.fileno())
+        env = {**os.environ, "JOURNAL_STREAM": f"{st.st_dev}:{st.st_ino}"}
+        subprocess.run([sys.executable, "-m", "logwatch", "run", "--target", "qwen", "--db",
+                        str(tmp_path / "h.duckdb"), "--quiet", "--gpu-capability", "9.0", "--",
+                        "cat", str(SAMPLES / "mtp_tensor_mismatch_glm_033.log")], cwd=ROOT,
+                       env=env, stderr=stream, stdout=subprocess.DEVNULL, timeout=60,
+                       check=False)
+    errors = [json.loads(line[3:]) for line in err.read_text().splitlines()
+              if line.startswith("<3>")]
+    assert {e["event"] for e in errors} == {"fatal_incident", "launch_failed"}
+    assert "weights.tensor_size_mismatch" in {e.get("signature") for e in errors}
+    failed = next(e for e in errors if e["event"] == "launch_failed")
+    assert failed["root_cause"] == "weights.tensor_size_mismatch"
 
 
 @pytest.mark.slow

@@ -569,7 +569,7 @@ class Daemon:
         assert notice.failure is not None
         self.events.append(notice.failure)
         fields = notice.fields
-        self.log.warning("launch_failed", source=fields["source"], launch=fields["id"],
+        self.log.error("launch_failed", source=fields["source"], launch=fields["id"],
                          root_cause=fields["root_cause"],
                          failed_before=fields["failed_before"])
         self.status_now()
@@ -640,7 +640,9 @@ class Daemon:
         self.notifier.ready(f"following {len(self.sources)} source(s), library "
                             f"{self.library.version}")
         self.log.info("started", sources=[s.name for s in self.sources],
-                      library=self.library.version, resume=len(self.resume))
+                      library=self.library.version, resume=len(self.resume),
+                      database=str(self.writer.store.path),
+                      socket=str(self.control.path) if self.control is not None else None)
         readers = [asyncio.create_task(self._read(s)) for s in self.sources]
         all_read = asyncio.create_task(self._read_all(readers))
         batcher = asyncio.create_task(self._batcher())

@@ -219,6 +219,9 @@ class Writes:
         for incident, signature, fatal, launch, again in self._new_incidents:
             told.publish("incident", id=incident, signature=signature, fatal=fatal,
                          launch=launch, again=again)
+            if fatal:  # at error priority: `journalctl -p err -u logwatch` lists them
+                told.log.error("fatal_incident", signature=signature, incident=incident,
+                               launch=launch, again=again)
         self._new_incidents = []
         for written in self._new_launches:
             for notice in self.launches.written(written):
