@@ -58,7 +58,8 @@ class _JournalLine:
 
     def __call__(self, logger: Any, method: str, event: MutableMapping[str, Any]) -> str:
         priority = PRIORITY.get(str(event.get("level", "")), 6)
-        return f"<{priority}>{self.json(logger, method, event)}"
+        line = self.json(logger, method, event)
+        return f"<{priority}>" + (line.decode() if isinstance(line, bytes) else line)
 
 
 def configure(stream: TextIO | None = None, level: int = logging.INFO) -> str:
