@@ -201,3 +201,11 @@ def test_a_change_in_a_signature_directory_reloads_the_library(tmp_path: Path) -
     assert found.signature == "site.boom" and found.captures == {"n": "42"}
     assert refused.loaded is False and "broken.toml" in str(refused.error)
     assert still.signature == "site.boom" and still.captures == {"n": "43"}
+
+
+def test_history_reads_through_the_daemon_that_holds_the_file(running: Running) -> None:
+    """The daemon holds the file open for writing: `history` asked the file itself and got
+    "database is locked"; it asks the daemon now, as `sql` does."""
+    shown = cli("history", "--socket", str(running.sock), "--db", str(running.db))
+    assert shown.returncode == 0, shown.stderr
+    assert "weights.tensor_size_mismatch" in shown.stdout and "root" in shown.stdout

@@ -79,19 +79,24 @@ def _ask_daemon(socket: Path | None, op: str, db: Path | None = None,
     return None if answer.get("other_db") else answer
 
 
+def _query(db: Path | None, query: str, socket: Path | None) -> QueryResult:
+    """Through the daemon when it holds `db` (the file is locked then), else the file
+    itself, read-only."""
+    answer = _ask_daemon(socket, "sql", db, query=query)
+    if answer is None:
+        return read_only_query(db or default_db_path(), query)
+    if not answer.get("ok"):
+        from logwatch.store.db import DatabaseError
+
+        raise DatabaseError(str(answer.get("error")))
+    return QueryResult(answer["columns"], [tuple(r) for r in answer["rows"]],
+                       answer.get("truncated") or None)
+
+
 def sql(db: Path | None, query: str, fmt: str, socket: Path | None = None) -> int:
     if query == "-":  # the query from stdin (a file, a heredoc)
         query = sys.stdin.read()
-    answer = _ask_daemon(socket, "sql", db, query=query)
-    if answer is not None:
-        if not answer.get("ok"):
-            from logwatch.store.db import DatabaseError
-
-            raise DatabaseError(str(answer.get("error")))
-        result = QueryResult(answer["columns"], [tuple(r) for r in answer["rows"]],
-                             answer.get("truncated") or None)
-    else:
-        result = read_only_query(db or default_db_path(), query)
+    result = _query(db, query, socket)
     columns, rows, truncated = result.columns, result.rows, result.truncated
     if fmt == "json":
         json.dump({"columns": columns,
@@ -129,9 +134,8 @@ LIMIT {limit}
 """
 
 
-def history(db: Path | None, limit: int) -> int:
-    result = read_only_query(db or default_db_path(),
-                             HISTORY_QUERY.format(limit=max(1, int(limit))))
+def history(db: Path | None, limit: int, socket: Path | None = None) -> int:
+    result = _query(db, HISTORY_QUERY.format(limit=max(1, int(limit))), socket)
     sys.stdout.write(render_table(result.columns, result.rows,
                                   max_width=48 if sys.stdout.isatty() else None))
     return 0

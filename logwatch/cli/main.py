@@ -134,6 +134,7 @@ def build_parser() -> argparse.ArgumentParser:
                      help="one JSON object a row, {column: value}, for pipelines")
     hist = sub.add_parser("history", help="recent incidents with their diagnoses")
     hist.add_argument("--db", type=Path, metavar="PATH", default=None, help=db_help)
+    hist.add_argument("--socket", type=Path, metavar="PATH", default=None, help=socket_help)
     hist.add_argument("--limit", type=int, default=20,
                       help="at most this many incidents (default: %(default)s)")
 
@@ -735,7 +736,7 @@ def _cmd_history(args: argparse.Namespace) -> int:
         return history_cmds.sql(args.db, args.query, fmt, args.socket)
     if args.command == "status":
         return history_cmds.status(args.db, args.socket, args.json)
-    return history_cmds.history(args.db, args.limit)
+    return history_cmds.history(args.db, args.limit, args.socket)
 
 
 def _cmd_tui(args: argparse.Namespace) -> int:
