@@ -209,3 +209,13 @@ def test_history_reads_through_the_daemon_that_holds_the_file(running: Running) 
     shown = cli("history", "--socket", str(running.sock), "--db", str(running.db))
     assert shown.returncode == 0, shown.stderr
     assert "weights.tensor_size_mismatch" in shown.stdout and "root" in shown.stdout
+
+
+def test_snapshot_diff_by_hash_reads_through_the_daemon(running: Running) -> None:
+    hashes = json.loads(cli("sql", "--socket", str(running.sock), "--db", str(running.db),
+                            "--json", "SELECT hash FROM snapshots ORDER BY hash").stdout)
+    first, second = (row["hash"] for row in hashes["rows"][:2])
+    shown = cli("snapshot", "diff", first[:8], second[:8], "--socket", str(running.sock),
+                "--db", str(running.db))
+    assert shown.returncode == 1, shown.stderr  # 1: they differ
+    assert f"{first} -> {second}:" in shown.stdout

@@ -79,7 +79,7 @@ def _ask_daemon(socket: Path | None, op: str, db: Path | None = None,
     return None if answer.get("other_db") else answer
 
 
-def _query(db: Path | None, query: str, socket: Path | None) -> QueryResult:
+def query_history(db: Path | None, query: str, socket: Path | None) -> QueryResult:
     """Through the daemon when it holds `db` (the file is locked then), else the file
     itself, read-only."""
     answer = _ask_daemon(socket, "sql", db, query=query)
@@ -96,7 +96,7 @@ def _query(db: Path | None, query: str, socket: Path | None) -> QueryResult:
 def sql(db: Path | None, query: str, fmt: str, socket: Path | None = None) -> int:
     if query == "-":  # the query from stdin (a file, a heredoc)
         query = sys.stdin.read()
-    result = _query(db, query, socket)
+    result = query_history(db, query, socket)
     columns, rows, truncated = result.columns, result.rows, result.truncated
     if fmt == "json":
         json.dump({"columns": columns,
@@ -135,7 +135,7 @@ LIMIT {limit}
 
 
 def history(db: Path | None, limit: int, socket: Path | None = None) -> int:
-    result = _query(db, HISTORY_QUERY.format(limit=max(1, int(limit))), socket)
+    result = query_history(db, HISTORY_QUERY.format(limit=max(1, int(limit))), socket)
     sys.stdout.write(render_table(result.columns, result.rows,
                                   max_width=48 if sys.stdout.isatty() else None))
     return 0

@@ -89,6 +89,7 @@ def build_parser() -> argparse.ArgumentParser:
     diff.add_argument("a", help="a snapshot: a JSON file or a hash in the history")
     diff.add_argument("b", help="the snapshot to compare it with")
     diff.add_argument("--db", type=Path, metavar="PATH", default=None, help=db_help)
+    diff.add_argument("--socket", type=Path, metavar="PATH", default=None, help=socket_help)
 
     pre = sub.add_parser("preflight", help="predict, before vLLM loads a weight, the failures a "
                                            "launch will hit (exit 0: clean start, 1: failures)")
@@ -439,7 +440,7 @@ def _cmd_snapshot(args: argparse.Namespace) -> int:
     from logwatch.cli import snapshot as snapshot_cmds
 
     if args.action == "diff":
-        return snapshot_cmds.diff(args.a, args.b, args.db)
+        return snapshot_cmds.diff(args.a, args.b, args.db, args.socket)
     return snapshot_cmds.show(_snapshot_options(args), as_json=args.json)
 
 

@@ -129,7 +129,7 @@ def _fail(message: str) -> SystemExit:
     return SystemExit(2)
 
 
-def _load(ref: str, db: Path | None) -> dict[str, Any]:
+def _load(ref: str, db: Path | None, socket: Path | None = None) -> dict[str, Any]:
     """A snapshot from a JSON file (`snapshot show --json`), or by hash (prefix) from the
     history."""
     path = Path(ref)
@@ -141,23 +141,24 @@ def _load(ref: str, db: Path | None) -> dict[str, Any]:
         if not isinstance(data, dict):
             raise _fail(f"{path}: not a snapshot")
         return data
-    from logwatch.store.db import default_db_path
-    from logwatch.store.operator_sql import read_only_query
+    from logwatch.cli.history import query_history
 
     if not all(c in "0123456789abcdef" for c in ref) or len(ref) < 4:
         raise _fail(f"{ref}: neither a snapshot file nor a snapshot hash")
-    rows = read_only_query(db or default_db_path(),
-                           "SELECT hash, body FROM snapshots WHERE starts_with(hash, ?)",
-                           [ref]).rows
+    # through the daemon when it holds the history (the socket's SQL takes no parameters:
+    # the hash, checked to be hex digits only, is the literal)
+    query = f"SELECT hash, body FROM snapshots WHERE starts_with(hash, '{ref}')"
+    rows = query_history(db, query, socket).rows
     if len(rows) != 1:
         raise _fail(f"{ref}: {'no' if not rows else 'more than one'} snapshot with that "
                     "hash in the history")
-    body: dict[str, Any] = json.loads(rows[0][1])
+    stored = rows[0][1]
+    body: dict[str, Any] = json.loads(stored) if isinstance(stored, str) else stored
     return {"hash": rows[0][0], **body}
 
 
-def diff(a: str, b: str, db: Path | None = None) -> int:
-    left, right = _load(a, db), _load(b, db)
+def diff(a: str, b: str, db: Path | None = None, socket: Path | None = None) -> int:
+    left, right = _load(a, db, socket), _load(b, db, socket)
     changes = diff_dicts(left, right)
     a_hash, b_hash = visible(str(left.get("hash"))), visible(str(right.get("hash")))
     if not changes:
