@@ -221,3 +221,31 @@ def test_a_failure_is_judged_once_the_child_ended_not_on_its_first_fatal_line(
     told = [line for line in err.splitlines() if "launch #1 failed" in line]
     assert told == ["logwatch run: run:vllm launch #1 failed: Tensor size mismatch while "
                     "loading weights"], err
+
+
+@pytest.mark.slow
+def test_a_failure_read_from_a_pipe_or_a_file_is_judged_once_its_lines_settled(
+        tmp_path: Path) -> None:
+    """The same launch arriving on the daemon's stdin with a pause (1.5 s: longer than a
+    commit, shorter than the settling time) after the first fatal line: with no exit to wait
+    for, the failure is told once no finding joined the launch for a while, naming the
+    tensor size mismatch. (A journal source failed this way under load in CI: the plan was
+    made from "no signature recognised its cause" and the policy rejected it.)"""
+    text = (SAMPLES / "demo_marlin_and_mtp.log").read_bytes().decode()
+    launch = [line + "\n" for line in text.split("\n")[96:-1]]
+    cut = max(i for i, line in enumerate(launch) if "WorkerProc failed to start" in line) + 1
+    script = (f"import sys, time; lines = {launch!r}; "
+              f"sys.stdout.write(''.join(lines[:{cut}])); sys.stdout.flush(); "
+              f"time.sleep(1.5); sys.stdout.write(''.join(lines[{cut}:])); "
+              "sys.stdout.flush(); time.sleep(5)")
+    writer = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE)
+    daemon = subprocess.run([sys.executable, "-m", "logwatch", "daemon", "--stdin", "--db",
+                             str(tmp_path / "h.duckdb")], stdin=writer.stdout,
+                            capture_output=True, cwd=ROOT, timeout=120, check=False)
+    writer.wait(30)
+    import json
+
+    told = [json.loads(line) for line in daemon.stderr.decode().splitlines()
+            if '"launch_failed"' in line]
+    assert [t["root_cause"] for t in told] == ["weights.tensor_size_mismatch"], \
+        daemon.stderr.decode()[-3000:]

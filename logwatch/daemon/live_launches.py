@@ -23,6 +23,10 @@ PUBLISHED_KEPT = 1000  # launches whose last `launch` event is remembered
 # often (a backlog of a failing launch commits every 50 ms); a new launch, a new incident,
 # a new outcome or an exit is analysed at the next commit.
 ANALYSE_SECONDS = 1.0
+# a failed launch of a source with no exit to wait for (a file, a journal) is told as a
+# failure once no finding joined it for this long: its root cause is often printed after the
+# first fatal line (the TP workers' "failed to start", then their tracebacks)
+SETTLE_SECONDS = 3.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -74,6 +78,8 @@ class LiveLaunches:
         self._published: dict[str, tuple[Any, ...]] = {}  # launch id -> its last event's state
         self._exiting = frozenset(exiting)
         self._failures: set[str] = set()  # launch ids whose failure was told
+        self._last_found: dict[str, float] = {}  # launch id -> when a finding last joined it
+        self._final = False  # the last commit before stopping: every failure is told
         self._diagnoses: set[str] = set()  # diagnosis ids published
         self.failed = 0  # launches seen failing since the daemon started
         self.last_failure: str | None = None  # the newest, as the operator reads it
@@ -140,6 +146,7 @@ class LiveLaunches:
             self._begin(change.launch)
         lid = launch_id(change.launch)
         self._dirty[lid] = change.launch
+        self._last_found[lid] = time.monotonic()
         if change.new_incident or change.outcome_changed:
             self._urgent.add(lid)
         return Placed(lid, change.copy)
@@ -155,6 +162,7 @@ class LiveLaunches:
         """Frozen copies of the changed launches that are due (all of them with
         `everything`: the last commit before stopping). Event-loop thread."""
         now = time.monotonic()
+        self._final = self._final or everything
         due = [lid for lid in self._dirty if everything or self._due(lid, now)]
         launches = [self._dirty.pop(lid).frozen() for lid in due]
         for lid in due:
@@ -188,10 +196,15 @@ class LiveLaunches:
         changed = state != self._published.get(row["id"])
         self._published[row["id"]] = state
         failure = None
-        if row["outcome"] == FAILED and row["id"] not in self._failures and (
-                row["source"] not in self._exiting or row["exit_code"] is not None):
-            self._failures.add(row["id"])
-            failure = self._failed(row, analysis)
+        if row["outcome"] == FAILED and row["id"] not in self._failures:
+            if self._settled(row):
+                self._failures.add(row["id"])
+                failure = self._failed(row, analysis)
+            else:  # written again after ANALYSE_SECONDS (or when the next launch begins)
+                current = self.book.current(row["source"])
+                self._dirty.setdefault(row["id"], current if current is not None
+                                       and launch_id(current) == row["id"]
+                                       else analysis.launch)
         if changed or failure is not None:
             notices.append(Notice("launch", {
                 "id": row["id"], "source": row["source"], "start_line": row["start_line"],
@@ -210,7 +223,24 @@ class LiveLaunches:
                 del self._published[key]
         if len(self._failures) > PUBLISHED_KEPT:
             self._failures &= set(self._published)
+        if len(self._last_found) > PUBLISHED_KEPT:
+            for key in list(self._last_found)[:PUBLISHED_KEPT // 2]:
+                del self._last_found[key]
         return notices
+
+    def _settled(self, row: dict[str, Any]) -> bool:
+        """Whether every line of a failed launch is in: its child exited (a source that
+        reports exits), else no finding joined it for SETTLE_SECONDS; or a later launch of
+        its source began, or the daemon stops."""
+        if self._final:
+            return True
+        current = self.book.current(row["source"])
+        if current is not None and launch_id(current) != row["id"]:
+            return True  # a later launch of the source began: this one is over
+        if row["source"] in self._exiting:
+            return row["exit_code"] is not None
+        quiet = time.monotonic() - self._last_found.get(row["id"], float("-inf"))
+        return quiet >= SETTLE_SECONDS
 
     def _failed(self, row: dict[str, Any], analysis: LaunchAnalysis) -> str:
         self.failed += 1
