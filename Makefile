@@ -6,9 +6,10 @@ STAMP := $(VENV)/.installed
 
 .PHONY: demo test check lint typecheck unit fast bench bench-tui vocab clean system-deps vllm-sources vllm-cli
 
-# Tools the tests drive for real (logrotate, journal files). Installed with apt when running
-# as root; elsewhere the tests that need them skip and say why.
-SYSTEM_TOOLS := logrotate systemd-journal-remote
+# Tools the tests drive for real (logrotate, journal files, the TUI in tmux, the docs' jq and
+# socat examples). Installed with apt when running as root; elsewhere the tests that need
+# them skip and say why.
+SYSTEM_TOOLS := logrotate systemd-journal-remote tmux jq socat
 
 $(STAMP): pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
