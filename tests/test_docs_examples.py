@@ -80,3 +80,16 @@ def test_the_daemon_docs_socat_subscription_stays_and_hears_an_incident(tmp_path
             listener.kill()
         proc.terminate()
         proc.wait(timeout=30)
+
+
+def test_the_signature_example_in_the_docs_loads_and_passes_its_own_examples(
+        tmp_path: Path) -> None:
+    text = (ROOT / "docs" / "signatures.md").read_text(encoding="utf-8")
+    example = text.split("```toml\n", 1)[1].split("```", 1)[0]
+    (tmp_path / "local").mkdir()
+    (tmp_path / "local" / "mine.toml").write_text(example)
+    tested = subprocess.run([sys.executable, "-m", "logwatch", "signatures", "--signatures",
+                             str(tmp_path), "test"], cwd=ROOT, capture_output=True, text=True,
+                            check=False)
+    assert tested.returncode == 0, tested.stdout[-2000:] + tested.stderr
+    assert "ok   site.my_failure" in tested.stdout
