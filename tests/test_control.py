@@ -219,3 +219,17 @@ def test_snapshot_diff_by_hash_reads_through_the_daemon(running: Running) -> Non
                 "--db", str(running.db))
     assert shown.returncode == 1, shown.stderr  # 1: they differ
     assert f"{first} -> {second}:" in shown.stdout
+
+
+def test_the_daemon_names_the_sources_its_findings_came_from(running: Running) -> None:
+    """docs/history.md: every finding's source_id is a `sources` row, labelled with the
+    source (the daemon left the table empty)."""
+    out = cli("sql", "--socket", str(running.sock), "--db", str(running.db), "--json",
+              "SELECT s.kind, s.label, count(*) AS n FROM findings f "
+              "LEFT JOIN sources s ON s.id = f.source_id GROUP BY ALL")
+    assert out.returncode == 0, out.stderr
+    assert json.loads(out.stdout)["rows"] == [
+        {"kind": "file", "label": f"file:{running.log.resolve()}",
+         "n": json.loads(cli("sql", "--socket", str(running.sock), "--db", str(running.db),
+                             "--json", "SELECT count(*) AS n FROM findings").stdout
+                         )["rows"][0]["n"]}]

@@ -171,9 +171,16 @@ class LiveWriter:
         points = [{"source_id": key, "position": c.offset, "cursor": c.cursor,
                    "fingerprint": c.generation, "updated": now, "generation": c.generation,
                    "line": c.line} for key, c in latest.items()]
+        # each stream that gave a finding: the `sources` row its findings' source_id names
+        # (the stream's generation), labelled with the source it belongs to
+        streams = {item.generation: item.finding.source for item in found}
+        sources = [{"id": generation, "kind": label.split(":", 1)[0] if ":" in label
+                    else "file", "label": label, "size": None, "first_seen": now,
+                    "last_seen": now} for generation, label in streams.items()]
         con = self.store.con
         con.execute("BEGIN TRANSACTION")
         try:
+            self.store.upsert("sources", sources, "last_seen = excluded.last_seen")
             inserted = self.store.insert_new("findings", rows)
             self.store.insert("checkpoints", points, conflict="REPLACE")
             new_rows = [r for r in rows if r["id"] in inserted]
