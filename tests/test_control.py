@@ -64,6 +64,8 @@ def test_status_and_sql_go_through_the_daemon(running: Running) -> None:
     # exit 1: the newest launch of the sample failed (a monitor's "something is wrong")
     assert status.returncode == 1 and "daemon running" in status.stdout
     assert "launch #2: failed, root cause weights.tensor_size_mismatch" in status.stdout
+    assert f"  database {db} · socket {sock}" in status.stdout
+    assert "1 target(s) failed now" in status.stdout and "last: " in status.stdout
     assert "118 lines read" in status.stdout.replace(",", "")
     out = cli("sql", "--socket", str(sock), "--db", str(db), "--json",
               "SELECT signature FROM findings WHERE signature = 'marlin.repack_tile_n' LIMIT 1")

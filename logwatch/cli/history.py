@@ -200,6 +200,14 @@ def status(db: Path | None, socket: Path | None, as_json: bool) -> int:
           f"{state['findings_recorded']:,} findings recorded, "
           f"library {visible(str(state['library']))}")
     database = state.get("database", {})
+    from logwatch.paths import default_socket_path
+
+    print(f"  database {visible(str(database.get('path', '?')))} · socket "
+          f"{visible(str(socket or default_socket_path()))}")
+    if state.get("last_failure"):
+        print(f"  {len(failed)} target(s) failed now ({state.get('failed_launches', 0)} "
+              f"failed launch(es) since the daemon started); last: "
+              f"{visible(str(state['last_failure']))}")
     if database.get("writable") is False:
         print(f"  DATABASE UNWRITABLE for {database['since_s']:.0f} s "
               f"({database['failed_tries']} failed commits): "
