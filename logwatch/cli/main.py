@@ -177,6 +177,16 @@ def build_parser() -> argparse.ArgumentParser:
                       help="print the loop's timeline even in a terminal (default there: "
                            "run it live under `logwatch run` and show it in the TUI)")
 
+    export = sub.add_parser("export", help="the history as Parquet partitioned by host and "
+                            "day, for querying a fleet's histories together (docs/fleet.md)")
+    export.add_argument("--parquet", type=Path, metavar="DIR", required=True,
+                        help="the dataset's directory (one per fleet: every host's export "
+                             "goes beside the others)")
+    export.add_argument("--db", type=Path, metavar="PATH", default=None, help=db_help)
+    export.add_argument("--host", metavar="NAME", default=None,
+                        help="this host's name in the dataset (default: the hostname)")
+    export.add_argument("--since", metavar="YYYY-MM-DD", default=None,
+                        help="only the days from this one on (default: every day)")
     tui = sub.add_parser("tui", help="the live dashboard, log, incidents, history and "
                                      "signatures in the terminal (a client of the daemon)")
     tui.add_argument("--socket", type=Path, metavar="PATH", default=None,
@@ -740,6 +750,24 @@ def _cmd_history(args: argparse.Namespace) -> int:
     return history_cmds.history(args.db, args.limit, args.socket)
 
 
+def _cmd_export(args: argparse.Namespace) -> int:
+    from datetime import date
+
+    from logwatch.store.db import default_db_path
+    from logwatch.store.export import default_host, export_parquet
+
+    try:
+        since = date.fromisoformat(args.since) if args.since else None
+        written = export_parquet(args.db or default_db_path(), args.parquet,
+                                 args.host or default_host(), since)
+    except ValueError as exc:
+        _warn(f"logwatch export: {exc}")
+        return EXIT_USAGE
+    for item in written:
+        print(f"{item.table}: {item.rows:,} row(s)")
+    return 0
+
+
 def _cmd_tui(args: argparse.Namespace) -> int:
     from logwatch.daemon.config_file import default_socket_path, load_config
     from logwatch.store.db import default_db_path
@@ -824,6 +852,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return _cmd_demo(args)
         if args.command == "tui":
             return _cmd_tui(args)
+        if args.command == "export":
+            return _cmd_export(args)
         if args.command == "plan":
             from logwatch.cli.plan import plan_command
 
