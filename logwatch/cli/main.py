@@ -177,6 +177,12 @@ def build_parser() -> argparse.ArgumentParser:
                       help="print the loop's timeline even in a terminal (default there: "
                            "run it live under `logwatch run` and show it in the TUI)")
 
+    prune = sub.add_parser("prune", help="remove from the history the launches that started "
+                           "more than --keep-days ago, with their incidents and findings (a "
+                           "daemon does it itself with [database] keep_days)")
+    prune.add_argument("--keep-days", type=float, metavar="N", required=True,
+                       help="what started in the last N days stays")
+    prune.add_argument("--db", type=Path, metavar="PATH", default=None, help=db_help)
     export = sub.add_parser("export", help="the history as Parquet partitioned by host and "
                             "day, for querying a fleet's histories together (docs/fleet.md)")
     export.add_argument("--parquet", type=Path, metavar="DIR", required=True,
@@ -513,6 +519,7 @@ def _cmd_daemon(args: argparse.Namespace) -> int:
         targets = TargetSnapshots(config.targets)
         daemon = Daemon(sources, library, store, until_idle=args.until_idle,
                         reload_library=lambda: _load(args), targets=targets)
+        daemon.keep_days = float(config.get("database.keep_days") or 0)
         if any(t.relaunch.get("policy") in ("ask", "auto") for t in config.targets):
             from logwatch.daemon.relaunches import Relaunches, settings_from_config
 
@@ -750,6 +757,22 @@ def _cmd_history(args: argparse.Namespace) -> int:
     return history_cmds.history(args.db, args.limit, args.socket)
 
 
+def _cmd_prune(args: argparse.Namespace) -> int:
+    from logwatch.store.db import default_db_path, open_store
+    from logwatch.store.retention import prune
+
+    if args.keep_days <= 0:
+        _warn("logwatch prune: --keep-days must be more than 0")
+        return EXIT_USAGE
+    db = args.db or default_db_path()
+    if not db.exists():
+        _warn(f"logwatch prune: {db}: no database")
+        return EXIT_USAGE
+    with open_store(db) as store:  # a daemon holding it: said (it prunes with keep_days)
+        print(prune(store, args.keep_days).describe())
+    return 0
+
+
 def _cmd_export(args: argparse.Namespace) -> int:
     from datetime import date
 
@@ -854,6 +877,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return _cmd_tui(args)
         if args.command == "export":
             return _cmd_export(args)
+        if args.command == "prune":
+            return _cmd_prune(args)
         if args.command == "plan":
             from logwatch.cli.plan import plan_command
 

@@ -26,7 +26,8 @@ def valid_name(name: object) -> TypeGuard[str]:
 
 # section -> key -> (type, default). None default: required when the section is present.
 SCHEMA: dict[str, dict[str, tuple[type | tuple[type, ...], Any]]] = {
-    "database": {"path": (str, "")},
+    # keep_days: launches that started longer ago are pruned hourly by the daemon (0: never)
+    "database": {"path": (str, ""), "keep_days": ((int, float), 0)},
     # path "": chosen per user. query_*: limits on each SQL query asked through the socket
     "socket": {"path": (str, ""), "group": (str, ""), "query_seconds": ((int, float), 10.0),
                "query_rows": (int, 10_000)},

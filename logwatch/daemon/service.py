@@ -47,6 +47,7 @@ T = TypeVar("T")
 # The batcher's housekeeping tick (quiet sources, positions, the watchdog); holds and
 # pending findings wake it when they are due.
 TICK_SECONDS = 0.25
+PRUNE_EVERY_SECONDS = 3600.0  # [database] keep_days: how often the history is pruned
 # A source silent this long is settled: records still open are closed as they stand. A
 # traceback arrives as one burst of writes; a dying vLLM goes silent after its last line.
 QUIET_SECONDS = 0.5
@@ -111,6 +112,7 @@ class Daemon:
         """`until_idle`: stop once no source has produced data for that many seconds.
         `reload_library`: loads and checks the library again (SIGHUP)."""
         self.until_idle = until_idle
+        self.keep_days = 0.0  # [database] keep_days: 0 keeps everything
         self.reload_library = reload_library
         self.on_signal = on_signal  # `logwatch run`: SIGTERM/SIGINT go to the child instead
         # source or target name -> hash of the recorded snapshot of its configuration
@@ -599,6 +601,22 @@ class Daemon:
         with self.writes.lock:
             return fn(self.writer.store)
 
+    async def _keep_days(self, days: float) -> None:
+        """`[database] keep_days`: the history pruned at start and every hour after, on the
+        database's thread between commits (store.retention)."""
+        from logwatch.store.retention import prune
+
+        loop = asyncio.get_running_loop()
+        while True:
+            try:
+                pruned = await loop.run_in_executor(
+                    self.writes.thread, lambda: self.in_store(lambda store: prune(store, days)))
+            except Exception as exc:  # the database's trouble: said, tried again next hour
+                self.log.error("prune_failed", error=str(exc))
+            else:
+                self.log.info("pruned", keep_days=days, **pruned.removed)
+            await asyncio.sleep(PRUNE_EVERY_SECONDS)
+
     async def run(self) -> int:
         """Until stopped (SIGTERM/SIGINT) or every source has ended; then settle and commit."""
         loop = asyncio.get_running_loop()
@@ -649,6 +667,8 @@ class Daemon:
         watcher = (asyncio.create_task(self._watch_targets(self.targets))
                    if self.targets is not None and self.targets.watched else None)
         stopper = asyncio.create_task(self._stop.wait())
+        keeper = (asyncio.create_task(self._keep_days(self.keep_days))
+                  if self.keep_days > 0 else None)
         try:
             await asyncio.wait([stopper, all_read], return_when=asyncio.FIRST_COMPLETED)
         finally:
@@ -662,6 +682,8 @@ class Daemon:
             batcher.cancel()
             if watcher is not None:
                 watcher.cancel()
+            if keeper is not None:
+                keeper.cancel()
             await asyncio.gather(all_read, batcher, stopper, *([watcher] if watcher else []),
                                  return_exceptions=True)
             for source in self.sources:
