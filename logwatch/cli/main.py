@@ -520,6 +520,10 @@ def _cmd_daemon(args: argparse.Namespace) -> int:
         daemon = Daemon(sources, library, store, until_idle=args.until_idle,
                         reload_library=lambda: _load(args), targets=targets)
         daemon.keep_days = float(config.get("database.keep_days") or 0)
+        if config.notify:
+            from logwatch.daemon.alerts import Alerts
+
+            daemon.alerts = Alerts(config.notify, daemon.log)
         if any(t.relaunch.get("policy") in ("ask", "auto") for t in config.targets):
             from logwatch.daemon.relaunches import Relaunches, settings_from_config
 

@@ -72,6 +72,7 @@ class Config:
     values: dict[str, Any] = field(default_factory=dict)  # "database.path" -> value
     origins: dict[str, str] = field(default_factory=dict)  # "database.path" -> where from
     targets: list[TargetConfig] = field(default_factory=list)
+    notify: list[Any] = field(default_factory=list)  # NotifyConfig (core.notify_config)
     problems: list[Problem] = field(default_factory=list)
 
     def get(self, key: str) -> Any:
@@ -116,11 +117,11 @@ def parse_config(path: str, text: str, overrides: dict[str, Any] | None = None) 
                                        f"invalid TOML: {exc}"))
         data = {}
     for section, body in data.items():
-        if section == "targets":
+        if section in ("targets", "notify"):
             continue
         if section not in SCHEMA:
             problem(f"unknown section [{section}]", "", section, 0,
-                    did_you_mean(section, [*SCHEMA, "targets"]))
+                    did_you_mean(section, [*SCHEMA, "targets", "notify"]))
             continue
         if not isinstance(body, dict):
             problem(f"[{section}] must be a table", section)
@@ -145,6 +146,14 @@ def parse_config(path: str, text: str, overrides: dict[str, Any] | None = None) 
             config.origins[f"{section}.{key}"] = path
     for i, target in enumerate(data.get("targets", []) or []):
         _target(config, target, i, problem)
+    from logwatch.core.notify_config import parse_notify
+
+    entries = data.get("notify", [])
+    for i, entry in enumerate(entries if isinstance(entries, list) else [entries]):
+        found = parse_notify(entry, i + 1, lambda message, key, index: problem(
+            message, key, "notify", index))
+        if found is not None:
+            config.notify.append(found)
     names = [t.name for t in config.targets]
     for name in {n for n in names if names.count(n) > 1}:
         problem(f"target name {name!r} is used twice", "name", "targets",

@@ -113,6 +113,7 @@ class Daemon:
         `reload_library`: loads and checks the library again (SIGHUP)."""
         self.until_idle = until_idle
         self.keep_days = 0.0  # [database] keep_days: 0 keeps everything
+        self.alerts: Any = None  # daemon.alerts.Alerts, with [[notify]] entries
         self.reload_library = reload_library
         self.on_signal = on_signal  # `logwatch run`: SIGTERM/SIGINT go to the child instead
         # source or target name -> hash of the recorded snapshot of its configuration
@@ -194,6 +195,8 @@ class Daemon:
     def publish(self, kind: str, **fields: Any) -> None:
         if self.control is not None:
             self.control.publish(kind, **fields)
+        if self.alerts is not None:  # [[notify]]: hooks and webhooks
+            self.alerts.consider(kind, fields)
 
     def status_now(self) -> None:
         self._last_beat = 0.0  # a STATUS= line at the next beat
@@ -696,5 +699,7 @@ class Daemon:
                 await self.control.close()
             if self.metrics is not None:
                 await self.metrics.close()
+            if self.alerts is not None:
+                await self.alerts.close()
             self.log.info("stopped", lines=self.lines, findings=self.committed)
         return EXIT_UNWRITTEN if unwritten else 0
