@@ -84,3 +84,15 @@ def test_a_webhook_and_a_hook_hear_each_fatal_problem_and_the_crash_loop_once(
     assert sorted(s for e, s, _ in hooked if e == "fatal_incident") == sorted(fatal)
     assert [e for e, _, _ in hooked].count("crash_loop") == 1
     assert all(json.loads(body)["event"] == e for e, _, body in hooked)
+
+
+def test_the_readmes_notify_example_is_what_the_configuration_accepts() -> None:
+    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    blocks = [block.split("```", 1)[0] for block in text.split("```toml\n")[1:]]
+    example = next(block for block in blocks if "[[notify]]" in block)
+    config = parse_config("README.md", example)
+    assert config.problems == []
+    assert [n.kind for n in config.notify] == ["webhook", "hook"]
+    assert config.notify[1].argv[0] == "/usr/local/bin/page-oncall"
+    bad = parse_config("x.toml", '[[notify]]\nkind = "hook"\nargv = ["sh -c"]\n')
+    assert "absolute path (no shell runs it)" in bad.problems[0].message
