@@ -24,17 +24,24 @@ def test_journal_stream_detection_uses_the_real_stream(tmp_path: Path) -> None:
         assert not under_journald(stream, {})
 
 
-@pytest.mark.slow
-def test_json_events_under_journald_carry_target_and_source(tmp_path: Path) -> None:
+def _run_under_journald(tmp_path: Path, sample: str) -> list[str]:
+    """`logwatch run --target qwen -- cat SAMPLE` with stderr the stream JOURNAL_STREAM
+    names, as systemd sets it: its log lines."""
     err = tmp_path / "stderr"
     with open(err, "w") as stream:
         st = os.fstat(stream.fileno())
         env = {**os.environ, "JOURNAL_STREAM": f"{st.st_dev}:{st.st_ino}"}
         subprocess.run([sys.executable, "-m", "logwatch", "run", "--target", "qwen", "--db",
                         str(tmp_path / "h.duckdb"), "--quiet", "--gpu-capability", "9.0", "--",
-                        "cat", str(SAMPLES / "healthy_033_startup.log")], cwd=ROOT, env=env,
-                       stderr=stream, stdout=subprocess.DEVNULL, timeout=60, check=True)
-    lines = [line for line in err.read_text().splitlines() if line.startswith("<")]
+                        "cat", str(SAMPLES / sample)], cwd=ROOT, env=env, stderr=stream,
+                       stdout=subprocess.DEVNULL, timeout=60, check=False)
+    return err.read_text().splitlines()
+
+
+@pytest.mark.slow
+def test_json_events_under_journald_carry_target_and_source(tmp_path: Path) -> None:
+    lines = [line for line in _run_under_journald(tmp_path, "healthy_033_startup.log")
+             if line.startswith("<")]
     # each JSON line after its syslog priority, which journald reads and strips
     events = {json.loads(line[3:])["event"]: (line[:3], json.loads(line[3:]))
               for line in lines}
@@ -49,16 +56,8 @@ def test_json_events_under_journald_carry_target_and_source(tmp_path: Path) -> N
 def test_under_journald_a_fatal_incident_and_a_failed_launch_are_errors(tmp_path: Path
                                                                         ) -> None:
     """`journalctl -p err -u logwatch` finds them: priority 3, with the root cause."""
-    err = tmp_path / "stderr"
-    with open(err, "w") as stream:
-        st = os.fstat(stream.fileno())
-        env = {**os.environ, "JOURNAL_STREAM": f"{st.st_dev}:{st.st_ino}"}
-        subprocess.run([sys.executable, "-m", "logwatch", "run", "--target", "qwen", "--db",
-                        str(tmp_path / "h.duckdb"), "--quiet", "--gpu-capability", "9.0", "--",
-                        "cat", str(SAMPLES / "mtp_tensor_mismatch_glm_033.log")], cwd=ROOT,
-                       env=env, stderr=stream, stdout=subprocess.DEVNULL, timeout=60,
-                       check=False)
-    errors = [json.loads(line[3:]) for line in err.read_text().splitlines()
+    errors = [json.loads(line[3:]) for line in
+              _run_under_journald(tmp_path, "mtp_tensor_mismatch_glm_033.log")
               if line.startswith("<3>")]
     assert {e["event"] for e in errors} == {"fatal_incident", "launch_failed"}
     assert "weights.tensor_size_mismatch" in {e.get("signature") for e in errors}
