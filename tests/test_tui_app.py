@@ -6,10 +6,11 @@ healthy; the daemon going away shows "disconnected since" and coming back reconn
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import signal
 import subprocess
 import sys
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
 from datetime import datetime
 from pathlib import Path
 
@@ -68,14 +69,26 @@ async def test_without_a_daemon_the_history_is_shown_read_only(history: Path,
         assert "read-only" in str(screen.query_one("#sql-error").render())
 
 
-@pytest.mark.slow
-async def test_approve_in_the_tui_relaunches_and_the_target_turns_healthy(
-        tmp_path: Path) -> None:
+@contextlib.asynccontextmanager
+async def _asking_run(tmp_path: Path) -> AsyncIterator[tuple[subprocess.Popen[bytes], Path]]:
+    """A real `logwatch run --relaunch ask` of the vLLM stand-in, and its socket; it must
+    end by itself once interrupted (or once nothing is left to run)."""
     from tests.test_run_relaunch import _ended, _start
 
     run, sock = await asyncio.to_thread(_start, tmp_path, "ask", free_port())
-    app = LogwatchApp(sock, tmp_path / "h.duckdb")
     try:
+        yield run, sock
+    finally:
+        if run.poll() is None:
+            run.send_signal(signal.SIGINT)
+        _ended(run, 60)
+
+
+@pytest.mark.slow
+async def test_approve_in_the_tui_relaunches_and_the_target_turns_healthy(
+        tmp_path: Path) -> None:
+    async with _asking_run(tmp_path) as (run, sock):
+        app = LogwatchApp(sock, tmp_path / "h.duckdb")
         async with app.run_test(size=(120, 36)) as pilot:
             await _until(pilot, lambda: app.connection.kind == LIVE)
             await _until(pilot, lambda: any(a.answerable for a in app.board.actions), 90)
@@ -101,10 +114,6 @@ async def test_approve_in_the_tui_relaunches_and_the_target_turns_healthy(
             run.send_signal(signal.SIGINT)  # the daemon goes away
             await _until(pilot, lambda: app.connection.kind == DOWN, 60)
             assert app.connection.since is not None
-    finally:
-        if run.poll() is None:
-            run.send_signal(signal.SIGINT)
-        _ended(run, 60)
 
 
 @pytest.mark.slow
@@ -183,11 +192,10 @@ def test_the_readmes_tui_section_is_what_the_app_does() -> None:
 
 @pytest.mark.slow
 async def test_reject_in_the_tui_drops_the_plan_and_nothing_relaunches(tmp_path: Path) -> None:
-    from tests.test_run_relaunch import _ended, _start
+    from tests.test_run_relaunch import _ended
 
-    run, sock = await asyncio.to_thread(_start, tmp_path, "ask", free_port())
-    app = LogwatchApp(sock, tmp_path / "h.duckdb")
-    try:
+    async with _asking_run(tmp_path) as (run, sock):
+        app = LogwatchApp(sock, tmp_path / "h.duckdb")
         async with app.run_test(size=(120, 36)) as pilot:
             await _until(pilot, lambda: any(a.answerable for a in app.board.actions), 90)
             action = app.board.actions[0].id
@@ -205,10 +213,6 @@ async def test_reject_in_the_tui_drops_the_plan_and_nothing_relaunches(tmp_path:
             tmp_path / "h.duckdb", "SELECT to_state FROM action_transitions "
             f"WHERE action_id = '{action}' ORDER BY seq").rows]
         assert moves[-1] == "rejected" and "applying" not in moves
-    finally:
-        if run.poll() is None:
-            run.send_signal(signal.SIGINT)
-        _ended(run, 60)
 
 
 @pytest.mark.slow

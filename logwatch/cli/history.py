@@ -36,6 +36,11 @@ def _shown(value: Any) -> Any:
     return visible(str(value))
 
 
+def _cell_width() -> int | None:
+    """How wide a table cell may be: cut to fit a terminal, never in a pipe."""
+    return 48 if sys.stdout.isatty() else None
+
+
 def render_table(columns: list[str], rows: list[tuple[Any, ...]], max_width: int | None = 48,
                  truncated: str | None = None) -> str:
     """Aligned columns; a cell over `max_width` is cut with `…` (None: never cut)."""
@@ -112,9 +117,9 @@ def sql(db: Path | None, query: str, fmt: str, socket: Path | None = None) -> in
         writer = csv.writer(sys.stdout, lineterminator="\n")  # `\n`: awk, read, bc
         writer.writerow([visible(c) for c in columns])
         writer.writerows([[_shown(v) for v in row] for row in rows])
-    else:  # cut to fit a terminal only: a pipe gets every character
+    else:
         sys.stdout.write(render_table(columns, rows, truncated=truncated,
-                                      max_width=48 if sys.stdout.isatty() else None))
+                                      max_width=_cell_width()))
     if truncated and fmt != "table":  # the table says it in its last line
         sys.stderr.write(f"logwatch sql: {len(rows):,} rows shown, "
                          f"truncated: {visible(str(truncated))}\n")
@@ -136,8 +141,7 @@ LIMIT {limit}
 
 def history(db: Path | None, limit: int, socket: Path | None = None) -> int:
     result = query_history(db, HISTORY_QUERY.format(limit=max(1, int(limit))), socket)
-    sys.stdout.write(render_table(result.columns, result.rows,
-                                  max_width=48 if sys.stdout.isatty() else None))
+    sys.stdout.write(render_table(result.columns, result.rows, max_width=_cell_width()))
     return 0
 
 
@@ -186,8 +190,7 @@ def status(db: Path | None, socket: Path | None, as_json: bool) -> int:
     except DatabaseError as exc:
         if not as_json:
             raise
-        json.dump({"daemon": None, "error": str(exc)}, sys.stdout, indent=2)
-        sys.stdout.write("\n")
+        _json_error(exc)
         return 2
     state = answer["status"]
     failed = [launch for launch in state.get("launches", []) if launch["outcome"] == "failed"]
@@ -239,6 +242,12 @@ def status(db: Path | None, socket: Path | None, as_json: bool) -> int:
     return code
 
 
+def _json_error(exc: Exception) -> None:
+    """`status --json` when nothing could be read: still one object."""
+    json.dump({"daemon": None, "error": str(exc)}, sys.stdout, indent=2)
+    sys.stdout.write("\n")
+
+
 def _history_status(db: Path | None, as_json: bool) -> int:
     """No daemon answers: what the history holds, and exit 3 (the history unreadable too:
     said, still 3)."""
@@ -251,8 +260,7 @@ def _history_status(db: Path | None, as_json: bool) -> int:
             "fatal), (SELECT max(updated) FROM checkpoints)").rows
     except DatabaseError as exc:
         if as_json:
-            json.dump({"daemon": None, "error": str(exc)}, sys.stdout, indent=2)
-            sys.stdout.write("\n")
+            _json_error(exc)
         else:
             print(visible(f"no daemon running; {exc}"))
         return EXIT_NO_DAEMON

@@ -155,11 +155,11 @@ def build_parser() -> argparse.ArgumentParser:
         act = sub.add_parser(verb, help=what)
         act.add_argument("id", metavar="ID", help="the action's id (`logwatch status` lists "
                                                   "the open ones)")
-        _operator_arguments(act)
+        _operator_arguments(act, socket_help)
     reset = sub.add_parser("reset-breaker", help="close a target's circuit breaker after "
                            "repeated failed relaunches (only an operator can)")
     reset.add_argument("target", metavar="TARGET", help="the target's name")
-    _operator_arguments(reset)
+    _operator_arguments(reset, socket_help)
 
     demo = sub.add_parser("demo", help="the whole loop with a vLLM stand-in in a scratch "
                           "workspace: failure, diagnosis, plan, pre-flight, relaunch, "
@@ -301,10 +301,10 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _operator_arguments(parser: argparse.ArgumentParser) -> None:
+def _operator_arguments(parser: argparse.ArgumentParser, socket_help: str) -> None:
     parser.add_argument("--reason", metavar="TEXT", help="recorded with the move")
     parser.add_argument("--socket", type=Path, metavar="PATH", default=None,
-                        help=_defaults()[1])
+                        help=socket_help)
     parser.add_argument("--json", action="store_true", help="print the daemon's answer")
 
 

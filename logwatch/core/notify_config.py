@@ -12,11 +12,11 @@ from typing import Any
 
 EVENTS = ("fatal_incident", "crash_loop", "relaunch")
 KINDS = ("hook", "webhook")
-KEYS: dict[str, tuple[type | tuple[type, ...], Any]] = {
-    "kind": (str, None), "argv": (list, []), "url": (str, ""), "on": (list, list(EVENTS)),
-    "timeout_seconds": ((int, float), 5.0), "retries": (int, 2),
-    "every_seconds": ((int, float), 600.0), "crash_loop_launches": (int, 3),
-    "crash_loop_minutes": ((int, float), 10.0)}
+# key -> the TOML types it takes (the defaults are NotifyConfig's)
+KEYS: dict[str, type | tuple[type, ...]] = {
+    "kind": str, "argv": list, "url": str, "on": list, "timeout_seconds": (int, float),
+    "retries": int, "every_seconds": (int, float), "crash_loop_launches": int,
+    "crash_loop_minutes": (int, float)}
 
 
 @dataclass(frozen=True, slots=True)
@@ -46,8 +46,7 @@ def parse_notify(entry: Any, index: int, problem: Callable[[str, str, int], None
             problem(f"unknown key {key!r} in [[notify]] (one of {', '.join(KEYS)})", key, index)
             ok = False
             continue
-        expected = KEYS[key][0]
-        if not isinstance(value, expected) or isinstance(value, bool):
+        if not isinstance(value, KEYS[key]) or isinstance(value, bool):
             problem(f"notify.{key} has the wrong type", key, index)
             ok = False
             continue
@@ -79,9 +78,7 @@ def parse_notify(entry: Any, index: int, problem: Callable[[str, str, int], None
         ok = False
     if not ok:
         return None
-    return NotifyConfig(kind=kind, argv=tuple(argv), url=url, on=tuple(on),
-                        timeout_seconds=float(values.get("timeout_seconds", 5.0)),
-                        retries=int(values.get("retries", 2)),
-                        every_seconds=float(values.get("every_seconds", 600.0)),
-                        crash_loop_launches=int(values.get("crash_loop_launches", 3)),
-                        crash_loop_minutes=float(values.get("crash_loop_minutes", 10.0)))
+    numbers: dict[str, Any] = {k: float(v) if isinstance(KEYS[k], tuple) else v
+                               for k, v in values.items()
+                               if k not in ("kind", "argv", "url", "on")}
+    return NotifyConfig(kind=kind, argv=tuple(argv), url=url, on=tuple(on), **numbers)

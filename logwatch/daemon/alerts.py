@@ -36,7 +36,6 @@ class Alerts:
         self._sent: dict[tuple[int, str, str], float] = {}  # (entry, event, key) -> when
         self._failed: dict[str, deque[tuple[float, str]]] = {}  # source -> (when, launch)
         self._tasks: set[asyncio.Task[None]] = set()
-        self.delivered = 0  # deliveries that succeeded (status, tests)
 
     def consider(self, kind: str, fields: dict[str, Any]) -> None:
         """An event the daemon published (event loop)."""
@@ -88,15 +87,13 @@ class Alerts:
                     await self._hook(entry, body, payload)
                 else:
                     await asyncio.to_thread(_post, entry.url, payload, entry.timeout_seconds)
-            except (OSError, TimeoutError, urllib.error.URLError, RuntimeError) as exc:
-                if attempt < entry.retries:
-                    await asyncio.sleep(RETRY_BASE_SECONDS * 2 ** attempt)
-                    continue
-                self.log.error("notify_failed", notify=entry.kind, event=body["event"],
-                               target=entry.url or entry.argv[0], error=str(exc))
                 return
-            self.delivered += 1
-            return
+            except (OSError, TimeoutError, urllib.error.URLError, RuntimeError) as exc:
+                if attempt == entry.retries:
+                    self.log.error("notify_failed", notify=entry.kind, event=body["event"],
+                                   target=entry.url or entry.argv[0], error=str(exc))
+                    return
+            await asyncio.sleep(RETRY_BASE_SECONDS * 2 ** attempt)
 
     async def _hook(self, entry: NotifyConfig, body: dict[str, Any], payload: bytes) -> None:
         env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"),

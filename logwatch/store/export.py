@@ -45,8 +45,7 @@ def export_parquet(db: Path, out: Path, host: str, since: date | None = None
     try:
         done = []
         for table, when in TABLES.items():
-            day = (f"coalesce(CAST({when} AS DATE), DATE '1970-01-01')"
-                   if table != "action_transitions" else f"CAST({when} AS DATE)")
+            day = f"coalesce(CAST({when} AS DATE), DATE '1970-01-01')"
             where = f"WHERE {day} >= DATE '{since.isoformat()}'" if since else ""
             rows = con.execute(f"SELECT count(*) FROM {table} {where}").fetchone()
             count = int(rows[0]) if rows else 0

@@ -40,6 +40,8 @@ from logwatch.daemon.protocol import (
 from logwatch.tui import queries
 from logwatch.tui.backend import Backend, BackendError, HistoryBackend, SocketBackend
 from logwatch.tui.board import (
+    ACTION_TONE,
+    LAUNCH_TONE,
     incident_rows,
     pending_actions,
     recent_activity,
@@ -293,17 +295,14 @@ class LogwatchApp(App[None]):
                 event.signature, event.severity, tuple(event.captures.values())))
             return
         if isinstance(event, ActionEvent):
-            tone = {"succeeded": "good", "escalated": "bad", "rolled_back": "bad",
-                    "verify_failed": "bad", "rollback_failed": "bad",
-                    "awaiting_approval": "ask", "rejected": "idle",
-                    "expired": "idle"}.get(event.state, "busy")
-            self._note(tone, f"{event.target}: action {event.id} {event.state} "
-                                    f"({event.actor}): {event.reason}")
+            self._note(ACTION_TONE.get(event.state, "busy"),
+                       f"{event.target}: action {event.id} {event.state} ({event.actor}): "
+                       f"{event.reason}")
             if event.state in ("awaiting_approval", "succeeded", "escalated"):
                 self.notify(f"{event.target}: {event.state.replace('_', ' ')}",
                             severity="error" if event.state == "escalated" else "information")
         elif isinstance(event, LaunchEvent):
-            tone = {"failed": "bad", "serving": "good"}.get(event.outcome, "busy")
+            tone = LAUNCH_TONE.get(event.outcome, "busy")
             cause = f" — root cause {event.root_cause}" if event.root_cause else ""
             again = f" (failed {event.failed_before} time(s) before)" \
                 if event.failed_before else ""

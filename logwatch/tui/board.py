@@ -26,6 +26,14 @@ TONE = {"healthy": "good", "serving": "good", "starting": "busy", "relaunching":
         "breaker open": "bad", "stopped": "idle", "unknown": "idle"}
 
 
+# an activity line's tone: an action's new state, a launch's outcome (live events and the
+# history seeded when a TUI connects say them alike)
+ACTION_TONE = {"succeeded": "good", "escalated": "bad", "rolled_back": "bad",
+               "verify_failed": "bad", "rollback_failed": "bad", "awaiting_approval": "ask",
+               "rejected": "idle", "expired": "idle"}
+LAUNCH_TONE = {"failed": "bad", "serving": "good"}
+
+
 def target_of(source: str) -> str:
     """The target a source belongs to: `run:NAME` is `logwatch run --target NAME`, a
     configured target's sources are `NAME:...`; other sources are their own target, a
@@ -201,11 +209,10 @@ def recent_activity(rows: Sequence[Mapping[str, Any]]
         kind, what, why = str(row["kind"]), str(row["what"] or ""), str(row["why"] or "")
         who = target_of(str(row["who"] or ""))
         if kind == "launch":
-            tone = {"failed": "bad", "serving": "good"}.get(what, "busy")
+            tone = LAUNCH_TONE.get(what, "busy")
             text = f"{who}: launch {what}" + (f" — root cause {why}" if why else "")
         elif kind == "action":
-            tone = {"succeeded": "good", "escalated": "bad", "rolled_back": "bad",
-                    "awaiting_approval": "ask"}.get(what, "busy")
+            tone = ACTION_TONE.get(what, "busy")
             text = f"{who}: action {what} ({why})"
         else:
             tone, text = "ask", f"diagnosis: {what}"
