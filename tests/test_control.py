@@ -144,8 +144,9 @@ def test_status_without_a_daemon_reads_the_history(tmp_path: Path) -> None:
                   str(tmp_path / "none.duckdb"), "--json")
     assert nothing.returncode == 3
     assert json.loads(nothing.stdout) == {
-        "daemon": None, "error": f"{tmp_path / 'none.duckdb'}: no database yet (record one "
-                                 "with `logwatch scan --db`)"}
+        "daemon": None, "database": str(tmp_path / "none.duckdb"),
+        "error": f"{tmp_path / 'none.duckdb'}: no database yet (record one "
+                 "with `logwatch scan --db`)"}
 
 
 E = TypeVar("E", bound=Event)

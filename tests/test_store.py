@@ -15,7 +15,7 @@ import pytest
 from logwatch.core.library import Library
 from logwatch.scan.offline import resolve_inputs, scan_inputs
 from logwatch.scan.triage import SnapshotOptions
-from logwatch.store.db import DatabaseError, default_db_path, open_store
+from logwatch.store.db import DatabaseError, open_store
 from logwatch.store.operator_sql import read_only_query
 from logwatch.store.record import ScanRecorder
 from logwatch.store.schema import SCHEMA_VERSION
@@ -141,14 +141,6 @@ def test_sql_is_read_only(tmp_path: Path, query: str, message: str) -> None:
     open_store(db).close()
     with pytest.raises(DatabaseError, match=message):
         read_only_query(db, query)
-
-
-def test_default_paths() -> None:
-    assert default_db_path({"STATE_DIRECTORY": "/var/lib/logwatch"}) == Path(
-        "/var/lib/logwatch/logwatch.duckdb")
-    assert default_db_path({"XDG_DATA_HOME": "/x", "HOME": "/h"}) == Path(
-        "/x/logwatch/logwatch.duckdb")
-    assert default_db_path({"HOME": "/h"}) == Path("/h/.local/share/logwatch/logwatch.duckdb")
 
 
 @pytest.mark.slow

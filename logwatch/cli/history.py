@@ -61,35 +61,78 @@ def render_table(columns: list[str], rows: list[tuple[Any, ...]], max_width: int
     return "\n".join(out) + "\n"
 
 
+BUSY_SECONDS = 30.0  # how long a daemon may take to answer before it is called busy
+
+
+def _busy_seconds() -> float:
+    """$LOGWATCH_ANSWER_SECONDS, else BUSY_SECONDS: how long to wait for a daemon's answer."""
+    import os
+
+    try:
+        return max(0.1, float(os.environ.get("LOGWATCH_ANSWER_SECONDS") or BUSY_SECONDS))
+    except ValueError:
+        return BUSY_SECONDS
+
+
+class _Elsewhere:
+    """Why the file is read directly: no daemon listens, or the one that does holds
+    another history (what it said)."""
+
+    def __init__(self, why: str = "") -> None:
+        self.why = why
+
+
 def _ask_daemon(socket: Path | None, op: str, db: Path | None = None,
-                **params: Any) -> dict[str, Any] | None:
-    """The daemon's answer, or None when no daemon listens (then the file is free) or the
-    daemon holds another database than the `db` asked for."""
+                **params: Any) -> dict[str, Any] | _Elsewhere:
+    """The daemon's answer; an `_Elsewhere` when no daemon listens (the file is free then)
+    or the daemon holds another database than the `db` asked for. A daemon that does not
+    answer in time is busy, not absent: DatabaseError, never numbers from another file."""
     import asyncio
 
     from logwatch.daemon import client
     from logwatch.daemon.config_file import default_socket_path
+    from logwatch.store.db import DatabaseError
 
-    path = socket or default_socket_path()
+    path, wait = socket or default_socket_path(), _busy_seconds()
     if not path.exists():
-        return None
+        return _Elsewhere()
     try:
-        answer = asyncio.run(client.request(path, op, db=db and str(db.resolve()), **params))
+        answer = asyncio.run(client.request(path, op, timeout=wait,
+                                            db=db and str(db.resolve()), **params))
     except client.ProtocolMismatch as exc:  # a daemon runs: its file is not ours to open
-        from logwatch.store.db import DatabaseError
-
         raise DatabaseError(str(exc)) from exc
-    except (OSError, TimeoutError, ValueError):
-        return None
-    return None if answer.get("other_db") else answer
+    except TimeoutError as exc:
+        raise DatabaseError(f"the daemon on {path} is busy: no answer within "
+                            f"{wait:g} s (try again; `logwatch status` says what it "
+                            "is doing)") from exc
+    except (OSError, ValueError):
+        return _Elsewhere()
+    if answer.get("other_db"):
+        return _Elsewhere(f"the daemon on {path} holds another history: "
+                          f"{answer.get('error')}")
+    return answer
+
+
+def _read_directly(db: Path | None, query: str, elsewhere: _Elsewhere) -> QueryResult:
+    """The file itself, read-only; when another process holds it, said with what the
+    daemon on the socket answered (so `--db X` names whose X it is not)."""
+    from logwatch.store.db import DatabaseError
+
+    try:
+        return read_only_query(db or default_db_path(), query)
+    except DatabaseError as exc:
+        if not elsewhere.why:
+            raise
+        raise DatabaseError(f"{exc}; {elsewhere.why}: give the --socket of the daemon "
+                            "that holds it") from exc
 
 
 def query_history(db: Path | None, query: str, socket: Path | None) -> QueryResult:
     """Through the daemon when it holds `db` (the file is locked then), else the file
     itself, read-only."""
     answer = _ask_daemon(socket, "sql", db, query=query)
-    if answer is None:
-        return read_only_query(db or default_db_path(), query)
+    if isinstance(answer, _Elsewhere):
+        return _read_directly(db, query, answer)
     if not answer.get("ok"):
         from logwatch.store.db import DatabaseError
 
@@ -183,10 +226,10 @@ def status(db: Path | None, socket: Path | None, as_json: bool) -> int:
 
     try:
         answer = _ask_daemon(socket, "status", db)
-        if answer is not None and not answer.get("ok"):
+        if isinstance(answer, _Elsewhere):
+            return _history_status(db, as_json, answer)
+        if not answer.get("ok"):
             raise DatabaseError(f"the daemon: {answer.get('error')}")
-        if answer is None:
-            return _history_status(db, as_json)
     except DatabaseError as exc:
         if not as_json:
             raise
@@ -242,35 +285,39 @@ def status(db: Path | None, socket: Path | None, as_json: bool) -> int:
     return code
 
 
-def _json_error(exc: Exception) -> None:
+def _json_error(exc: Exception, db: Path | None = None) -> None:
     """`status --json` when nothing could be read: still one object."""
-    json.dump({"daemon": None, "error": str(exc)}, sys.stdout, indent=2)
+    json.dump({"daemon": None, "error": str(exc), **({"database": str(db)} if db else {})},
+              sys.stdout, indent=2)
     sys.stdout.write("\n")
 
 
-def _history_status(db: Path | None, as_json: bool) -> int:
-    """No daemon answers: what the history holds, and exit 3 (the history unreadable too:
-    said, still 3)."""
+def _history_status(db: Path | None, as_json: bool, elsewhere: _Elsewhere) -> int:
+    """No daemon answers for this history: what it holds, and exit 3 (the history
+    unreadable too: said, still 3)."""
     from logwatch.store.errors import DatabaseError
 
+    path = db or default_db_path()
+    none = f"no daemon running for {path}" + (f" ({elsewhere.why})" if elsewhere.why else "")
     try:
         rows = read_only_query(
-            db or default_db_path(),
+            path,
             "SELECT (SELECT count(*) FROM findings), (SELECT count(*) FROM incidents WHERE "
             "fatal), (SELECT max(updated) FROM checkpoints)").rows
     except DatabaseError as exc:
         if as_json:
-            _json_error(exc)
+            _json_error(exc, path)
         else:
-            print(visible(f"no daemon running; {exc}"))
+            print(visible(f"{none}; {exc}"))
         return EXIT_NO_DAEMON
     findings, fatal, updated = rows[0]
-    summary = {"daemon": None, "findings": findings, "fatal_incidents": fatal,
-               "last_checkpoint": _cell(updated)}
+    summary = {"daemon": None, "database": str(path), "findings": findings,
+               "fatal_incidents": fatal, "last_checkpoint": _cell(updated),
+               **({"note": elsewhere.why} if elsewhere.why else {})}
     if as_json:
         json.dump(summary, sys.stdout, indent=2, default=str)
         sys.stdout.write("\n")
     else:
-        print(f"no daemon running; the history holds {findings:,} findings, {fatal:,} fatal "
-              f"incidents; last checkpoint {_cell(updated) or 'never'}")
+        print(visible(f"{none}; the history holds {findings:,} findings, {fatal:,} fatal "
+                      f"incidents; last checkpoint {_cell(updated) or 'never'}"))
     return EXIT_NO_DAEMON

@@ -46,7 +46,8 @@ def _defaults() -> tuple[str, str]:
 
 SIGNATURES_HELP = "an extra signature directory layered over the shipped library (repeatable)"
 LIBRARY_HELP = "use this library directory instead of the shipped one"
-CONFIG_HELP = "configuration file (default: /etc/logwatch/logwatch.toml when it exists)"
+CONFIG_HELP = ("configuration file (default: $LOGWATCH_CONFIG, else "
+               "/etc/logwatch/logwatch.toml when it exists)")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -201,7 +202,7 @@ def build_parser() -> argparse.ArgumentParser:
                      help="the history to read, read-only, while no daemon answers "
                           "(default: the config's database.path, else the XDG data dir)")
     tui.add_argument("--config", type=Path, metavar="PATH", default=None,
-                     help="configuration file (default: /etc/logwatch/logwatch.toml)")
+                     help=CONFIG_HELP)
     tui.add_argument("--read-only", action="store_true",
                      help="show, never send: approve and reject are hidden")
 
@@ -232,7 +233,7 @@ def build_parser() -> argparse.ArgumentParser:
     daemon.add_argument("--no-socket", action="store_true", help="no control socket")
     daemon.add_argument("--config", type=Path, metavar="PATH", default=None,
                         help="configuration file with targets (default: "
-                             "/etc/logwatch/logwatch.toml when it exists)")
+                             "$LOGWATCH_CONFIG, else /etc/logwatch/logwatch.toml when it exists)")
     daemon.add_argument("--poll-interval", type=float, default=1.0, metavar="S",
                         help="polling period where inotify is not available")
     daemon.add_argument("--no-inotify", action="store_true", help="poll only")
@@ -270,7 +271,9 @@ def build_parser() -> argparse.ArgumentParser:
                           "launch: after `logwatch approve` (ask, needs --socket) or when "
                           "the guardrails allow (auto); default off")
     run.add_argument("--config", type=Path, metavar="PATH", default=None,
-                     help="the [relaunch] settings (timeouts, breaker) from this file")
+                     help="configuration file: its database.path, [[notify]] and, with "
+                          "--relaunch, [relaunch] settings (default: "
+                          "$LOGWATCH_CONFIG, else /etc/logwatch/logwatch.toml when it exists)")
     run.add_argument("--dry-run", action="store_true",
                      help="with --relaunch: propose, decide and approve, then change nothing")
     run.add_argument("--signatures", action="append", type=Path, default=[], metavar="DIR",
@@ -479,10 +482,11 @@ def _cmd_daemon(args: argparse.Namespace) -> int:
     own_log.configure()
     from logwatch.daemon.builder import SourceFlags, build_sources
     from logwatch.daemon.service import Daemon
+    from logwatch.paths import configured_db_path
     from logwatch.sources.files import FileSource
     from logwatch.sources.globbed import GlobSource
     from logwatch.sources.journald import JournalSource
-    from logwatch.store.db import default_db_path, keep_files_private, open_store
+    from logwatch.store.db import keep_files_private, open_store
     from logwatch.store.live import LiveWriter
 
     keep_files_private()
@@ -506,8 +510,7 @@ def _cmd_daemon(args: argparse.Namespace) -> int:
         return EXIT_USAGE
     args.signatures = [*args.signatures, *(Path(d) for d in config.get("signatures.dirs") or [])]
     library = _load(args)
-    db = args.db or (Path(config.get("database.path")) if config.get("database.path")
-                     else default_db_path())
+    db = args.db or configured_db_path(config.get("database.path"))
     with open_store(db, service=True) as store:
         flags = SourceFlags(files=args.file, journals=selectors, stdin=args.stdin,
                             poll_interval=args.poll_interval, use_inotify=not args.no_inotify,
@@ -604,11 +607,13 @@ def _cmd_run(args: argparse.Namespace) -> int:
     from logwatch import own_log
     from logwatch.core.config import valid_name
     from logwatch.core.snapshot import GpuFacts
+    from logwatch.daemon.config_file import load_config
     from logwatch.daemon.service import Daemon
     from logwatch.host.capture import capture_gpu, take_snapshot
+    from logwatch.paths import configured_db_path
     from logwatch.scan.triage import parse_capability
     from logwatch.sources.process import ProcessSource
-    from logwatch.store.db import default_db_path, keep_files_private, open_store
+    from logwatch.store.db import keep_files_private, open_store
 
     if not valid_name(args.target):
         _warn(f"logwatch: run: --target {args.target!r}: letters, digits, '.', '_' and '-', "
@@ -625,16 +630,27 @@ def _cmd_run(args: argparse.Namespace) -> int:
     gpu = (GpuFacts(capability=parse_capability(args.gpu_capability), source="--gpu-capability")
            if args.gpu_capability else capture_gpu())
     snapshot = take_snapshot(argv=argv, env=dict(os.environ), gpu=gpu)  # what is started
-    relaunch = _run_relaunch_settings(args, argv)
+    config = load_config(args.config)  # the history's path, [[notify]], [relaunch]
+    if args.config is not None and _refused(config, "run"):  # the one asked for: as given
+        return EXIT_USAGE
+    db = args.db or configured_db_path(config.get("database.path"))
+    relaunch = _run_relaunch_settings(args, argv, config, db)
     if isinstance(relaunch, int):
         return relaunch
+    if config.problems and config.notify:  # a plain run goes on; its alerts would be guesses
+        _warn("logwatch: run: the configuration has problems: its [[notify]] entries are "
+              "not used (`logwatch check-config` says what)")
     umask = keep_files_private()  # for the history; vLLM keeps the umask it was given
     source = ProcessSource(argv, name=f"run:{args.target}", passthrough=not args.quiet,
                            umask=umask)
-    with open_store(args.db or default_db_path(), service=True) as store:
+    with open_store(db, service=True) as store:
         digest = snapshot.content_hash()
         daemon = Daemon([source], library, store, on_signal=source.forward,
                         snapshots={source.name: digest})
+        if config.notify and not config.problems:
+            from logwatch.daemon.alerts import Alerts
+
+            daemon.alerts = Alerts(config.notify, daemon.log)
         daemon.writer.record_snapshot(digest, snapshot.to_dict())
         daemon.launches.snapshots.configure(source.name, snapshot)  # exactly what is started
         if args.socket:
@@ -719,7 +735,8 @@ def _relaunching_run(daemon: Any, source: Any, target: str, mode: str, settings:
     daemon.relaunches = relaunches
 
 
-def _run_relaunch_settings(args: argparse.Namespace, argv: list[str]) -> Any:
+def _run_relaunch_settings(args: argparse.Namespace, argv: list[str], config: Any,
+                           db: Path) -> Any:
     """`run --relaunch`: the [relaunch] settings (None when off), or an exit code when the
     request cannot work (said why)."""
     if args.relaunch == "off":
@@ -729,9 +746,7 @@ def _run_relaunch_settings(args: argparse.Namespace, argv: list[str]) -> Any:
             return EXIT_USAGE
         return None
     from logwatch.core.argv import ArgvError, parse_launch
-    from logwatch.daemon.config_file import load_config
     from logwatch.daemon.relaunches import settings_from_config
-    from logwatch.store.db import default_db_path
 
     if args.relaunch == "ask" and not args.socket:
         _warn("logwatch: run: --relaunch ask needs --socket PATH: `logwatch approve` "
@@ -742,11 +757,9 @@ def _run_relaunch_settings(args: argparse.Namespace, argv: list[str]) -> Any:
     except ArgvError as exc:
         _warn(f"logwatch: run: --relaunch: logwatch cannot edit this command line ({exc})")
         return EXIT_USAGE
-    config = load_config(args.config)
     if _refused(config, "run"):
         return EXIT_USAGE
-    return settings_from_config(config.values, (args.db or default_db_path()).parent,
-                                args.dry_run)
+    return settings_from_config(config.values, db.parent, args.dry_run)
 
 
 def _cmd_history(args: argparse.Namespace) -> int:
@@ -797,13 +810,12 @@ def _cmd_export(args: argparse.Namespace) -> int:
 
 def _cmd_tui(args: argparse.Namespace) -> int:
     from logwatch.daemon.config_file import default_socket_path, load_config
-    from logwatch.store.db import default_db_path
+    from logwatch.paths import configured_db_path
     from logwatch.tui.app import LogwatchApp
 
     config = load_config(args.config)
     socket_path = args.socket or default_socket_path(config.get("socket.path"))
-    db = args.db or (Path(config.get("database.path")) if config.get("database.path")
-                     else default_db_path())
+    db = args.db or configured_db_path(config.get("database.path"))
     dirs = [Path(d) for d in config.get("signatures.dirs") or []]
     LogwatchApp(socket_path, db, read_only=args.read_only, library_dirs=dirs).run()
     return EXIT_OK
@@ -862,6 +874,26 @@ def _cmd_demo(args: argparse.Namespace) -> int:
     return EXIT_OK if healthy else 1
 
 
+# commands that read the daemon's history or talk to its socket: where neither --db nor
+# --socket is given they use the configuration's, as the daemon does
+CONFIGURED_PATHS = ("sql", "history", "status", "snapshot", "plan", "export", "prune",
+                    "approve", "reject", "reset-breaker")
+
+
+def _configured_paths(args: argparse.Namespace) -> None:
+    """--db and --socket, when not given, from the configuration's database.path and
+    socket.path (the daemon's own resolution: a monitor reads what the daemon writes)."""
+    from logwatch.daemon.config_file import load_config
+
+    if getattr(args, "db", None) is not None and getattr(args, "socket", None) is not None:
+        return
+    config = load_config(getattr(args, "config", None))
+    if hasattr(args, "db") and args.db is None and config.get("database.path"):
+        args.db = Path(config.get("database.path"))
+    if hasattr(args, "socket") and args.socket is None and config.get("socket.path"):
+        args.socket = Path(config.get("socket.path"))
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)  # --help and usage errors import nothing more
     from logwatch.core.library import LibraryError
@@ -869,6 +901,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     from logwatch.store.errors import DatabaseError
 
     try:
+        if args.command in CONFIGURED_PATHS:
+            _configured_paths(args)
         if args.command == "scan":
             return _cmd_scan(args)
         if args.command == "snapshot":

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Any
 
@@ -13,9 +14,15 @@ from logwatch.sources.base import Source
 DEFAULT_CONFIG = Path("/etc/logwatch/logwatch.toml")
 
 
+def default_config() -> Path:
+    """$LOGWATCH_CONFIG, else /etc/logwatch/logwatch.toml: every command that is given no
+    --config reads the same file as the daemon."""
+    return Path(os.environ.get("LOGWATCH_CONFIG") or DEFAULT_CONFIG)
+
+
 def load_config(path: Path | None, overrides: dict[str, Any] | None = None) -> Config:
     """The given file (which must exist), else the default one if present, else defaults."""
-    chosen = path or DEFAULT_CONFIG
+    chosen = path or default_config()
     if not chosen.exists():
         config = parse_config(str(chosen), "", overrides)
         if path is not None:
@@ -76,12 +83,28 @@ def source_for(target: TargetConfig) -> Source:
     return StdinSource(name=f"{target.name}:stdin")
 
 
+def paths_in_use(config: Config) -> dict[str, str]:
+    """The database, the socket and the relaunch state directory the daemon uses with this
+    configuration, the defaults resolved (show-config prints these, not '')."""
+    from logwatch.paths import configured_db_path
+
+    db = configured_db_path(config.get("database.path"))
+    return {"database.path": str(db),
+            "socket.path": str(default_socket_path(config.get("socket.path"))),
+            "relaunch.state_dir": str(config.get("relaunch.state_dir") or db.parent)}
+
+
 def render(config: Config) -> str:
-    """`show-config`: every value with where it came from, then the targets."""
+    """`show-config`: every value with where it came from (a path left to its default as
+    the path it resolves to here), then the targets."""
     out = [f"# config file: {config.origins.get('file', '?')}"]
     width = max(len(k) for k in config.values)
+    used = paths_in_use(config)
     for key, value in config.values.items():
-        out.append(f"{key:<{width}} = {value!r:<40} # {config.origins[key]}")
+        origin = config.origins[key]
+        if key in used and not value:
+            value, origin = used[key], f"{origin}: resolved here"
+        out.append(f"{key:<{width}} = {value!r:<40} # {origin}")
     for target in config.targets:
         out.append(f"\n[[targets]] {target.name}")
         out.append(f"  source   {target.source}")
