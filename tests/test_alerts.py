@@ -96,3 +96,25 @@ def test_the_readmes_notify_example_is_what_the_configuration_accepts() -> None:
     assert config.notify[1].argv[0] == "/usr/local/bin/page-oncall"
     bad = parse_config("x.toml", '[[notify]]\nkind = "hook"\nargv = ["sh -c"]\n')
     assert "absolute path (no shell runs it)" in bad.problems[0].message
+
+
+def test_logwatch_run_tells_the_configurations_hook_of_its_childs_failure(tmp_path: Path
+                                                                          ) -> None:
+    """`logwatch run` reads [[notify]] as the daemon does (before, only the daemon did)."""
+    hook = tmp_path / "hook.sh"
+    hook.write_text(HOOK)
+    hook.chmod(0o755)
+    config = tmp_path / "lw.toml"
+    config.write_text(f"[[notify]]\nkind = \"hook\"\nargv = [\"{hook}\"]\n"
+                      "on = [\"fatal_incident\"]\n")
+    sample = SAMPLES / "mtp_tensor_mismatch_glm_033.log"
+    done = subprocess.run(
+        [sys.executable, "-m", "logwatch", "run", "--quiet", "--config", str(config),
+         "--db", str(tmp_path / "h.duckdb"), "--", "/bin/sh", "-c",
+         f'cat "{sample}"; exit 1'], cwd=ROOT, capture_output=True, text=True, timeout=120,
+        check=False)
+    assert done.returncode == 1, done.stderr  # the child's status
+    hooked = [line.split("\t") for line in (tmp_path / "hook.sh.calls").read_text()
+              .splitlines()]
+    assert ("fatal_incident", "weights.tensor_size_mismatch") in [(e, s) for e, s, _ in hooked]
+    assert len({json.loads(body)["launch"] for _, _, body in hooked}) == 1  # the one run
