@@ -242,7 +242,8 @@ def status(db: Path | None, socket: Path | None, as_json: bool) -> int:
         json.dump(state, sys.stdout, indent=2)
         sys.stdout.write("\n")
         return code
-    print(f"daemon running {state['uptime_s']:.0f} s: {state['lines']:,} lines read, "
+    print(f"daemon running {state['uptime_s']:.0f} s (logwatch {state.get('version', '?')}, "
+          f"protocol {state.get('protocol', '?')}): {state['lines']:,} lines read, "
           f"{state['findings_recorded']:,} findings recorded, "
           f"library {visible(str(state['library']))}")
     database = state.get("database", {})
@@ -260,13 +261,12 @@ def status(db: Path | None, socket: Path | None, as_json: bool) -> int:
               f"{visible(str(database['error']))}; {state['pending']:,} findings "
               f"waiting; reading {database['reading']}")
     for source in state["sources"]:
-        behind = source.get("behind_bytes")
-        catching_up = f", {behind:,} bytes behind" if behind else ""
         silent = (", no vLLM output recognised" if source.get("vllm_output") is False
-                  else "")
-        print(f"  {visible(str(source['name']))}: line {source['next_line']:,}, idle "
-              f"{source['idle_s']:.0f} s{catching_up}{silent} "
-              f"({visible(str(source['generation']))})")
+                  and source.get("generation") else "")
+        read = (f", line {source['next_line']:,}, idle {source['idle_s']:.0f} s"
+                if source.get("idle_s") is not None else "")
+        print(f"  {visible(str(source['name']))}: {source['state'].replace('_', ' ')} "
+              f"({visible(str(source['detail']))}){read}{silent}")
     for launch in state.get("launches", []):
         cause = (f", root cause {visible(str(launch['root_cause']))}"
                  if launch.get("root_cause") else "")

@@ -14,6 +14,7 @@ import asyncio
 import contextlib
 import os
 import signal
+import stat
 import time
 from collections import Counter
 from collections.abc import Callable, Sequence
@@ -22,6 +23,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any, TypeVar
 
+from logwatch import __version__
 from logwatch.core.block_scan import BlockScanner
 from logwatch.core.findings import Finding
 from logwatch.core.library import Library, LibraryError
@@ -33,7 +35,9 @@ from logwatch.core.visible import visible
 from logwatch.daemon.library_watch import LibraryWatch
 from logwatch.daemon.live_launches import LiveLaunches, Notice
 from logwatch.daemon.notify import Notifier
+from logwatch.daemon.protocol.base import PROTOCOL_VERSION
 from logwatch.daemon.relaunches import Relaunches
+from logwatch.daemon.source_states import Observed, judge
 from logwatch.daemon.writes import MAX_PENDING, Writes
 from logwatch.host.launch_snapshot import LaunchSnapshots
 from logwatch.host.targets import TargetSnapshot, TargetSnapshots
@@ -316,20 +320,64 @@ class Daemon:
                 lag[source] = max(0, os.stat(path).st_size - offset)
         return lag
 
+    def _observe(self, source: Any) -> list[Observed]:
+        """What status says of a configured source (a glob: itself, then each file)."""
+        from logwatch.sources.files import FileSource
+        from logwatch.sources.globbed import GlobSource
+        from logwatch.sources.process import ProcessSource
+
+        stream = self.streams.get(source.name)
+        idle = None if stream is None else time.monotonic() - stream.last_data
+        if isinstance(source, GlobSource):
+            return [Observed(source.name, "glob", source.pattern, matched=len(source.files)),
+                    *(o for f in list(source.files.values()) for o in self._observe(f))]
+        if isinstance(source, FileSource):
+            try:
+                st = os.stat(source.path)
+            except OSError:
+                st = None
+            read = self.read_positions.get(source.name)
+            checkpoint = self.resume.get(source.stream) or self.resume.get(source.name)
+            read_to = (read[1] if read is not None
+                       else checkpoint.offset if checkpoint is not None else None)
+            regular = st is not None and stat.S_ISREG(st.st_mode)
+            return [Observed(source.name, "file", str(source.path), exists=st is not None,
+                             refused=source.refused or (None if regular or st is None
+                                                        else "not a regular file"),
+                             size=st.st_size if regular and st else None, read_to=read_to,
+                             idle_s=idle, writes_behind=not self.writes.room.is_set())]
+        if isinstance(source, ProcessSource):
+            return [Observed(source.name, "run", running=source.running(),
+                             returncode=source.returncode, idle_s=idle)]
+        kind = "journal" if hasattr(source, "selector") else "stdin"
+        return [Observed(source.name, kind, idle_s=idle)]
+
+    def source_states(self) -> list[dict[str, Any]]:
+        """Every configured source with its state (source_states.judge), and what was read
+        of it since the daemon started."""
+        held = self.writes.state().get("writable") is False
+        out = []
+        for observed in (o for s in self.sources for o in self._observe(s)):
+            stream = self.streams.get(observed.name)
+            out.append({"name": observed.name, "kind": observed.kind,
+                        **({"path": observed.path} if observed.path else {}),
+                        **judge(observed, held),
+                        "generation": stream.generation if stream else None,
+                        "next_line": stream.next_line if stream else 0,
+                        "idle_s": None if observed.idle_s is None else round(observed.idle_s,
+                                                                             1),
+                        "vllm_output": observed.name in self.launches.recognised})
+        return out
+
     def status(self) -> dict[str, Any]:
-        lag = self.lag_bytes()
         return {
+            "version": __version__, "protocol": PROTOCOL_VERSION,
             "library": self.library.version, "reloading": self._reloading is not None,
             "lines": self.lines,
             "findings_recorded": self.committed, "pending": len(self.pending),
             "uptime_s": round(time.monotonic() - self.started, 1),
             "database": self.writes.state(),
-            "sources": [{"name": name, "generation": st.generation,
-                         "next_line": st.next_line,
-                         "idle_s": round(time.monotonic() - st.last_data, 1),
-                         **({"behind_bytes": lag[name]} if name in lag else {}),
-                         "vllm_output": name in self.launches.recognised}
-                        for name, st in self.streams.items()],
+            "sources": self.source_states(),
             "launches": self.launches.status(),
             "failed_launches": self.launches.failed,
             "last_failure": self.launches.last_failure,

@@ -130,6 +130,11 @@ class FileSource:
     async def close(self) -> None:
         self._closed = True
 
+    @property
+    def refused(self) -> str | None:
+        """Why what is at the path is not read now (not a regular file), if so."""
+        return self._refused
+
     def _chunk(self, generation: str, data: bytes, offset: int, new: bool = False,
                span: int | None = None, line: int | None = None) -> Chunk:
         return Chunk(self.name, generation, data, offset, new, path=str(self.path),

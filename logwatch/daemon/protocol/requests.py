@@ -42,11 +42,20 @@ class DatabaseState(TypedDict):
 
 
 class SourceState(TypedDict):
+    """A configured source (a glob's files each have their own): daemon/source_states.py."""
+
     name: str
-    generation: str
+    kind: str  # file | glob | journal | run | stdin
+    path: NotRequired[str]  # a file's path, a glob's pattern
+    # following | catching_up | lagging | missing | unreadable | held | running | exited |
+    # starting
+    state: str
+    detail: str  # the state in the operator's words
+    behind_bytes: NotRequired[int]  # a file's: bytes at its path not read yet
+    progress: NotRequired[float]  # catching_up: 0..1 of the file read
+    generation: str | None  # what is read now (None: nothing read since the daemon started)
     next_line: int
-    idle_s: float
-    behind_bytes: NotRequired[int]
+    idle_s: float | None  # since data was last read (None: none since the daemon started)
     vllm_output: NotRequired[bool]  # false: no line read so far was vLLM's (not "healthy")
 
 
@@ -76,6 +85,8 @@ class RelaunchState(TypedDict):
 
 
 class StatusBody(TypedDict):
+    version: str  # logwatch's
+    protocol: int  # the control protocol's version (PROTOCOL_VERSION)
     library: str
     reloading: bool
     lines: int

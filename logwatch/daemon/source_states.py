@@ -1,0 +1,88 @@
+"""What each configured source is doing, in the operator's words (`logwatch status`): a pure
+judgement over what the daemon observed of it, so every state is testable without a clock.
+
+- following   everything written has been read (a line still being written aside);
+- catching up reading a backlog, with how far along it is (at the pace of the writes, when
+              they hold reading back);
+- lagging     behind its writer and not reading;
+- missing     nothing at the path yet (a file, or a glob matching nothing);
+- unreadable  something is there that is not read (a directory, a FIFO, no permission);
+- held        the history cannot be written: reading waits for room;
+- running / exited   the child of `logwatch run`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+RECENT_SECONDS = 2.0  # data read this recently: the reader is moving
+PARTIAL_LINE_BYTES = 1 << 16  # this little behind and still: a line still being written
+
+
+@dataclass(frozen=True, slots=True)
+class Observed:
+    """One source as the daemon sees it now (None: does not apply, or not known yet)."""
+
+    name: str
+    kind: str  # file | glob | journal | run | stdin
+    path: str | None = None  # file: the path followed; glob: the pattern
+    exists: bool | None = None  # file: a file at the path; glob: any match
+    refused: str | None = None  # file: why what is at the path is not read
+    size: int | None = None  # file: bytes at the path now
+    read_to: int | None = None  # file: bytes read of it (this run, else the checkpoint)
+    idle_s: float | None = None  # seconds since data was last read (None: none this run)
+    matched: int | None = None  # glob: files followed
+    returncode: int | None = None  # run: the child's status once it ended
+    running: bool | None = None  # run: a child is running
+    writes_behind: bool = False  # reading waits for the history's writes to make room
+
+
+def _size(n: int) -> str:
+    if n < 1024:
+        return f"{n:,} bytes"
+    scaled = n / 1024
+    for unit in ("KiB", "MiB"):
+        if scaled < 1024:
+            return f"{scaled:.1f} {unit}"
+        scaled /= 1024
+    return f"{scaled:.1f} GiB"
+
+
+def judge(o: Observed, held: bool) -> dict[str, Any]:
+    """`state`, `detail` (a phrase for the operator), for a file `behind_bytes` (bytes at
+    the path not read yet) and, catching up, `progress` (0..1 of the file read). `held`: the
+    history is not writable now, so readers wait."""
+    moving = o.idle_s is not None and o.idle_s < RECENT_SECONDS
+    if o.kind == "run":
+        if o.running:
+            return {"state": "running", "detail": "the child is running"}
+        if o.returncode is not None:
+            return {"state": "exited", "detail": f"the child exited with {o.returncode}"}
+        return {"state": "starting", "detail": "the child is starting"}
+    if o.kind == "glob":
+        if not o.matched:
+            return {"state": "missing", "detail": f"no file matches {o.path} yet"}
+        return {"state": "following", "detail": f"{o.matched} file(s) match"}
+    if o.kind == "file":
+        if o.refused:
+            return {"state": "unreadable", "detail": o.refused}
+        if not o.exists:
+            return {"state": "missing", "detail": f"waiting for {o.path} to appear"}
+    if held:
+        return {"state": "held", "detail": "the history is not writable: reading waits "
+                                           "until a commit succeeds"}
+    if o.kind == "file" and o.size is not None:
+        behind = max(0, o.size - (o.read_to or 0))
+        if behind and (moving or o.writes_behind) and o.read_to is not None:
+            progress = o.read_to / o.size if o.size else 1.0
+            pace = ", waiting for the history's writes" if o.writes_behind else ""
+            return {"state": "catching_up", "behind_bytes": behind,
+                    "progress": round(progress, 4),
+                    "detail": f"{progress:.0%} of {_size(o.size)} read, "
+                              f"{_size(behind)} to go{pace}"}
+        if behind > PARTIAL_LINE_BYTES or (behind and o.read_to is None):
+            return {"state": "lagging", "behind_bytes": behind,
+                    "detail": f"{_size(behind)} behind its writer, not reading"}
+        return {"state": "following", "detail": "up to date", "behind_bytes": behind}
+    return {"state": "following", "detail": "up to date"}
