@@ -6,7 +6,7 @@ command line, any other block one example. `test_every_example_is_run_or_excused
 doc gains an example that neither a test here, nor a test elsewhere (named in ELSEWHERE), nor
 NOT_RUN accounts for, and when an entry matches no example any more. The examples run here are
 read from the docs as they are (`_line`), so an edit to one that no longer works fails its test;
-only system paths (/var/log/vllm, /etc/logwatch, /srv/fleet, ~/.local/share/...) and the
+only system paths (/var/log/vllm, /etc/logwatch, /srv/fleet, /var/lib/logwatch/...) and the
 placeholders `...` are swapped for the test's own. `test_every_logwatch_command_parses` checks
 every `logwatch` command line of every shell block against the real parser, each `--flag`
 spelt exactly (a renamed flag fails it even where argparse would accept an abbreviation).
@@ -150,7 +150,7 @@ RUN_HERE: dict[str, str] = {
         "test_a_daemon_following_a_file_answers_the_docs_commands",
     "README.md | ```text $ logwatch sql \"SELECT action_id":
         "test_the_history_block_on_the_default_history",
-    "README.md | logwatch scan --db ~/.local/share/logwatch/logwatch.duckdb":
+    "README.md | logwatch scan --db /var/lib/logwatch/logwatch.duckdb":
         "test_the_history_block_on_the_default_history",
     "README.md | logwatch history": "test_the_history_block_on_the_default_history",
     "README.md | logwatch sql \"SELECT * FROM failures_by_config\"":
@@ -557,15 +557,15 @@ def test_the_readmes_toml_passes_check_config(tmp_path: Path) -> None:
 
 def test_the_history_block_on_the_default_history(tmp_path: Path) -> None:
     """The History block as written: `scan --db` into the default history (the test's own
-    $STATE_DIRECTORY, standing in for ~/.local/share/logwatch), then `history` and `sql` with
+    $STATE_DIRECTORY, standing in for /var/lib/logwatch), then `history` and `sql` with
     no --db, no daemon running."""
     logs = tmp_path / "vllm"
     logs.mkdir()
     shutil.copy(DEMO_LOG, logs / "a.log")
     shutil.copy(HEALTHY_LOG, logs / "b.log")
-    names = {"~/.local/share/logwatch/logwatch.duckdb": str(default_db_path()),
+    names = {"/var/lib/logwatch/logwatch.duckdb": str(default_db_path()),
              "/var/log/vllm/*.log": f"{shlex.quote(str(logs))}/*.log"}
-    line = _line("README.md", "logwatch scan --db ~/.local/share/logwatch/logwatch.duckdb")
+    line = _line("README.md", "logwatch scan --db /var/lib/logwatch/logwatch.duckdb")
     _ran(sh(_swap(line, names)), 1, "in 2 input(s)", f"recorded in {default_db_path()}")
     said = _ran(sh(_line("README.md", "logwatch history")), 0)
     assert re.search(r"critical\s+root\s+weights\.tensor_size_mismatch", said), said
@@ -825,7 +825,7 @@ def test_the_tui_opens_the_history_without_a_daemon(tmp_path: Path) -> None:
     db = tmp_path / "h.duckdb"
     _ran(logwatch("scan", "--db", str(db), str(DEMO_LOG)), 1)
     _ran(logwatch("scan", "--db", str(default_db_path()), str(DEMO_LOG)), 1)
-    names = {"~/.local/share/logwatch/logwatch.duckdb": str(db),
+    names = {"/var/lib/logwatch/logwatch.duckdb": str(db),
              "/run/logwatch/control.sock": str(tmp_path / "control.sock")}
     lines = [_line("README.md", "logwatch tui --db"), _line("README.md", "logwatch tui --socket")]
     lines.append(_line("README.md", "logwatch tui"))
