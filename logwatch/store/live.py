@@ -224,10 +224,14 @@ class LiveWriter:
         root_id = ids[analysis.root] if analysis.root is not None else None
         failed_before = 0
         if root is not None:
+            # launches that began before this one: by start time, and a source's own in
+            # their order when the times are equal (a crash loop replaying the same log)
             failed_before = int(self.store.query(
                 "SELECT count(*) FROM launches WHERE root_problem = ? AND id <> ? "
-                "AND (? IS NULL OR started IS NULL OR started <= ?)",
-                [root.problem, lid, launch.started, launch.started])[0][0])
+                "AND (? IS NULL OR started IS NULL OR started < ? OR (started = ? AND "
+                "(source <> ? OR number < ?)))",
+                [root.problem, lid, launch.started, launch.started, launch.started,
+                 launch.source, launch.number])[0][0])
         row = {"id": lid, "source_id": launch.generation, "source": launch.source,
                "number": launch.number, "start_line": launch.start_line,
                "last_line": launch.last_line, "seen_start": launch.seen_start,
