@@ -28,17 +28,17 @@ demo: $(STAMP)
 	@echo
 	@echo "== a failed NVFP4 + MTP launch on Hopper, diagnosed with its model directory =="
 	@# exit status 1 means "a fatal incident was found", which is the point of the demo
-	$(BIN)/logwatch scan $(DEMO_LOG) --model-dir $(DEMO_MODEL) --gpu-capability 9.0 \
+	$(BIN)/logwatch --no-pager scan $(DEMO_LOG) --model-dir $(DEMO_MODEL) --gpu-capability 9.0 \
 		|| test $$? -eq 1
 	@echo
 	@echo "== the configuration snapshot it was judged against =="
-	$(BIN)/logwatch snapshot show --model-dir $(DEMO_MODEL) --gpu-capability 9.0
+	$(BIN)/logwatch --no-pager snapshot show --model-dir $(DEMO_MODEL) --gpu-capability 9.0
 	@echo
 	@echo "== recorded in a DuckDB history, then asked which configurations failed =="
 	@rm -f .demo.duckdb
 	@$(BIN)/logwatch scan --db .demo.duckdb $(DEMO_LOG) --model-dir $(DEMO_MODEL) \
 		--gpu-capability 9.0 > /dev/null || test $$? -eq 1
-	$(BIN)/logwatch sql --db .demo.duckdb "SELECT tensor_parallel_size AS tp, quant_scheme, \
+	$(BIN)/logwatch --no-pager sql --db .demo.duckdb "SELECT tensor_parallel_size AS tp, quant_scheme, \
 		mtp_covered, failed_launches, root_causes FROM failures_by_config ORDER BY tp DESC"
 
 lint: $(STAMP)

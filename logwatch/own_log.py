@@ -70,8 +70,10 @@ def configure(stream: TextIO | None = None, level: int = logging.INFO) -> str:
         renderers: list[Any] = [_JournalLine()]
         kind = "journal"
     elif stream.isatty():
+        from logwatch.cli.output import colour  # --color, NO_COLOR: one decision
+
         renderers = [_visible_values, structlog.dev.ConsoleRenderer(
-            colors=not os.environ.get("NO_COLOR"), exception_formatter=_visible_traceback)]
+            colors=colour(stream), exception_formatter=_visible_traceback)]
         kind = "console"
     else:
         renderers = [structlog.processors.JSONRenderer()]

@@ -217,6 +217,19 @@ def strict_protocol() -> Iterator[None]:
         os.environ["LOGWATCH_STRICT_PROTOCOL"] = saved
 
 
+@pytest.fixture(scope="session", autouse=True)
+def no_pager() -> Iterator[None]:
+    """A command the tests run on a pseudo-terminal prints its long output there instead of
+    waiting in `less` for a key (tests/test_output_conventions.py sets its own pager)."""
+    saved = os.environ.get("LOGWATCH_PAGER")
+    os.environ["LOGWATCH_PAGER"] = ""
+    yield
+    if saved is None:
+        os.environ.pop("LOGWATCH_PAGER", None)
+    else:
+        os.environ["LOGWATCH_PAGER"] = saved
+
+
 def free_port() -> int:
     """A loopback TCP port nothing listens on now."""
     with socket.socket() as s:

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from logwatch import __version__
+from logwatch.cli import output
 from logwatch.core.visible import json_escaped, visible
 
 if TYPE_CHECKING:  # the library, duckdb and regex load only for commands that use them
@@ -301,6 +302,7 @@ def build_parser() -> argparse.ArgumentParser:
                             "(default: 1, the most frequent)")
     draft.add_argument("--out", type=Path, metavar="DIR", default=None,
                        help="write DIR/<id>.toml instead of printing it")
+    output.add_arguments(parser)  # --color and --no-pager, on every subcommand too
     return parser
 
 
@@ -424,8 +426,8 @@ def _cmd_scan(args: argparse.Namespace) -> int:
     if args.json:  # DEL, C1 and bidi controls escaped too; the values load unchanged
         sys.stdout.write(json_escaped(json.dumps(report, indent=2, ensure_ascii=False)) + "\n")
     else:
-        colour = sys.stdout.isatty() and not os.environ.get("NO_COLOR")
-        sys.stdout.write(render_text(report, colour=colour))
+        sys.stdout.write(render_text(report, colour=output.colour(sys.stdout),
+                                     width=output.width(sys.stdout)))
         if args.plan:
             plan = report.get("plan")
             sys.stdout.write("\n" + visible(plan["text"], lines=True) if plan else
@@ -684,8 +686,8 @@ def _cmd_run(args: argparse.Namespace) -> int:
                              lambda snap: snap.content_hash())
         report["snapshots"] = {d["snapshot"]: analysis.snapshot.to_dict()
                                for d in report["launches"]}
-        colour = sys.stderr.isatty() and not os.environ.get("NO_COLOR")
-        sys.stderr.write(render_text(report, colour=colour, title="logwatch run"))
+        sys.stderr.write(render_text(report, colour=output.colour(sys.stderr),
+                                     width=output.width(sys.stderr), title="logwatch run"))
     leave_now(store, code)
     return code
 
@@ -896,6 +898,7 @@ def _configured_paths(args: argparse.Namespace) -> None:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)  # --help and usage errors import nothing more
+    output.configure(args)  # the colour choice; stdout gathered for a pager
     from logwatch.core.library import LibraryError
     from logwatch.daemon.socket_trust import UnsafeSocketPath
     from logwatch.store.errors import DatabaseError
@@ -951,3 +954,5 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_OK
     except KeyboardInterrupt:
         return 130
+    finally:
+        output.finish()  # paged or printed: what a long command wrote to a terminal
