@@ -104,7 +104,7 @@ def test_a_healthy_so_far_launch_with_an_uncovered_model_is_not_an_all_clear(
     assert set(problems) == {LATENT_MTP, LATENT_FP4}  # TP=2 tiles
     assert problems[LATENT_MTP]["config"]["mtp_in_use"] is True
     assert tuple(problems[LATENT_MTP]["config"]["uncovered_bf16"]) == UNCOVERED_MTP
-    text = render_text(report)
+    text = " ".join(render_text(report).split())  # wrapped at 80 columns
     assert "Not an all-clear: 2 latent problem(s) in the configuration, which this log has " \
         "not reached yet" in text
     assert "LATENT PROBLEMS" in text and "mtp.layers.0.self_attn.q_proj" in text

@@ -61,7 +61,7 @@ def test_an_unknown_exception_is_an_unrecognised_fatal_error(tmp_path: Path) -> 
     assert root["captures"] == {"exc_type": "KeyError", "message": "'zorblax_slot_12'",
                                 "frame": "vllm/zorblax/planner.py:41 in plan"}
     assert root["processes"] == ["EngineCore_DP0"]
-    text = logwatch_text("scan", str(log)).stdout
+    text = " ".join(logwatch_text("scan", str(log)).stdout.split())  # wrapped at 80 columns
     assert "unrecognised fatal error (KeyError: 'zorblax_slot_12')" in text
     assert "looks healthy" not in text
 
