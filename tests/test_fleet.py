@@ -59,3 +59,47 @@ def test_a_host_name_that_is_not_a_plain_name_is_refused(tmp_path: Path) -> None
                            "--host", "x'; DROP TABLE launches; --"], cwd=ROOT,
                           capture_output=True, text=True, check=False)
     assert done.returncode == 2 and "letters, digits" in done.stderr
+
+
+def test_a_running_daemon_exports_on_its_timer_and_the_cli_says_who_holds_it(
+        tmp_path: Path) -> None:
+    """`[export]` of docs/fleet.md: the daemon exports at start and every every_minutes
+    (a copy made between its commits: its own connection may not write files), while it
+    holds the history; `logwatch export` on that file says the daemon does it."""
+    from tests.following import Running
+
+    fleet, log, db = tmp_path / "fleet", tmp_path / "vllm.log", tmp_path / "h.duckdb"
+    log.write_text(_today((SAMPLES / "mtp_tensor_mismatch_glm_033.log").read_bytes()
+                          .decode()))
+    text = (ROOT / "docs" / "fleet.md").read_text(encoding="utf-8")
+    example = next(b.split("```", 1)[0] for b in text.split("```toml\n")[1:] if "[export]" in b)
+    config = tmp_path / "lw.toml"  # the docs' section, its directory and pace this test's
+    config.write_text(example.replace("/srv/fleet", str(fleet)).replace('"gpu1"', '"gpu7"')
+                      .replace("every_minutes = 60 ", "every_minutes = 0.02 "))
+    daemon = Running("--file", str(log), "--db", str(db), "--config", str(config),
+                     sock=tmp_path / "lw.sock")
+    launches = f"{fleet}/launches/**/*.parquet"
+
+    def exported() -> list[tuple[object, ...]]:
+        if not list(fleet.glob("launches/host=gpu7/day=*/*.parquet")):
+            return []
+        try:
+            return duckdb.sql(f"SELECT host, outcome, root_signature FROM read_parquet("
+                              f"'{launches}', hive_partitioning = true)").fetchall()
+        except duckdb.Error:  # a file being replaced as it is read: the next look
+            return []
+
+    try:
+        from tests.following import wait_for
+
+        rows = wait_for(lambda: (got := exported()) and got[0][1] == "failed" and got, 60,
+                        "the daemon's export of the failed launch")
+        assert rows == [("gpu7", "failed", "weights.tensor_size_mismatch")]
+        held = subprocess.run([sys.executable, "-m", "logwatch", "export", "--parquet",
+                               str(tmp_path / "other"), "--db", str(db)], cwd=ROOT,
+                              capture_output=True, text=True, check=False)
+        assert held.returncode == 2 and "[export]" in held.stderr, held.stdout  # still held
+        assert not (tmp_path / "other").exists()
+    finally:
+        assert daemon.stop() == 0, daemon.stderr
+    assert '"exported"' in daemon.stderr and not list(tmp_path.glob("h.duckdb.export*"))

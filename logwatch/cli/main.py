@@ -525,6 +525,12 @@ def _cmd_daemon(args: argparse.Namespace) -> int:
         daemon = Daemon(sources, library, store, until_idle=args.until_idle,
                         reload_library=lambda: _load(args), targets=targets)
         daemon.keep_days = float(config.get("database.keep_days") or 0)
+        if config.get("export.dir"):
+            from logwatch.store.export import default_host
+
+            daemon.export = (Path(config.get("export.dir")),
+                             config.get("export.host") or default_host(),
+                             float(config.get("export.every_minutes")))
         if config.notify:
             from logwatch.daemon.alerts import Alerts
 
@@ -796,14 +802,20 @@ def _cmd_export(args: argparse.Namespace) -> int:
     from datetime import date
 
     from logwatch.store.db import default_db_path
+    from logwatch.store.errors import DatabaseInUse
     from logwatch.store.export import default_host, export_parquet
 
+    db = args.db or default_db_path()
     try:
         since = date.fromisoformat(args.since) if args.since else None
-        written = export_parquet(args.db or default_db_path(), args.parquet,
-                                 args.host or default_host(), since)
+        written = export_parquet(db, args.parquet, args.host or default_host(), since)
     except ValueError as exc:
         _warn(f"logwatch export: {exc}")
+        return EXIT_USAGE
+    except DatabaseInUse:
+        _warn(f"logwatch export: {db} is held by a running daemon, which exports it itself: "
+              "give its configuration an [export] section (dir, host, every_minutes; "
+              "docs/fleet.md), or export after it stops")
         return EXIT_USAGE
     for item in written:
         print(f"{item.table}: {item.rows:,} row(s)")

@@ -24,6 +24,14 @@ def valid_name(name: object) -> TypeGuard[str]:
     """A target's name: what ids, file names and metric labels can carry as it is."""
     return isinstance(name, str) and _NAME.fullmatch(name) is not None
 
+_HOST = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,62}")
+
+
+def valid_host(name: object) -> bool:
+    """A host's name in a fleet's dataset: a directory name, never a path or SQL."""
+    return isinstance(name, str) and _HOST.fullmatch(name) is not None
+
+
 # section -> key -> (type, default). None default: required when the section is present.
 SCHEMA: dict[str, dict[str, tuple[type | tuple[type, ...], Any]]] = {
     # keep_days: launches that started longer ago are pruned hourly by the daemon (0: never)
@@ -32,6 +40,9 @@ SCHEMA: dict[str, dict[str, tuple[type | tuple[type, ...], Any]]] = {
     "socket": {"path": (str, ""), "group": (str, ""), "query_seconds": ((int, float), 10.0),
                "query_rows": (int, 10_000)},
     "signatures": {"dirs": (list, [])},
+    # the daemon's Parquet export for a fleet (docs/fleet.md): dir "" exports nothing; host
+    # "" is the hostname; every_minutes between exports (the days that can still change)
+    "export": {"dir": (str, ""), "host": (str, ""), "every_minutes": ((int, float), 60.0)},
     # the daemon's relaunches: state_dir "" is $STATE_DIRECTORY or the XDG data dir (overlay
     # model directories go under it); dropin "persistent" (/etc/systemd/system, or
     # ~/.config/systemd/user) or "runtime" (/run/...: a reboot undoes the relaunch); a
@@ -46,7 +57,8 @@ SCHEMA: dict[str, dict[str, tuple[type | tuple[type, ...], Any]]] = {
                  "backoff_seconds": ((int, float), 60.0)},
 }
 POSITIVE = frozenset({"query_seconds", "query_rows", "start_seconds", "soak_seconds",
-                      "approval_seconds", "breaker_failures", "backoff_seconds"})
+                      "approval_seconds", "breaker_failures", "backoff_seconds",
+                      "every_minutes"})
 DROPIN_KINDS = ("persistent", "runtime")
 TARGET_KEYS = ("name", "source", "launch", "variants", "relaunch", "model_dir")
 SOURCE_KEYS: dict[str, type] = {
@@ -141,6 +153,10 @@ def parse_config(path: str, text: str, overrides: dict[str, Any] | None = None) 
             if f"{section}.{key}" == "relaunch.dropin" and value not in DROPIN_KINDS:
                 problem(f"relaunch.dropin is {value!r}: one of {', '.join(DROPIN_KINDS)}",
                         key, section, 0, did_you_mean(str(value), DROPIN_KINDS))
+                continue
+            if f"{section}.{key}" == "export.host" and value and not valid_host(value):
+                problem(f"export.host {value!r}: letters, digits, '.', '_' and '-' only (it "
+                        "names a directory of the dataset)", key, section)
                 continue
             config.values[f"{section}.{key}"] = value
             config.origins[f"{section}.{key}"] = path

@@ -117,6 +117,8 @@ class Daemon:
         `reload_library`: loads and checks the library again (SIGHUP)."""
         self.until_idle = until_idle
         self.keep_days = 0.0  # [database] keep_days: 0 keeps everything
+        # [export]: (directory, host, minutes between exports), None: no export
+        self.export: tuple[Path, str, float] | None = None
         self.alerts: Any = None  # daemon.alerts.Alerts, with [[notify]] entries
         self.reload_library = reload_library
         self.on_signal = on_signal  # `logwatch run`: SIGTERM/SIGINT go to the child instead
@@ -668,6 +670,34 @@ class Daemon:
                 self.log.info("pruned", keep_days=days, **pruned.removed)
             await asyncio.sleep(PRUNE_EVERY_SECONDS)
 
+    async def _export_every(self, out: Path, host: str, minutes: float) -> None:
+        """`[export]`: the history as Parquet for a fleet (store.export), at start and every
+        `minutes`: a copy made between commits, exported off the database's thread. After
+        the first, each export rewrites the days that can still change (from the day
+        before the last export on)."""
+        from datetime import date, timedelta
+
+        from logwatch.store.export import copy_for_export, export_copy
+
+        loop = asyncio.get_running_loop()
+        scratch = self.writer.store.path.with_name(self.writer.store.path.name + ".export")
+        since: date | None = None
+        while True:
+            today = date.today()
+            try:
+                await loop.run_in_executor(self.writes.thread, lambda: self.in_store(
+                    lambda store: copy_for_export(store, scratch)))
+                written = await loop.run_in_executor(None, export_copy, scratch, out, host,
+                                                     since)
+            except Exception as exc:  # a full disk, a directory gone: said, tried again
+                self.log.error("export_failed", directory=str(out), error=str(exc))
+            else:
+                self.log.info("exported", directory=str(out), host=host,
+                              since=since and since.isoformat(),
+                              rows={w.table: w.rows for w in written})
+                since = today - timedelta(days=1)
+            await asyncio.sleep(minutes * 60)
+
     async def run(self) -> int:
         """Until stopped (SIGTERM/SIGINT) or every source has ended; then settle and commit."""
         loop = asyncio.get_running_loop()
@@ -720,6 +750,8 @@ class Daemon:
         stopper = asyncio.create_task(self._stop.wait())
         keeper = (asyncio.create_task(self._keep_days(self.keep_days))
                   if self.keep_days > 0 else None)
+        exporter = (asyncio.create_task(self._export_every(*self.export))
+                    if self.export is not None else None)
         try:
             await asyncio.wait([stopper, all_read], return_when=asyncio.FIRST_COMPLETED)
         finally:
@@ -733,8 +765,9 @@ class Daemon:
             batcher.cancel()
             if watcher is not None:
                 watcher.cancel()
-            if keeper is not None:
-                keeper.cancel()
+            for periodic in (keeper, exporter):
+                if periodic is not None:
+                    periodic.cancel()
             await asyncio.gather(all_read, batcher, stopper, *([watcher] if watcher else []),
                                  return_exceptions=True)
             for source in self.sources:

@@ -20,6 +20,7 @@ import duckdb
 from logwatch.paths import DB_FILENAME as DB_FILENAME  # re-exported
 from logwatch.paths import default_db_path as default_db_path  # re-exported
 from logwatch.store.errors import DatabaseError as DatabaseError  # re-exported
+from logwatch.store.errors import DatabaseInUse
 from logwatch.store.schema import MIGRATIONS, SCHEMA_VERSION, VIEWS
 
 # what DuckDB says of a file whose bytes are not what it wrote (a checksum, the header)
@@ -170,7 +171,7 @@ def connect(path: Path, read_only: bool, config: dict[str, Any] | None = None
         return duckdb.connect(str(path), read_only=read_only, config=config or {})
     except duckdb.IOException as exc:
         if "lock" in str(exc).lower():
-            raise DatabaseError(f"{path}: in use by another process (the logwatch daemon owns "
+            raise DatabaseInUse(f"{path}: in use by another process (the logwatch daemon owns "
                                 "it while it runs; ask it through `logwatch sql`)") from exc
         raise database_error(path, exc, "opening") from exc
     except duckdb.Error as exc:

@@ -3,3 +3,7 @@
 
 class DatabaseError(Exception):
     """The database cannot be used; the message says why and what to do."""
+
+
+class DatabaseInUse(DatabaseError):
+    """Another process (a running daemon) holds the database file."""

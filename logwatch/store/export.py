@@ -9,18 +9,20 @@ is checked to be a plain name, the directory is the operator's, quoted)."""
 
 from __future__ import annotations
 
-import re
 import socket
+import subprocess
+import sys
 from dataclasses import dataclass
 from datetime import date
 from pathlib import Path
+from typing import Any
 
+from logwatch.core.config import valid_host
 from logwatch.store.db import DatabaseError, connect
 
 # table -> the time that decides its day
 TABLES = {"launches": "started", "incidents": "first_time", "diagnoses": "recorded",
           "actions": "created", "action_transitions": "time", "snapshots": "first_recorded"}
-HOST = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,62}")
 
 
 @dataclass(frozen=True, slots=True)
@@ -36,13 +38,13 @@ def default_host() -> str:
 def export_parquet(db: Path, out: Path, host: str, since: date | None = None
                    ) -> list[Exported]:
     """Write each table's rows under `out/TABLE/host=HOST/day=DAY/`; what was written."""
-    if not HOST.fullmatch(host):
+    if not valid_host(host):
         raise ValueError(f"host {host!r}: letters, digits, '.', '_' and '-' only")
     if not db.exists():
         raise DatabaseError(f"{db}: no database yet (record one with `logwatch scan --db`)")
-    out.mkdir(parents=True, exist_ok=True)
     con = connect(db, read_only=True)
     try:
+        out.mkdir(parents=True, exist_ok=True)  # once the history could be opened
         done = []
         for table, when in TABLES.items():
             day = f"coalesce(CAST({when} AS DATE), DATE '1970-01-01')"
@@ -59,3 +61,34 @@ def export_parquet(db: Path, out: Path, host: str, since: date | None = None
         return done
     finally:
         con.close()
+
+
+# copies a file in a process of its own (see copy_for_export)
+_COPY = "import shutil, sys; shutil.copyfile(sys.argv[1], sys.argv[2])"
+
+
+def copy_for_export(store: Any, scratch: Path) -> None:
+    """A consistent copy of a history the caller holds (the daemon, between its commits,
+    under its writes lock): checkpointed, so the file alone is the whole history, then
+    copied. The copy is then exported with no lock held, by a connection of its own (the
+    daemon's own connection may not write files: enable_external_access is off).
+
+    The copy is made by a child process: DuckDB's lock on the file is a POSIX record lock,
+    which the kernel drops when the process that holds it closes *any* descriptor of the
+    file; a copy made here released it, and another process could then open the history
+    while the daemon wrote it (seen: `logwatch export` read it after the first export)."""
+    store.con.execute("CHECKPOINT")
+    done = subprocess.run([sys.executable, "-c", _COPY, str(store.path), str(scratch)],
+                          capture_output=True, text=True, timeout=600, check=False)
+    if done.returncode != 0:
+        raise OSError(f"copying {store.path} for the export: "
+                      f"{done.stderr.strip().splitlines()[-1:] or done.returncode}")
+
+
+def export_copy(scratch: Path, out: Path, host: str, since: date | None) -> list[Exported]:
+    """`export_parquet` of a copy made by `copy_for_export`, which is removed after."""
+    try:
+        return export_parquet(scratch, out, host, since)
+    finally:
+        for leftover in (scratch, scratch.with_name(scratch.name + ".wal")):
+            leftover.unlink(missing_ok=True)
