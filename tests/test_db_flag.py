@@ -92,3 +92,38 @@ def test_a_daemon_that_does_not_answer_is_busy_not_absent(tmp_path: Path) -> Non
         assert sql.returncode == 2 and "busy" in sql.stderr
         proc.send_signal(signal.SIGCONT)
         assert _cli("status", "--socket", str(sock)).returncode == 0  # awake: answers
+
+
+@pytest.mark.slow
+def test_a_time_is_written_the_same_whichever_path_answered(tmp_path: Path) -> None:
+    """The same rows through the daemon's socket and from the file itself: every format
+    writes their times alike (the socket wrote `2026-10-14T09:12:01`, the file
+    `2026-10-14 09:12:01`)."""
+    log, db, sock = tmp_path / "vllm.log", tmp_path / "h.duckdb", tmp_path / "lw.sock"
+    log.write_bytes((SAMPLES / "demo_marlin_and_mtp.log").read_bytes())
+    query = ("SELECT l.number, l.started, i.first_time, CAST(l.started AS DATE) AS day "
+             "FROM launches l JOIN incidents i ON i.launch_id = l.id "
+             "ORDER BY l.number, i.first_time, i.signature")
+    formats = ("--json", "--csv", "--jsonl", "--table")
+
+    def answers(*where: str) -> dict[str, str]:
+        out = {}
+        for fmt in formats:
+            done = _cli("sql", *where, *([] if fmt == "--table" else [fmt]), query)
+            assert done.returncode == 0, done.stderr
+            out[fmt] = done.stdout
+        return out
+
+    with _daemon(log, db, sock) as _:
+        from tests.following import wait_for
+
+        def settled() -> bool:
+            state = json.loads(_cli("status", "--json", "--socket", str(sock)).stdout)
+            return bool(state["failed_launches"] == 2 and not state["pending"])
+
+        wait_for(settled, 60, "both failed launches told and everything written")
+        through_daemon = answers("--socket", str(sock), "--db", str(db))
+    from_file = answers("--socket", str(sock), "--db", str(db))  # no daemon now: the file
+    assert through_daemon == from_file
+    row = json.loads(from_file["--jsonl"].splitlines()[0])
+    assert row["started"][10] == " " and len(row["day"]) == 10

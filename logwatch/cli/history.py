@@ -14,6 +14,7 @@ from datetime import date, datetime
 from pathlib import Path
 from typing import Any
 
+from logwatch.core.timestamps import written
 from logwatch.core.visible import visible
 from logwatch.store.db import default_db_path
 from logwatch.store.operator_sql import QueryResult, read_only_query
@@ -21,7 +22,7 @@ from logwatch.store.operator_sql import QueryResult, read_only_query
 
 def _cell(value: Any) -> Any:
     if isinstance(value, datetime | date):
-        return value.isoformat(sep=" ") if isinstance(value, datetime) else value.isoformat()
+        return written(value)
     return value
 
 

@@ -10,13 +10,14 @@ from logwatch.core.analysis import LaunchAnalysis
 from logwatch.core.findings import Finding
 from logwatch.core.incidents import FALLBACK_CATEGORY, Incident, problem_key
 from logwatch.core.snapshot import Snapshot
+from logwatch.core.timestamps import written
 
 PROSE_FIELDS = frozenset({"explanation", "summary", "details", "why"})
 
 
 def _seen(finding: Finding) -> dict[str, Any]:
     return {"source": finding.source, "line": finding.lineno,
-            "time": finding.time.isoformat(sep=" ") if finding.time else None}
+            "time": written(finding.time) if finding.time else None}
 
 
 def incident_dict(incident: Incident) -> dict[str, Any]:
@@ -70,7 +71,7 @@ def report_dict(library_version: str, analyses: Sequence[LaunchAnalysis],
         launches.append({
             "source": launch.source, "number": launch.number, "start_line": launch.start_line,
             "last_line": launch.last_line, "seen_start": launch.seen_start,
-            "started": launch.started.isoformat(sep=" ") if launch.started else None,
+            "started": written(launch.started) if launch.started else None,
             "outcome": launch.outcome, "exit_code": launch.exit_code, "snapshot": digest,
             "root_cause": root, "incidents": list(range(base, len(incidents))),
             "fatal_incidents": sum(1 for i in analysis.incidents if i.signature.fatal)})

@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 from logwatch import __version__, own_log
+from logwatch.core.timestamps import written
 from logwatch.daemon.protocol import EVENT_KINDS as EVENT_KINDS  # re-exported: older imports
 from logwatch.daemon.protocol import (
     OPS,
@@ -119,7 +120,7 @@ ANSWER_BUFFER_BYTES = 64 << 20
 
 def _json(value: Any) -> Any:
     if isinstance(value, datetime | date):
-        return value.isoformat()
+        return written(value)  # as the CLI writes a time it read from the file itself
     return str(value)
 
 
