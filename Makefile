@@ -40,6 +40,8 @@ demo: $(STAMP)
 		--gpu-capability 9.0 > /dev/null || test $$? -eq 1
 	$(BIN)/logwatch --no-pager sql --db .demo.duckdb "SELECT tensor_parallel_size AS tp, quant_scheme, \
 		mtp_covered, failed_launches, root_causes FROM failures_by_config ORDER BY tp DESC"
+	@echo
+	@echo "logwatch is installed in $(BIN): \`. $(BIN)/activate\` puts it on PATH for the README's examples"
 
 lint: $(STAMP)
 	$(BIN)/ruff check logwatch tests benchmarks tools

@@ -5,6 +5,7 @@ half-second."""
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
 import sys
@@ -93,3 +94,21 @@ def test_the_signature_example_in_the_docs_loads_and_passes_its_own_examples(
                             check=False)
     assert tested.returncode == 0, tested.stdout[-2000:] + tested.stderr
     assert "ok   site.my_failure" in tested.stdout
+
+
+@pytest.mark.skipif(not (ROOT / ".venv" / "bin" / "activate").exists(),
+                    reason="no .venv here (make demo or make test makes it)")
+def test_the_readmes_activation_puts_logwatch_on_path() -> None:
+    """The README's examples say `logwatch ...`: after `make demo`, `. .venv/bin/activate`
+    (as the README and `make demo` say) is what makes them work as written."""
+    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    assert "`. .venv/bin/activate` puts it on PATH" in text
+    path = ":".join(p for p in os.environ.get("PATH", "").split(":")
+                    if not p.startswith(str(ROOT)))  # a fresh shell's PATH
+    done = subprocess.run(["bash", "-c", ". .venv/bin/activate && command -v logwatch && "
+                           "logwatch --version"], cwd=ROOT, capture_output=True, text=True,
+                          env={**os.environ, "PATH": path}, timeout=60, check=False)
+    assert done.returncode == 0, done.stderr
+    where, version = done.stdout.splitlines()
+    assert Path(where) == ROOT / ".venv" / "bin" / "logwatch"
+    assert version.startswith("logwatch ")
