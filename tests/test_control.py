@@ -66,6 +66,12 @@ def test_status_and_sql_go_through_the_daemon(running: Running) -> None:
     assert "launch #2: failed, root cause weights.tensor_size_mismatch" in status.stdout
     assert f"  database {db} · socket {sock}" in status.stdout
     assert "1 target(s) failed now" in status.stdout and "last: " in status.stdout
+    # the fatal incidents of the newest launch, counted and shown on its line
+    fatal = json.loads(cli("sql", "--socket", str(sock), "--jsonl",
+                           "SELECT count(*) AS n FROM incidents i JOIN launches l ON "
+                           "l.id = i.launch_id WHERE i.fatal AND l.number = 2").stdout)["n"]
+    assert fatal > 0 and f"{fatal} open fatal incident(s) in the newest launches" in status.stdout
+    assert f"root cause weights.tensor_size_mismatch, {fatal} fatal incident(s)" in status.stdout
     assert "118 lines read" in status.stdout.replace(",", "")
     out = cli("sql", "--socket", str(sock), "--db", str(db), "--json",
               "SELECT signature FROM findings WHERE signature = 'marlin.repack_tile_n' LIMIT 1")

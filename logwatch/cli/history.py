@@ -252,10 +252,12 @@ def status(db: Path | None, socket: Path | None, as_json: bool) -> int:
 
     print(f"  database {visible(str(database.get('path', '?')))} · socket "
           f"{visible(str(socket or default_socket_path()))}")
-    if state.get("last_failure"):
-        print(f"  {len(failed)} target(s) failed now ({state.get('failed_launches', 0)} "
-              f"failed launch(es) since the daemon started); last: "
-              f"{visible(str(state['last_failure']))}")
+    open_fatal = sum(launch.get("fatal_incidents", 0) for launch in state.get("launches", []))
+    print(f"  {open_fatal} open fatal incident(s) in the newest launches, {len(failed)} "
+          f"target(s) failed now ({state.get('failed_launches', 0)} failed launch(es) since "
+          "the daemon started)"
+          + (f"; last: {visible(str(state['last_failure']))}" if state.get("last_failure")
+             else ""))
     if database.get("writable") is False:
         print(f"  DATABASE UNWRITABLE for {database['since_s']:.0f} s "
               f"({database['failed_tries']} failed commits): "
@@ -273,8 +275,10 @@ def status(db: Path | None, socket: Path | None, as_json: bool) -> int:
                  if launch.get("root_cause") else "")
         again = (f", failed {launch['failed_before']} time(s) before"
                  if launch.get("failed_before") else "")
+        fatal = (f", {launch['fatal_incidents']} fatal incident(s)"
+                 if launch.get("fatal_incidents") else "")
         print(f"  {visible(str(launch['source']))} launch #{launch['number']}: "
-              f"{launch['outcome']}{cause}{again}")
+              f"{launch['outcome']}{cause}{fatal}{again}")
         if launch.get("latent"):  # not failed (yet) is not healthy: say what is ahead
             print(f"  {visible(str(launch['source']))} launch #{launch['number']} "
                   f"({launch['outcome']}) has latent problems: "

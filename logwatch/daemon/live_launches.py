@@ -265,6 +265,14 @@ class LiveLaunches:
             return []
         return [d.title for d in analysis.latent]
 
+    def _fatal(self, source: str, lid: str) -> int:
+        """How many fatal incidents a launch has, as last analysed."""
+        with self._lock:
+            analysis = self.analyses.get(source)
+        if analysis is None or launch_id(analysis.launch) != lid:
+            return 0
+        return sum(1 for i in analysis.incidents if i.signature.fatal)
+
     def status(self) -> list[dict[str, Any]]:
         """Each source's current launch."""
         out = []
@@ -278,5 +286,6 @@ class LiveLaunches:
                         "start_line": launch.start_line, "outcome": launch.outcome,
                         "root_cause": published[1] if published else None,
                         "failed_before": published[2] if published else 0,
+                        "fatal_incidents": self._fatal(launch.source, lid),
                         "latent": self._latent(launch.source, lid)})
         return out

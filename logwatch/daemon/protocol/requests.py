@@ -69,6 +69,7 @@ class LaunchState(TypedDict):
     outcome: Outcome
     root_cause: str | None
     failed_before: int
+    fatal_incidents: NotRequired[int]  # in this launch, as last analysed
     # titles of the problems its snapshot shows that its log has not reached yet
     latent: NotRequired[list[str]]
 
