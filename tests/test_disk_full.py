@@ -99,6 +99,8 @@ def test_a_full_disk_loses_nothing_and_writing_resumes_by_itself(small_disk: Pat
         state = database()
         assert "No space left on device" in str(state["error"])
         assert recorded() == 100 and status()["pending"] == 100
+        [source] = status()["sources"]  # type: ignore[misc]
+        assert source["state"] == "held" and "not writable" in source["detail"], source
         statuses = []
         while True:
             try:
