@@ -221,8 +221,10 @@ class HelloRequest(Request):
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class StatusRequest(Request):
-    """What the daemon is doing: lines read, findings recorded and waiting, the database's
-    state, each source's position and lag, recent events."""
+    """What the daemon is doing: its and the protocol's versions, lines read, findings
+    recorded and waiting, the database's state, each configured source with its state
+    (following, catching up, lagging, missing, unreadable, held), position and lag, each
+    source's newest launch, recent events."""
 
     op: ClassVar[str] = "status"
     answer: ClassVar[type] = StatusAnswer
