@@ -204,30 +204,30 @@ def read_pty(master: int) -> bytes:
 
 
 
+def _for_the_session(key: str, value: str) -> Iterator[None]:
+    """An environment variable set for the test session (children inherit it), then put
+    back as it was."""
+    saved = os.environ.get(key)
+    os.environ[key] = value
+    yield
+    if saved is None:
+        os.environ.pop(key, None)
+    else:
+        os.environ[key] = saved
+
+
 @pytest.fixture(scope="session", autouse=True)
 def strict_protocol() -> Iterator[None]:
     """Daemons the tests start (in process or as children) raise on an event published
     outside the vocabulary (logwatch.daemon.protocol) instead of logging and dropping it."""
-    saved = os.environ.get("LOGWATCH_STRICT_PROTOCOL")
-    os.environ["LOGWATCH_STRICT_PROTOCOL"] = "1"
-    yield
-    if saved is None:
-        os.environ.pop("LOGWATCH_STRICT_PROTOCOL", None)
-    else:
-        os.environ["LOGWATCH_STRICT_PROTOCOL"] = saved
+    yield from _for_the_session("LOGWATCH_STRICT_PROTOCOL", "1")
 
 
 @pytest.fixture(scope="session", autouse=True)
 def no_pager() -> Iterator[None]:
     """A command the tests run on a pseudo-terminal prints its long output there instead of
     waiting in `less` for a key (tests/test_output_conventions.py sets its own pager)."""
-    saved = os.environ.get("LOGWATCH_PAGER")
-    os.environ["LOGWATCH_PAGER"] = ""
-    yield
-    if saved is None:
-        os.environ.pop("LOGWATCH_PAGER", None)
-    else:
-        os.environ["LOGWATCH_PAGER"] = saved
+    yield from _for_the_session("LOGWATCH_PAGER", "")
 
 
 def free_port() -> int:

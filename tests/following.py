@@ -55,15 +55,17 @@ def run_daemon(*args: str, findings: int = 0, timeout: float = 120) -> Completed
     return daemon_until(caught_up(findings), *args, timeout=timeout)
 
 
-def wait_for(condition: Callable[[], Any], timeout: float, what: str,
+def wait_for(condition: Callable[[], Any], timeout: float, what: str | Callable[[], str],
              interval: float = 0.05) -> Any:
-    """Poll `condition` until it returns something true; fail naming `what`."""
+    """Poll `condition` until it returns something true; fail naming `what` (a callable:
+    worked out at the failure, with what was seen by then)."""
     deadline = time.monotonic() + timeout
     while True:
         value = condition()
         if value:
             return value
-        assert time.monotonic() < deadline, f"timed out after {timeout} s waiting for {what}"
+        assert time.monotonic() < deadline, \
+            f"timed out after {timeout} s waiting for {what() if callable(what) else what}"
         time.sleep(interval)
 
 

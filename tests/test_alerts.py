@@ -40,21 +40,29 @@ printf '%s\\n' "$line" >> "$0.calls"
 """
 
 
-def test_a_webhook_and_a_hook_hear_each_fatal_problem_and_the_crash_loop_once(
-        tmp_path: Path) -> None:
+def receivers(tmp: Path) -> tuple[HTTPServer, str]:
+    """A webhook receiver on loopback (what it got: Receiver.got) and a hook script (its
+    calls: `hook.sh.calls` in `tmp`), and the [[notify]] entries naming both for fatal
+    incidents and a crash loop of 2 launches."""
     Receiver.got = []
     server = HTTPServer(("127.0.0.1", 0), Receiver)
     threading.Thread(target=server.serve_forever, daemon=True).start()
-    hook = tmp_path / "hook.sh"
+    hook = tmp / "hook.sh"
     hook.write_text(HOOK)
     hook.chmod(0o755)
-    config = tmp_path / "lw.toml"
-    config.write_text(
+    return server, (
         "[[notify]]\nkind = \"webhook\"\n"
         f"url = \"http://127.0.0.1:{server.server_port}/logwatch\"\n"
         "on = [\"fatal_incident\", \"crash_loop\"]\ncrash_loop_launches = 2\n\n"
         f"[[notify]]\nkind = \"hook\"\nargv = [\"{hook}\"]\n"
         "on = [\"fatal_incident\", \"crash_loop\"]\ncrash_loop_launches = 2\n")
+
+
+def test_a_webhook_and_a_hook_hear_each_fatal_problem_and_the_crash_loop_once(
+        tmp_path: Path) -> None:
+    server, notify = receivers(tmp_path)
+    config = tmp_path / "lw.toml"
+    config.write_text(notify)
     assert parse_config(str(config), config.read_text()).problems == []
     log, sock = tmp_path / "vllm.log", tmp_path / "lw.sock"
     log.write_bytes((SAMPLES / "demo_marlin_and_mtp.log").read_bytes())  # two failed launches

@@ -37,6 +37,7 @@ from logwatch.cli.main import build_parser
 from logwatch.daemon.client import Client, wait_ready
 from logwatch.paths import default_db_path, default_socket_path
 from tests.conftest import ROOT, SAMPLES
+from tests.following import wait_for
 
 MODELS = ROOT / "samples" / "models"
 DEMO_LOG = SAMPLES / "demo_marlin_and_mtp.log"
@@ -372,13 +373,7 @@ def _ran(done: subprocess.CompletedProcess[str], code: int, *expected: str) -> s
 
 
 def until(check: Callable[[], Any], what: str, timeout: float = 30) -> Any:
-    deadline = time.monotonic() + timeout
-    while True:
-        value = check()
-        if value:
-            return value
-        assert time.monotonic() < deadline, f"never: {what}"
-        time.sleep(0.05)  # polling a condition another process makes true; it decides
+    return wait_for(check, timeout, what, interval=0.05)
 
 
 def _status() -> dict[str, Any]:

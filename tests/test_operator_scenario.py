@@ -22,16 +22,14 @@ import shlex
 import shutil
 import subprocess
 import sys
-import threading
-import time
-from http.server import HTTPServer
 from pathlib import Path
 
 import pytest
 
 from logwatch.paths import systemd_release, user_state_dir
 from tests.conftest import ROOT, SAMPLES
-from tests.test_alerts import HOOK, Receiver
+from tests.following import wait_for
+from tests.test_alerts import Receiver, receivers
 
 UNIT = ROOT / "systemd" / "logwatch.service"
 UNIT_DIR = Path("/run/user/0/systemd/user")
@@ -85,16 +83,6 @@ def _cli(*args: str) -> subprocess.CompletedProcess[str]:
                           env={**os.environ, "NO_COLOR": "1"})
 
 
-def _until(check, timeout: float, what):  # type: ignore[no-untyped-def]
-    deadline = time.monotonic() + timeout
-    while True:
-        got = check()
-        if got:
-            return got
-        assert time.monotonic() < deadline, f"timed out waiting for {what()}"
-        time.sleep(0.2)  # polling processes of the manager's; the condition decides
-
-
 @pytest.mark.slow
 def test_the_operators_scenario_under_systemd_user(systemd_user: dict[str, str],
                                                    tmp_path: Path) -> None:
@@ -103,22 +91,12 @@ def test_the_operators_scenario_under_systemd_user(systemd_user: dict[str, str],
     tag = f"{os.getpid()}"
     name, vllm = f"logwatch-scenario-{tag}", f"vllm-crashloop-{tag}.service"
     unit = f"{name}.service"
-    Receiver.got = []
-    server = HTTPServer(("127.0.0.1", 0), Receiver)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    hook = tmp_path / "hook.sh"
-    hook.write_text(HOOK)
-    hook.chmod(0o755)
+    server, notify = receivers(tmp_path)
     calls = tmp_path / "hook.sh.calls"
     config = tmp_path / "logwatch.toml"
     config.write_text(
         f'[[targets]]\nname = "qwen"\n[targets.source]\nkind = "journald"\n'
-        f'user_unit = "{vllm}"\n[targets.relaunch]\npolicy = "off"\n\n'
-        "[[notify]]\nkind = \"webhook\"\n"
-        f"url = \"http://127.0.0.1:{server.server_port}/logwatch\"\n"
-        "on = [\"fatal_incident\", \"crash_loop\"]\ncrash_loop_launches = 2\n\n"
-        f"[[notify]]\nkind = \"hook\"\nargv = [\"{hook}\"]\n"
-        "on = [\"fatal_incident\", \"crash_loop\"]\ncrash_loop_launches = 2\n")
+        f'user_unit = "{vllm}"\n[targets.relaunch]\npolicy = "off"\n\n' + notify)
     assert _cli("check-config", "--config", str(config)).returncode == 0
     sample = SAMPLES / "mtp_tensor_mismatch_glm_033.log"
     # vLLM failing at start, started again by its unit each time: a crash loop
@@ -142,7 +120,7 @@ def test_the_operators_scenario_under_systemd_user(systemd_user: dict[str, str],
             again = "failed, root cause weights.tensor_size_mismatch, failed "
             return shown if again in shown.stdout else None
 
-        status = _until(failed_twice, 120, lambda: f"a launch failed again in status: {seen}")
+        status = wait_for(failed_twice, 120, lambda: f"a launch failed again in status: {seen}")
         _user(env, "stop", vllm)
         assert status.returncode == 1, status.stdout  # a target's newest launch failed
         assert "root cause weights.tensor_size_mismatch" in status.stdout
@@ -159,7 +137,7 @@ def test_the_operators_scenario_under_systemd_user(systemd_user: dict[str, str],
                                  timeout=60, check=False).stdout
             return out if '"fatal_incident"' in out and '"launch_failed"' in out else None
 
-        said = _until(errors, 60, lambda: "error-priority journal entries")
+        said = wait_for(errors, 60, lambda: "error-priority journal entries")
         failed = [json.loads(line) for line in said.splitlines() if '"launch_failed"' in line]
         assert failed[0]["root_cause"] == "weights.tensor_size_mismatch"
         started = subprocess.run(["journalctl", "--user-unit", unit, "-o", "cat",
@@ -172,7 +150,7 @@ def test_the_operators_scenario_under_systemd_user(systemd_user: dict[str, str],
             return (any(g["event"] == "crash_loop" for g in Receiver.got) and calls.exists()
                     and "crash_loop" in calls.read_text())
 
-        _until(delivered, 60, lambda: f"the crash-loop notifications: {Receiver.got}")
+        wait_for(delivered, 60, lambda: f"the crash-loop notifications: {Receiver.got}")
         fatal = [g["signature"] for g in Receiver.got if g["event"] == "fatal_incident"]
         assert "weights.tensor_size_mismatch" in fatal and len(fatal) == len(set(fatal))
         assert [g["event"] for g in Receiver.got].count("crash_loop") == 1
