@@ -825,7 +825,7 @@ def test_the_tui_opens_the_history_without_a_daemon(tmp_path: Path) -> None:
     _ran(logwatch("scan", "--db", str(db), str(DEMO_LOG)), 1)
     _ran(logwatch("scan", "--db", str(default_db_path()), str(DEMO_LOG)), 1)
     names = {"/var/lib/logwatch/logwatch.duckdb": str(db),
-             "/run/logwatch/control.sock": str(tmp_path / "control.sock")}
+             "/run/logwatch/logwatch.sock": str(tmp_path / "control.sock")}
     lines = [_line("README.md", "logwatch tui --db"), _line("README.md", "logwatch tui --socket")]
     lines.append(_line("README.md", "logwatch tui"))
     for n, line in enumerate(lines):
