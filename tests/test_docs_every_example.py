@@ -151,12 +151,14 @@ RUN_HERE: dict[str, str] = {
         "test_a_daemon_following_a_file_answers_the_docs_commands",
     "README.md | ```text $ logwatch sql \"SELECT action_id":
         "test_the_history_block_on_the_default_history",
-    "README.md | logwatch scan --db /var/lib/logwatch/logwatch.duckdb":
+    "README.md | logwatch scan --db history.duckdb":
         "test_the_history_block_on_the_default_history",
-    "README.md | logwatch history": "test_the_history_block_on_the_default_history",
-    "README.md | logwatch sql \"SELECT * FROM failures_by_config\"":
+    "README.md | logwatch history --db history.duckdb":
         "test_the_history_block_on_the_default_history",
-    "README.md | logwatch sql --csv": "test_the_history_block_on_the_default_history",
+    "README.md | logwatch sql --db history.duckdb \"SELECT * FROM failures_by_config\"":
+        "test_the_history_block_on_the_default_history",
+    "README.md | logwatch sql --db history.duckdb --csv":
+        "test_the_history_block_on_the_default_history",
     "README.md | logwatch daemon --file /var/log/vllm/vllm.log --from-end":
         "test_daemon_from_end_reads_only_new_lines",
     "README.md | logwatch daemon --file '/var/log/vllm/*.log'":
@@ -554,25 +556,27 @@ def test_the_readmes_toml_passes_check_config(tmp_path: Path) -> None:
 # --- README: History ------------------------------------------------------------------------------
 
 def test_the_history_block_on_the_default_history(tmp_path: Path) -> None:
-    """The History block as written: `scan --db` into the default history (the test's own
-    $STATE_DIRECTORY, standing in for /var/lib/logwatch), then `history` and `sql` with
-    no --db, no daemon running."""
+    """The History block as written: `scan --db history.duckdb`, then `history` and `sql`
+    on that file, no daemon running."""
     logs = tmp_path / "vllm"
     logs.mkdir()
     shutil.copy(DEMO_LOG, logs / "a.log")
     shutil.copy(HEALTHY_LOG, logs / "b.log")
-    names = {"/var/lib/logwatch/logwatch.duckdb": str(default_db_path()),
+    db = tmp_path / "history.duckdb"
+    names = {"history.duckdb": shlex.quote(str(db)),
              "/var/log/vllm/*.log": f"{shlex.quote(str(logs))}/*.log"}
-    line = _line("README.md", "logwatch scan --db /var/lib/logwatch/logwatch.duckdb")
-    _ran(sh(_swap(line, names)), 1, "in 2 input(s)", f"recorded in {default_db_path()}")
-    said = _ran(sh(_line("README.md", "logwatch history")), 0)
+    line = _line("README.md", "logwatch scan --db history.duckdb")
+    _ran(sh(_swap(line, names)), 1, "in 2 input(s)", f"recorded in {db}")
+    said = _ran(sh(_swap(_line("README.md", "logwatch history --db"), names)), 0)
     assert re.search(r"critical\s+root\s+weights\.tensor_size_mismatch", said), said
     assert re.search(r"critical\s+root\s+marlin\.repack_tile_n", said), said
-    said = _ran(sh(_line("README.md", 'logwatch sql "SELECT * FROM failures_by_config"')), 0,
-                "(2 rows)")
+    said = _ran(sh(_swap(_line("README.md", 'logwatch sql --db history.duckdb "SELECT * FROM '
+                               'failures_by_config"'), names)), 0, "(2 rows)")
     assert said.split()[:3] == ["snapshot", "model", "quant_scheme"], said
-    said = _ran(sh(_line("README.md", "logwatch sql --csv")), 0)
+    said = _ran(sh(_swap(_line("README.md", "logwatch sql --db history.duckdb --csv"), names)),
+                0)
     assert said.startswith("signature,count_star()\n") and "\nmarlin.repack_tile_n,4\n" in said
+    _ran(logwatch("scan", "--db", str(default_db_path()), str(DEMO_LOG)), 1)  # the daemon's
 
     # the transcript of the relaunch loop: its query, against this history, prints its columns
     # (its rows come from the loop under systemd: tests/test_relaunch_loop_systemd.py)
