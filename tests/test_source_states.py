@@ -122,3 +122,30 @@ def test_a_backlog_half_read_is_catching_up_with_its_progress(tmp_path: Path,
         assert state["behind_bytes"] == size - half and state["next_line"] > 0
         daemon.handle(Chunk("vllm", "g1", healthy * 200, half, path=str(log)))
         assert daemon.source_states()[0]["state"] == "following"
+
+
+@pytest.mark.slow
+def test_status_judges_only_what_the_daemon_follows(tmp_path: Path) -> None:
+    """A history that also holds a scan of other logs (failed ones): status lists and
+    judges the daemon's own sources; before, each scanned file was listed as a target that
+    failed, and status exited 1 with the followed vLLM healthy (it served, then stopped)."""
+    db, log = tmp_path / "h.duckdb", tmp_path / "vllm.log"
+    scanned = subprocess.run([sys.executable, "-m", "logwatch", "scan", "--db", str(db),
+                              str(SAMPLES / "demo_marlin_and_mtp.log")], cwd=ROOT,
+                             capture_output=True, timeout=120, check=False)
+    assert scanned.returncode == 1  # failed launches, recorded
+    log.write_bytes((SAMPLES / "healthy_033_startup.log").read_bytes())
+    daemon = Running("--file", str(log), "--db", str(db), sock=tmp_path / "lw.sock")
+    try:
+        st = daemon.wait_status(lambda st: st["lines"] > 0 and not st["pending"]
+                                and any(launch["outcome"] == "stopped"
+                                        for launch in st["launches"]), 60,
+                                "the followed launch served and stopped")
+        assert [launch["source"] for launch in st["launches"]] == [f"file:{log}"]
+        shown = subprocess.run([sys.executable, "-m", "logwatch", "status", "--socket",
+                                str(daemon.sock)], cwd=ROOT, capture_output=True, text=True,
+                               timeout=60, check=False)
+        assert shown.returncode == 0, shown.stdout
+        assert "demo_marlin_and_mtp" not in shown.stdout
+    finally:
+        assert daemon.stop() == 0, daemon.stderr

@@ -372,6 +372,8 @@ class Daemon:
         return out
 
     def status(self) -> dict[str, Any]:
+        sources = self.source_states()
+        followed = {source["name"] for source in sources}
         return {
             "version": __version__, "protocol": PROTOCOL_VERSION,
             "library": self.library.version, "reloading": self._reloading is not None,
@@ -379,8 +381,11 @@ class Daemon:
             "findings_recorded": self.committed, "pending": len(self.pending),
             "uptime_s": round(time.monotonic() - self.started, 1),
             "database": self.writes.state(),
-            "sources": self.source_states(),
-            "launches": self.launches.status(),
+            "sources": sources,
+            # the launches of what this daemon follows (a history also holds scans' and
+            # earlier configurations' sources, which are not its to judge)
+            "launches": [launch for launch in self.launches.status()
+                         if launch["source"] in followed],
             "failed_launches": self.launches.failed,
             "last_failure": self.launches.last_failure,
             "events": self.events[-10:],
