@@ -621,7 +621,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
     from logwatch.paths import configured_db_path
     from logwatch.scan.triage import parse_capability
     from logwatch.sources.process import ProcessSource
-    from logwatch.store.db import keep_files_private, open_store
+    from logwatch.store.db import keep_files_private
 
     if not valid_name(args.target):
         _warn(f"logwatch: run: --target {args.target!r}: letters, digits, '.', '_' and '-', "
@@ -651,7 +651,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
     umask = keep_files_private()  # for the history; vLLM keeps the umask it was given
     source = ProcessSource(argv, name=f"run:{args.target}", passthrough=not args.quiet,
                            umask=umask)
-    with open_store(db, service=True) as store:
+    with _run_store(db, args) as store:
         digest = snapshot.content_hash()
         daemon = Daemon([source], library, store, on_signal=source.forward,
                         snapshots={source.name: digest})
@@ -706,6 +706,24 @@ def _refused(config: Any, command: str) -> bool:
     for problem in config.problems:
         _warn(f"  {problem}")
     return True
+
+
+def _run_store(db: Path, args: argparse.Namespace) -> Any:
+    """The history `logwatch run` records into: `db`; when that is the default (no --db)
+    and a running daemon holds it, a history of the run's own beside it (said), so that a
+    host whose daemon runs can still supervise vLLM with `logwatch run`."""
+    from logwatch.store.db import open_store
+    from logwatch.store.errors import DatabaseInUse
+
+    try:
+        return open_store(db, service=True)
+    except DatabaseInUse:
+        if args.db is not None:  # --db X means X
+            raise
+    own = db.with_name(f"run-{args.target}.duckdb")
+    _warn(f"logwatch: run: {db} is held by a running daemon; this run records into {own} "
+          "(give --db PATH to choose)")
+    return open_store(own, service=True)
 
 
 def _relaunching_run(daemon: Any, source: Any, target: str, mode: str, settings: Any,

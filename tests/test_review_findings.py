@@ -1,0 +1,102 @@
+"""Findings of a review of the changes since 2b3a637 (paths, status, the daemon's export,
+`logwatch run` reading the configuration): each test shows one problem, fixed with it."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import subprocess
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from logwatch.daemon.client import wait_ready
+from tests.conftest import ROOT
+
+
+def _cli(*args: str, env: dict[str, str] | None = None,
+         timeout: float = 120) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "logwatch", *args], cwd=ROOT, text=True,
+                          capture_output=True, timeout=timeout, check=False,
+                          env={**os.environ, "NO_COLOR": "1", **(env or {})})
+
+
+@contextmanager
+def _daemon(*args: str, env: dict[str, str] | None = None
+            ) -> Iterator[subprocess.Popen[bytes]]:
+    """A daemon on the default socket and history ($RUNTIME_DIRECTORY, $STATE_DIRECTORY)."""
+    proc = subprocess.Popen([sys.executable, "-m", "logwatch", "daemon", *args], cwd=ROOT,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                            env={**os.environ, **(env or {})})
+    sock = Path(os.environ["RUNTIME_DIRECTORY"]) / "logwatch.sock"
+    try:
+        asyncio.run(wait_ready(sock, 60, alive=lambda: proc.poll() is None))
+        yield proc
+    finally:
+        proc.send_signal(signal.SIGCONT)
+        proc.terminate()
+        proc.wait(timeout=60)
+
+
+# -- 1. `logwatch run` while the daemon holds the history it now defaults to ---------------
+
+def test_run_still_starts_its_child_while_the_daemon_holds_the_default_history(
+        tmp_path: Path) -> None:
+    """Since `logwatch run` writes the configured/default history (the daemon's), a host
+    whose daemon runs could no longer `logwatch run -- vllm serve ...`: exit 2, vLLM never
+    started ("in use by another process"). Before 434a92a, root's run wrote
+    ~/.local/share and the unit's daemon /var/lib/logwatch: both worked side by side."""
+    log = tmp_path / "vllm.log"
+    log.write_text("INFO 10-14 09:12:01 [api_server.py:1] hello\n")
+    env = {"LOGWATCH_CONFIG": str(tmp_path / "none.toml")}
+    with _daemon("--file", str(log), env=env):
+        done = _cli("run", "--target", "t", "--", sys.executable, "-c",
+                    "print('the child ran')", env=env)
+        held = Path(os.environ["STATE_DIRECTORY"]) / "logwatch.duckdb"
+        again = _cli("sql", "--db", str(held), "SELECT 1", env=env)  # the daemon answers
+    assert "the child ran" in done.stdout, done.stderr
+    assert done.returncode == 0, done.stderr
+    assert "held by" in done.stderr and "run-t.duckdb" in done.stderr  # said where it went
+    assert again.returncode == 0, again.stderr
+
+
+def test_run_with_an_explicit_db_held_by_the_daemon_still_refuses(tmp_path: Path) -> None:
+    """--db X is X: no other file is chosen behind the operator's back."""
+    log = tmp_path / "vllm.log"
+    log.write_text("hello\n")
+    env = {"LOGWATCH_CONFIG": str(tmp_path / "none.toml")}
+    held = Path(os.environ["STATE_DIRECTORY"]) / "logwatch.duckdb"
+    with _daemon("--file", str(log), env=env):
+        done = _cli("run", "--target", "t", "--db", str(held), "--", sys.executable, "-c",
+                    "print('the child ran')", env=env)
+    assert done.returncode == 2 and "in use" in done.stderr
+    assert "the child ran" not in done.stdout
+
+
+# -- 2. `logwatch status` against a daemon of the previous release (same protocol 1) -------
+
+OLD_STATUS: dict[str, Any] = {  # what 2b3a637's daemon answers (protocol 1 too)
+    "library": "0.2.0", "reloading": False, "lines": 12, "findings_recorded": 0,
+    "pending": 0, "uptime_s": 3.0, "database": {"path": "/x.duckdb", "writable": True},
+    "sources": [{"name": "file:/var/log/vllm.log", "generation": "1:2:ab/10",
+                 "next_line": 13, "idle_s": 1.0, "behind_bytes": 0, "vllm_output": True}],
+    "launches": [], "failed_launches": 0, "last_failure": None, "events": []}
+
+
+def test_status_reads_a_daemon_of_the_previous_release(
+        monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    """The protocol version was not bumped when a source's status gained `state` and
+    `detail`: after a package upgrade, before the daemon restarts, `logwatch status`
+    died with KeyError: 'state' (a traceback) instead of saying what the daemon does."""
+    from logwatch.cli import history
+
+    monkeypatch.setattr(history, "_ask_daemon",
+                        lambda *a, **k: {"ok": True, "status": OLD_STATUS})
+    assert history.status(None, None, False) == 0
+    out = capsys.readouterr().out
+    assert "file:/var/log/vllm.log" in out and "line 13" in out
