@@ -268,8 +268,11 @@ def status(db: Path | None, socket: Path | None, as_json: bool) -> int:
                   and source.get("generation") else "")
         read = (f", line {source['next_line']:,}, idle {source['idle_s']:.0f} s"
                 if source.get("idle_s") is not None else "")
-        print(f"  {visible(str(source['name']))}: {source['state'].replace('_', ' ')} "
-              f"({visible(str(source['detail']))}){read}{silent}")
+        # a daemon of the release before source states (protocol 1 too) sends none
+        judged = (f"{str(source['state']).replace('_', ' ')} "
+                  f"({visible(str(source.get('detail', '')))})" if "state" in source
+                  else f"{source.get('behind_bytes') or 0:,} bytes behind")
+        print(f"  {visible(str(source['name']))}: {judged}{read}{silent}")
     for launch in state.get("launches", []):
         cause = (f", root cause {visible(str(launch['root_cause']))}"
                  if launch.get("root_cause") else "")
