@@ -100,3 +100,27 @@ def test_status_reads_a_daemon_of_the_previous_release(
     assert history.status(None, None, False) == 0
     out = capsys.readouterr().out
     assert "file:/var/log/vllm.log" in out and "line 13" in out
+
+
+# -- 3. the daemon's [export] -------------------------------------------------------------
+
+def _history(path: Path) -> Any:
+    from logwatch.store.db import open_store
+
+    return open_store(path, service=True)
+
+
+def test_a_failed_export_copy_leaves_no_copy_beside_the_history(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A copy that fails part way (a full disk: ENOSPC, a timeout) left its partial file,
+    up to the history's size, beside the history, on the disk the daemon's commits need;
+    each later cycle wrote it again."""
+    from logwatch.store import export
+
+    db, scratch = tmp_path / "h.duckdb", tmp_path / "h.duckdb.export"
+    monkeypatch.setattr(export, "_COPY", "import sys; open(sys.argv[2], 'wb').write("
+                                         "b'x' * 100000); sys.exit('No space left on device')")
+    with _history(db) as store, pytest.raises(OSError, match="No space left"):
+        export.copy_for_export(store, scratch)
+    assert not scratch.exists()
+

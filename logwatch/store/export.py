@@ -78,9 +78,14 @@ def copy_for_export(store: Any, scratch: Path) -> None:
     file; a copy made here released it, and another process could then open the history
     while the daemon wrote it (seen: `logwatch export` read it after the first export)."""
     store.con.execute("CHECKPOINT")
-    done = subprocess.run([sys.executable, "-c", _COPY, str(store.path), str(scratch)],
-                          capture_output=True, text=True, timeout=600, check=False)
-    if done.returncode != 0:
+    try:
+        done = subprocess.run([sys.executable, "-c", _COPY, str(store.path), str(scratch)],
+                              capture_output=True, text=True, timeout=600, check=False)
+    except subprocess.TimeoutExpired:
+        scratch.unlink(missing_ok=True)
+        raise
+    if done.returncode != 0:  # a full disk: the part copied goes, the history needs the room
+        scratch.unlink(missing_ok=True)
         raise OSError(f"copying {store.path} for the export: "
                       f"{done.stderr.strip().splitlines()[-1:] or done.returncode}")
 
