@@ -124,3 +124,21 @@ def test_a_failed_export_copy_leaves_no_copy_beside_the_history(
         export.copy_for_export(store, scratch)
     assert not scratch.exists()
 
+
+def test_the_export_copy_is_not_written_through_a_link_at_its_path(tmp_path: Path) -> None:
+    """The copy's path is fixed (<history>.export): a symlink placed there (a history under
+    a shared directory, database.path) made the daemon write the whole history through it,
+    over the file it names, with the daemon's rights."""
+    from logwatch.store.export import copy_for_export, export_copy
+
+    db, scratch = tmp_path / "h.duckdb", tmp_path / "h.duckdb.export"
+    victim = tmp_path / "victim"
+    victim.write_text("precious\n")
+    scratch.symlink_to(victim)
+    with _history(db) as store:
+        copy_for_export(store, scratch)
+    assert victim.read_text() == "precious\n"
+    assert not scratch.is_symlink() and scratch.stat().st_size > 0
+    assert export_copy(scratch, tmp_path / "fleet", "h", None)  # the copy is a history
+    assert not scratch.exists()
+

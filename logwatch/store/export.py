@@ -63,8 +63,11 @@ def export_parquet(db: Path, out: Path, host: str, since: date | None = None
         con.close()
 
 
-# copies a file in a process of its own (see copy_for_export)
-_COPY = "import shutil, sys; shutil.copyfile(sys.argv[1], sys.argv[2])"
+# copies a file in a process of its own (see copy_for_export), into a file it creates: never
+# through a link or over a file someone else put at the copy's path
+_COPY = ("import os, shutil, sys; fd = os.open(sys.argv[2], os.O_WRONLY | os.O_CREAT | "
+         "os.O_EXCL | os.O_NOFOLLOW, 0o600); src = open(sys.argv[1], 'rb'); "
+         "shutil.copyfileobj(src, os.fdopen(fd, 'wb'), 1 << 20)")
 
 
 def copy_for_export(store: Any, scratch: Path) -> None:
@@ -78,6 +81,7 @@ def copy_for_export(store: Any, scratch: Path) -> None:
     file; a copy made here released it, and another process could then open the history
     while the daemon wrote it (seen: `logwatch export` read it after the first export)."""
     store.con.execute("CHECKPOINT")
+    scratch.unlink(missing_ok=True)  # a copy left by a crash, or a link someone put there
     try:
         done = subprocess.run([sys.executable, "-c", _COPY, str(store.path), str(scratch)],
                               capture_output=True, text=True, timeout=600, check=False)
