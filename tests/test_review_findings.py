@@ -142,3 +142,30 @@ def test_the_export_copy_is_not_written_through_a_link_at_its_path(tmp_path: Pat
     assert export_copy(scratch, tmp_path / "fleet", "h", None)  # the copy is a history
     assert not scratch.exists()
 
+
+def test_an_incremental_export_rewrites_the_day_of_a_launch_that_changed(
+        tmp_path: Path) -> None:
+    """After its first export the daemon rewrote only the days from yesterday on, by each
+    table's own day (launches: started): a launch that started days ago and failed today
+    (a server that ran for a week) stayed 'serving' in the fleet's dataset for ever."""
+    from datetime import date, datetime, timedelta
+
+    import duckdb
+
+    from logwatch.store.export import export_parquet
+
+    db, out = tmp_path / "h.duckdb", tmp_path / "fleet"
+    days_ago = datetime.now() - timedelta(days=3)
+    with _history(db) as store:
+        store.con.execute("INSERT INTO launches (id, source, number, started, outcome, "
+                          "updated) VALUES ('L', 'file:x', 1, ?, 'serving', ?)",
+                          [days_ago, days_ago])
+    export_parquet(db, out, "h")  # the daemon's first export: everything
+    exported = datetime.now()
+    with _history(db) as store:
+        store.con.execute("UPDATE launches SET outcome = 'failed', updated = ? WHERE id = 'L'",
+                          [datetime.now()])
+    export_parquet(db, out, "h", date.today() - timedelta(days=1), changed_after=exported)
+    rows = duckdb.sql(f"SELECT outcome FROM read_parquet('{out}/launches/**/*.parquet', "
+                      "hive_partitioning = true)").fetchall()
+    assert rows == [("failed",)]

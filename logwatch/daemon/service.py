@@ -679,7 +679,7 @@ class Daemon:
         """`[export]`: the history as Parquet for a fleet (store.export), at start and every
         `minutes`: a copy made between commits, exported off the database's thread. After
         the first, each export rewrites the days that can still change (from the day
-        before the last export on)."""
+        before the last export on, and the days of launches and actions changed since)."""
         from datetime import date, timedelta
 
         from logwatch.store.export import copy_for_export, export_copy
@@ -687,20 +687,21 @@ class Daemon:
         loop = asyncio.get_running_loop()
         scratch = self.writer.store.path.with_name(self.writer.store.path.name + ".export")
         since: date | None = None
+        exported: datetime | None = None  # when the copy last exported was taken
         while True:
-            today = date.today()
+            today, copied = date.today(), datetime.now()
             try:
                 await loop.run_in_executor(self.writes.thread, lambda: self.in_store(
                     lambda store: copy_for_export(store, scratch)))
                 written = await loop.run_in_executor(None, export_copy, scratch, out, host,
-                                                     since)
+                                                     since, exported)
             except Exception as exc:  # a full disk, a directory gone: said, tried again
                 self.log.error("export_failed", directory=str(out), error=str(exc))
             else:
                 self.log.info("exported", directory=str(out), host=host,
                               since=since and since.isoformat(),
                               rows={w.table: w.rows for w in written})
-                since = today - timedelta(days=1)
+                since, exported = today - timedelta(days=1), copied
             await asyncio.sleep(minutes * 60)
 
     async def run(self) -> int:

@@ -13,7 +13,7 @@ import socket
 import subprocess
 import sys
 from dataclasses import dataclass
-from datetime import date
+from datetime import date, datetime
 from pathlib import Path
 from typing import Any
 
@@ -35,9 +35,26 @@ def default_host() -> str:
     return socket.gethostname().split(".")[0] or "localhost"
 
 
-def export_parquet(db: Path, out: Path, host: str, since: date | None = None
-                   ) -> list[Exported]:
-    """Write each table's rows under `out/TABLE/host=HOST/day=DAY/`; what was written."""
+# the oldest day (as each table's day is written) of a row that changed after $1: a launch
+# updated since (its incidents and diagnoses with it), an action updated since
+_CHANGED = """SELECT min(day) FROM (
+    SELECT {launch} AS day FROM launches WHERE updated >= $1
+    UNION ALL SELECT {incident} FROM incidents
+        WHERE launch_id IN (SELECT id FROM launches WHERE updated >= $1)
+    UNION ALL SELECT {diagnosis} FROM diagnoses
+        WHERE launch_id IN (SELECT id FROM launches WHERE updated >= $1)
+    UNION ALL SELECT {action} FROM actions WHERE updated >= $1)"""
+
+
+def _day(when: str) -> str:
+    return f"coalesce(CAST({when} AS DATE), DATE '1970-01-01')"
+
+
+def export_parquet(db: Path, out: Path, host: str, since: date | None = None,
+                   changed_after: datetime | None = None) -> list[Exported]:
+    """Write each table's rows under `out/TABLE/host=HOST/day=DAY/`; what was written.
+    `changed_after` (with `since`): the days of rows changed after it are written too (a
+    launch that started days ago and failed now)."""
     if not valid_host(host):
         raise ValueError(f"host {host!r}: letters, digits, '.', '_' and '-' only")
     if not db.exists():
@@ -45,9 +62,16 @@ def export_parquet(db: Path, out: Path, host: str, since: date | None = None
     con = connect(db, read_only=True)
     try:
         out.mkdir(parents=True, exist_ok=True)  # once the history could be opened
+        if since is not None and changed_after is not None:
+            row = con.execute(_CHANGED.format(
+                launch=_day("started"), incident=_day("first_time"),
+                diagnosis=_day("recorded"), action=_day("created")), [changed_after]
+            ).fetchone()
+            if row and row[0] is not None and row[0] < since:
+                since = row[0]
         done = []
         for table, when in TABLES.items():
-            day = f"coalesce(CAST({when} AS DATE), DATE '1970-01-01')"
+            day = _day(when)
             where = f"WHERE {day} >= DATE '{since.isoformat()}'" if since else ""
             rows = con.execute(f"SELECT count(*) FROM {table} {where}").fetchone()
             count = int(rows[0]) if rows else 0
@@ -94,10 +118,11 @@ def copy_for_export(store: Any, scratch: Path) -> None:
                       f"{done.stderr.strip().splitlines()[-1:] or done.returncode}")
 
 
-def export_copy(scratch: Path, out: Path, host: str, since: date | None) -> list[Exported]:
+def export_copy(scratch: Path, out: Path, host: str, since: date | None,
+                changed_after: datetime | None = None) -> list[Exported]:
     """`export_parquet` of a copy made by `copy_for_export`, which is removed after."""
     try:
-        return export_parquet(scratch, out, host, since)
+        return export_parquet(scratch, out, host, since, changed_after)
     finally:
         for leftover in (scratch, scratch.with_name(scratch.name + ".wal")):
             leftover.unlink(missing_ok=True)
