@@ -53,7 +53,8 @@ def test_run_still_starts_its_child_while_the_daemon_holds_the_default_history(
     ~/.local/share and the unit's daemon /var/lib/logwatch: both worked side by side."""
     log = tmp_path / "vllm.log"
     log.write_text("INFO 10-14 09:12:01 [api_server.py:1] hello\n")
-    env = {"LOGWATCH_CONFIG": str(tmp_path / "none.toml")}
+    (tmp_path / "empty.toml").write_text("")
+    env = {"LOGWATCH_CONFIG": str(tmp_path / "empty.toml")}
     with _daemon("--file", str(log), env=env):
         done = _cli("run", "--target", "t", "--", sys.executable, "-c",
                     "print('the child ran')", env=env)
@@ -69,7 +70,8 @@ def test_run_with_an_explicit_db_held_by_the_daemon_still_refuses(tmp_path: Path
     """--db X is X: no other file is chosen behind the operator's back."""
     log = tmp_path / "vllm.log"
     log.write_text("hello\n")
-    env = {"LOGWATCH_CONFIG": str(tmp_path / "none.toml")}
+    (tmp_path / "empty.toml").write_text("")
+    env = {"LOGWATCH_CONFIG": str(tmp_path / "empty.toml")}
     held = Path(os.environ["STATE_DIRECTORY"]) / "logwatch.duckdb"
     with _daemon("--file", str(log), env=env):
         done = _cli("run", "--target", "t", "--db", str(held), "--", sys.executable, "-c",
@@ -169,3 +171,16 @@ def test_an_incremental_export_rewrites_the_day_of_a_launch_that_changed(
     rows = duckdb.sql(f"SELECT outcome FROM read_parquet('{out}/launches/**/*.parquet', "
                       "hive_partitioning = true)").fetchall()
     assert rows == [("failed",)]
+
+
+# -- 4. $LOGWATCH_CONFIG ----------------------------------------------------------------
+
+def test_a_logwatch_config_that_names_no_file_is_a_problem_not_the_defaults(
+        tmp_path: Path) -> None:
+    """$LOGWATCH_CONFIG names the file the operator chose, as --config does: a typo in it
+    was taken for "no configuration" (check-config: "configuration OK: 0 target(s)", the
+    daemon and every reader on the defaults' paths), unlike the same typo in --config."""
+    typo = tmp_path / "logwach.toml"
+    done = _cli("check-config", env={"LOGWATCH_CONFIG": str(typo)})
+    assert done.returncode == 1, done.stdout
+    assert "config file not found" in done.stdout + done.stderr

@@ -21,11 +21,13 @@ def default_config() -> Path:
 
 
 def load_config(path: Path | None, overrides: dict[str, Any] | None = None) -> Config:
-    """The given file (which must exist), else the default one if present, else defaults."""
+    """The given file (which must exist), else $LOGWATCH_CONFIG's (which must exist too),
+    else the default one if present, else defaults."""
     chosen = path or default_config()
+    named = path is not None or bool(os.environ.get("LOGWATCH_CONFIG"))  # the operator's
     if not chosen.exists():
         config = parse_config(str(chosen), "", overrides)
-        if path is not None:
+        if named:
             config.problems.append(Problem(str(chosen), None, "config file not found"))
         else:
             config.origins["file"] = f"none ({chosen} does not exist): defaults"
