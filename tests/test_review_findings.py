@@ -184,3 +184,17 @@ def test_a_logwatch_config_that_names_no_file_is_a_problem_not_the_defaults(
     done = _cli("check-config", env={"LOGWATCH_CONFIG": str(typo)})
     assert done.returncode == 1, done.stdout
     assert "config file not found" in done.stdout + done.stderr
+
+
+# -- 5. source states ---------------------------------------------------------------------
+
+def test_a_reader_still_in_a_rotated_generation_is_not_up_to_date() -> None:
+    """read_to is the offset in the generation being read, which after a rotation (or from
+    a checkpoint: the rotated files not read yet are read first) is not the file at the
+    path: 400 MB into vllm.log.1 with a 10 kB new vllm.log judged 'behind 0 bytes', so
+    status said 'following (up to date)' during a backlog of hundreds of MB."""
+    from logwatch.daemon.source_states import Observed, judge
+
+    reading = Observed("file:/v.log", "file", "/v.log", exists=True, size=10_000,
+                       read_to=400_000_000, idle_s=0.1)
+    assert judge(reading, held=False)["state"] == "catching_up"

@@ -73,6 +73,9 @@ def judge(o: Observed, held: bool) -> dict[str, Any]:
         return {"state": "held", "detail": "the history is not writable: reading waits "
                                            "until a commit succeeds"}
     if o.kind == "file" and o.size is not None:
+        if o.read_to is not None and o.read_to > o.size and moving:  # not this file's offset
+            return {"state": "catching_up", "detail": "reading an earlier (rotated) "
+                                                      f"generation, then {_size(o.size)} here"}
         behind = max(0, o.size - (o.read_to or 0))
         if behind and (moving or o.writes_behind) and o.read_to is not None:
             progress = o.read_to / o.size if o.size else 1.0
