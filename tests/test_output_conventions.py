@@ -6,7 +6,9 @@ pipe cases in-process (tests/inprocess.py), where stdout is not a terminal."""
 
 from __future__ import annotations
 
+import argparse
 import fcntl
+import io
 import json
 import os
 import pty
@@ -356,3 +358,29 @@ def test_log_lines_are_wrapped_whole_or_cut_with_a_marker(columns: str) -> None:
         else:
             assert text == evidence[line]
     assert (cut > 0) is (columns == "40")
+
+
+class _Terminal(io.StringIO):
+    def isatty(self) -> bool:
+        return True
+
+
+def test_ctrl_c_during_a_long_command_prints_what_it_wrote_without_a_pager(
+        tmp_path: Path, fake_pager: tuple[Path, Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Interrupted, a paged command's gathered output is printed as it stands: opening a
+    pager on half an answer after Ctrl-C (the old behaviour) makes the operator quit twice."""
+    from logwatch.cli import output
+
+    script, seen = fake_pager
+    monkeypatch.setenv("LOGWATCH_PAGER", pager_env(script, seen))
+    monkeypatch.setenv("LINES", "5")
+    for page, paged in ((False, False), (True, True)):
+        screen = _Terminal()
+        monkeypatch.setattr(sys, "stdout", screen)
+        output.configure(argparse.Namespace(command="history", color="auto", no_pager=False))
+        print("\n".join(f"row {n}" for n in range(40)))
+        output.finish(page=page)
+        output.finish()  # main's `finally` after the interrupt: nothing more
+        assert seen.exists() is paged
+        assert ("row 39" in screen.getvalue()) is not paged

@@ -983,6 +983,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         sys.stderr.close()  # `logwatch scan x | head` is fine
         return EXIT_OK
     except KeyboardInterrupt:
+        output.finish(page=False)  # the operator stopped it: what it wrote, not a pager
         return 130
     finally:
         output.finish()  # paged or printed: what a long command wrote to a terminal

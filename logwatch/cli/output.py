@@ -76,9 +76,10 @@ def configure(args: argparse.Namespace) -> None:
     sys.stdout = _capture
 
 
-def finish() -> None:
+def finish(page: bool = True) -> None:
     """Print what `configure` gathered: through the pager when it is taller than the
-    terminal, else directly. Never raises (Ctrl-C and a pager quit early included)."""
+    terminal (and `page`: not after Ctrl-C), else directly. Never raises (Ctrl-C and a
+    pager quit early included); a second call does nothing."""
     global _capture
     captured, _capture = _capture, None
     if captured is None:
@@ -86,8 +87,8 @@ def finish() -> None:
     sys.stdout = captured.real
     text = captured.getvalue()
     try:
-        if text.count("\n") < terminal_size(captured.real)[1] or not _page(text,
-                                                                           captured.real):
+        if not page or text.count("\n") < terminal_size(captured.real)[1] or not _page(
+                text, captured.real):
             captured.real.write(text)
             captured.real.flush()
     except BrokenPipeError:
