@@ -92,6 +92,17 @@ def test_check_and_show_config_cli(tmp_path: Path) -> None:
     conf.write_text(GOOD.replace("[socket]", "[sockets]"))
     bad = logwatch_text("check-config", "--config", str(conf))
     assert bad.returncode == 1 and "unknown section [sockets]" in bad.stderr
+    assert f"1 target(s) in {conf}" in ok.stdout
+
+
+@pytest.mark.skipif(Path("/etc/logwatch/logwatch.toml").exists(),
+                    reason="this host has a logwatch configuration")
+def test_check_config_with_no_file_says_none_was_checked(monkeypatch: pytest.MonkeyPatch
+                                                         ) -> None:
+    monkeypatch.delenv("LOGWATCH_CONFIG", raising=False)
+    said = logwatch_text("check-config")
+    assert said.returncode == 0
+    assert "no configuration file at /etc/logwatch/logwatch.toml" in said.stdout
 
 
 @pytest.mark.slow

@@ -98,6 +98,10 @@ def test_the_daemon_prunes_its_history_with_keep_days(tmp_path: Path) -> None:
         while launches() != 2:  # the prune at start is in
             assert time.monotonic() < deadline, "not pruned"
             time.sleep(0.1)  # polling the daemon; the condition decides
+        held = subprocess.run([sys.executable, "-m", "logwatch", "prune", "--keep-days", "1",
+                               "--db", str(db)], cwd=ROOT, capture_output=True, text=True,
+                              timeout=60, check=False)
+        assert held.returncode == 2 and "[database] keep_days" in held.stderr, held.stderr
     finally:
         proc.terminate()
         proc.wait(30)

@@ -72,6 +72,7 @@ def test_a_daemons_sources_each_with_its_state_and_after_a_restart(tmp_path: Pat
         sources = _by_name(st)
         assert set(sources) == names
         assert sources[f"file:{later}"]["state"] == "missing"
+        assert '"waiting_for_file"' in daemon.stderr  # said in its log too: a typo shows
         assert sources[f"file:{fifo}"]["state"] == "unreadable"
         assert sources[f"glob:{tmp_path}/bench-*.log"]["state"] == "missing"
         later.write_bytes((SAMPLES / "healthy_033_startup.log").read_bytes())

@@ -132,6 +132,10 @@ def test_draft_from_the_history(tmp_path: Path) -> None:
     assert "20 line(s) of generic.error_line" in body["explanation"]
     assert body["patterns"][0]["literals"] == ["Zorblax handshake failed on port"]
     assert logwatch_text("signatures", "--signatures", str(extra), "test").returncode == 0
+    missing = tmp_path / "missing.duckdb"  # a typo: said, and no empty history made there
+    done = logwatch_text("signatures", "draft", "--db", str(missing))
+    assert done.returncode == 2 and "no database yet" in done.stderr, done.stderr
+    assert not missing.exists()
 
 
 def test_draft_says_what_is_wrong(tmp_path: Path) -> None:

@@ -603,7 +603,14 @@ def _cmd_config(args: argparse.Namespace) -> int:
             print(f"logwatch: {len(config.problems)} problem(s) in the configuration",
                   file=sys.stderr)
             return 1
-        print(f"configuration OK: {len(config.targets)} target(s)")
+        where = config.origins.get("file", "?")
+        print(f"configuration OK: {len(config.targets)} target(s)"
+              + ("" if where.startswith("none") else f" in {where}"))
+        if where.startswith("none"):  # no file is not a checked file: say which was looked for
+            from logwatch.daemon.config_file import default_config
+
+            print(f"  no configuration file at {default_config()}: the defaults are in force "
+                  "(`logwatch show-config` prints them)")
     return 1 if config.problems else 0
 
 
@@ -811,8 +818,16 @@ def _cmd_prune(args: argparse.Namespace) -> int:
     if not db.exists():
         _warn(f"logwatch prune: {db}: no database")
         return EXIT_USAGE
-    with open_store(db) as store:  # a daemon holding it: said (it prunes with keep_days)
-        print(prune(store, args.keep_days).describe())
+    from logwatch.store.errors import DatabaseInUse
+
+    try:
+        with open_store(db) as store:
+            print(prune(store, args.keep_days).describe())
+    except DatabaseInUse:
+        _warn(f"logwatch prune: {db} is held by a running daemon, which prunes it itself: "
+              "set [database] keep_days in its configuration (then reload or restart it), "
+              "or prune after it stops")
+        return EXIT_USAGE
     return 0
 
 

@@ -94,18 +94,19 @@ def _groups_from_log(library: Library, log: str) -> list[Any]:
 
 
 def _groups_from_db(db: Path) -> list[Any]:
-    """The unrecognised findings the history recorded (their lines, secrets masked)."""
+    """The unrecognised findings the history recorded (their lines, secrets masked); a
+    missing history is an error, not a new empty file."""
     from datetime import datetime
 
+    from logwatch.cli.history import query_history
     from logwatch.core.templates import TemplateGroups
     from logwatch.core.vllm_format import parse_line
-    from logwatch.store.db import open_store
 
     groups = TemplateGroups()
-    with open_store(db) as store:
-        rows = store.query("SELECT text, source_id, line, signature FROM findings "
-                           "WHERE starts_with(signature, ?) ORDER BY time, source_id, line",
-                           ["generic."])
+    # read-only: through the daemon when it holds the file, else the file (never made)
+    rows = query_history(db, "SELECT text, source_id, line, signature FROM findings WHERE "
+                             "starts_with(signature, 'generic.') ORDER BY time, source_id, "
+                             "line", None).rows
     for text, source, line, signature in rows:
         parsed = parse_line(str(source), int(line), str(text), datetime.now())
         groups.add_line(parsed.message, str(text), str(signature), str(source), int(line),

@@ -237,6 +237,9 @@ class FileSource:
                                        f"byte {offset}")
                     # nothing to match; it anchors the start, so a checkpoint records it
                     yield self._chunk(generation, b"", offset, True, line=line)
+            if opened is None and self._refused is None:  # a typo must not look like a quiet log
+                self.events.append(f"{self.path} does not exist yet: waiting for it")
+                self._log.warning("waiting_for_file", path=str(self.path))
             while opened is None and not self._closed:
                 await wake.wait(self.poll_interval)
                 opened = self._open()
