@@ -276,3 +276,14 @@ def test_a_wrong_model_dir_or_a_directory_to_follow_is_an_error(tmp_path: Path) 
         result = run(*args)
         assert result.returncode == 2 and why in result.stderr, (args, result.stderr)
     assert not (tmp_path / "h.duckdb").exists()  # refused before anything was opened
+
+
+def test_a_configuration_source_that_cannot_be_read_is_said_on_stderr() -> None:
+    """`--pid` of no process (or a --unit where systemd cannot answer): a warning on
+    stderr, once, not only a cut line in each launch's configuration section."""
+    result = run("scan", str(DEMO), "--pid", "4194399")  # above any pid_max
+    warnings = [line for line in result.stderr.decode().splitlines()
+                if "the configuration was not read in full" in line]
+    assert warnings == ["logwatch: warning: the configuration was not read in full: "
+                        "/proc/4194399: No such file or directory"]
+    assert "the configuration was not read" not in run("scan", str(DEMO)).stderr.decode()

@@ -423,6 +423,12 @@ def _cmd_scan(args: argparse.Namespace) -> int:
                   + ", ".join(f"{n} new {t}" for t, n in added.items()))
     for gap in report["incomplete"]:
         _warn(f"logwatch: warning: {incomplete_warning(gap)}")
+    # what --pid/--unit/--cmdline/--model-dir asked for and could not be read: said here,
+    # once, not only in the report's configuration section of each launch
+    for problem in dict.fromkeys(p for snapshot in (report.get("snapshots") or {}).values()
+                                 for p in snapshot.get("problems", [])):
+        _warn(f"logwatch: warning: the configuration was not read in full: "
+              f"{' '.join(str(problem).split())}")
     if args.json:  # DEL, C1 and bidi controls escaped too; the values load unchanged
         sys.stdout.write(json_escaped(json.dumps(report, indent=2, ensure_ascii=False)) + "\n")
     else:
