@@ -270,7 +270,7 @@ def test_every_sql_example_in_the_readme_runs(tmp_path: Path, library: Library) 
     db = tmp_path / "h.duckdb"
     record(db, [DEMO], library, model_dir=UNCOVERED, gpu_capability=90)
     readme = (ROOT / "README.md").read_text(encoding="utf-8")
-    queries = re.findall(r'^logwatch sql (?:--\w+ )*"([^"]+)"', readme, flags=re.M)
+    queries = re.findall(r'^logwatch sql (?:--db \S+ |--\w+ )*"([^"]+)"', readme, flags=re.M)
     assert len(queries) >= 4
     for query in queries:
         assert read_only_query(db, query).columns, query
