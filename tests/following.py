@@ -4,11 +4,14 @@ waiting on what the daemon says (its status, its log lines), never on fixed slee
 from __future__ import annotations
 
 import asyncio
+import os
+import signal
 import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -67,6 +70,24 @@ def wait_for(condition: Callable[[], Any], timeout: float, what: str | Callable[
         assert time.monotonic() < deadline, \
             f"timed out after {timeout} s waiting for {what() if callable(what) else what}"
         time.sleep(interval)
+
+
+@contextmanager
+def daemon_process(*args: str, sock: Path | None = None,
+                   env: dict[str, str] | None = None) -> Iterator[subprocess.Popen[bytes]]:
+    """`logwatch daemon ARGS`, once it answers on `sock` (default: the test's own default
+    socket, in $RUNTIME_DIRECTORY); continued if stopped (SIGSTOP), then ended."""
+    proc = subprocess.Popen([sys.executable, "-m", "logwatch", "daemon", *args], cwd=ROOT,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                            env={**os.environ, **(env or {})})
+    sock = sock or Path(os.environ["RUNTIME_DIRECTORY"]) / "logwatch.sock"
+    try:
+        asyncio.run(wait_ready(sock, 60, alive=lambda: proc.poll() is None))
+        yield proc
+    finally:
+        proc.send_signal(signal.SIGCONT)
+        proc.terminate()
+        proc.wait(timeout=60)
 
 
 class Running:

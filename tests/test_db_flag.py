@@ -4,20 +4,18 @@ with numbers from another file. Real daemons on real sockets; one stopped with S
 
 from __future__ import annotations
 
-import asyncio
 import json
 import os
 import signal
 import subprocess
 import sys
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 import pytest
 
-from logwatch.daemon.client import wait_ready
 from tests.conftest import ROOT, SAMPLES
+from tests.following import daemon_process
 
 
 def _cli(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
@@ -26,18 +24,9 @@ def _cli(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedP
                           env={**os.environ, "NO_COLOR": "1", **(env or {})})
 
 
-@contextmanager
-def _daemon(log: Path, db: Path, sock: Path) -> Iterator[subprocess.Popen[bytes]]:
-    proc = subprocess.Popen([sys.executable, "-m", "logwatch", "daemon", "--file", str(log),
-                             "--db", str(db), "--socket", str(sock)], cwd=ROOT,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    try:
-        asyncio.run(wait_ready(sock, 60, alive=lambda: proc.poll() is None))
-        yield proc
-    finally:
-        proc.send_signal(signal.SIGCONT)
-        proc.terminate()
-        proc.wait(timeout=60)
+def _daemon(log: Path, db: Path, sock: Path) -> Any:
+    return daemon_process("--file", str(log), "--db", str(db), "--socket", str(sock),
+                          sock=sock)
 
 
 def _count(out: subprocess.CompletedProcess[str]) -> int:

@@ -3,20 +3,16 @@
 
 from __future__ import annotations
 
-import asyncio
 import os
-import signal
 import subprocess
 import sys
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from logwatch.daemon.client import wait_ready
 from tests.conftest import ROOT
+from tests.following import daemon_process
 
 
 def _cli(*args: str, env: dict[str, str] | None = None,
@@ -26,21 +22,9 @@ def _cli(*args: str, env: dict[str, str] | None = None,
                           env={**os.environ, "NO_COLOR": "1", **(env or {})})
 
 
-@contextmanager
-def _daemon(*args: str, env: dict[str, str] | None = None
-            ) -> Iterator[subprocess.Popen[bytes]]:
+def _daemon(*args: str, env: dict[str, str] | None = None) -> Any:
     """A daemon on the default socket and history ($RUNTIME_DIRECTORY, $STATE_DIRECTORY)."""
-    proc = subprocess.Popen([sys.executable, "-m", "logwatch", "daemon", *args], cwd=ROOT,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                            env={**os.environ, **(env or {})})
-    sock = Path(os.environ["RUNTIME_DIRECTORY"]) / "logwatch.sock"
-    try:
-        asyncio.run(wait_ready(sock, 60, alive=lambda: proc.poll() is None))
-        yield proc
-    finally:
-        proc.send_signal(signal.SIGCONT)
-        proc.terminate()
-        proc.wait(timeout=60)
+    return daemon_process(*args, env=env)
 
 
 # -- 1. `logwatch run` while the daemon holds the history it now defaults to ---------------
