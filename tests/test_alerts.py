@@ -126,3 +126,4 @@ def test_logwatch_run_tells_the_configurations_hook_of_its_childs_failure(tmp_pa
               .splitlines()]
     assert ("fatal_incident", "weights.tensor_size_mismatch") in [(e, s) for e, s, _ in hooked]
     assert len({json.loads(body)["launch"] for _, _, body in hooked}) == 1  # the one run
+    assert {json.loads(body)["source"] for _, _, body in hooked} == {"run:vllm"}

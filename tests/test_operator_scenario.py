@@ -140,6 +140,10 @@ def test_the_operators_scenario_under_systemd_user(systemd_user: dict[str, str],
         said = wait_for(errors, 60, lambda: "error-priority journal entries")
         failed = [json.loads(line) for line in said.splitlines() if '"launch_failed"' in line]
         assert failed[0]["root_cause"] == "weights.tensor_size_mismatch"
+        source = f"qwen:journal:--user-unit {vllm}"  # which vLLM: the page says it
+        incidents = [json.loads(line) for line in said.splitlines()
+                     if '"fatal_incident"' in line]
+        assert {i["source"] for i in incidents} == {source}
         started = subprocess.run(["journalctl", "--user-unit", unit, "-o", "cat",
                                   "--no-pager"], env=env, capture_output=True, text=True,
                                  timeout=60, check=True).stdout
@@ -153,6 +157,7 @@ def test_the_operators_scenario_under_systemd_user(systemd_user: dict[str, str],
         wait_for(delivered, 60, lambda: f"the crash-loop notifications: {Receiver.got}")
         fatal = [g["signature"] for g in Receiver.got if g["event"] == "fatal_incident"]
         assert "weights.tensor_size_mismatch" in fatal and len(fatal) == len(set(fatal))
+        assert {g["source"] for g in Receiver.got} == {source}
         assert [g["event"] for g in Receiver.got].count("crash_loop") == 1
         hooked = [line.split("\t") for line in calls.read_text().splitlines()]
         assert sorted(s for e, s, _ in hooked if e == "fatal_incident") == sorted(fatal)

@@ -251,7 +251,7 @@ def test_the_events_being_added_fit_the_vocabulary(server: ControlServer) -> Non
     assert [m["event"] for m in sent] == ["launch", "diagnosis", "incident", "incident",
                                           "launch"]
     assert sent[3] == {"event": "incident", "id": "i10", "signature": "x", "fatal": False,
-                       "launch": None, "again": False}
+                       "launch": None, "again": False, "source": None}
     launch = parse_event(json.loads(json.dumps(sent[0])))
     assert isinstance(launch, LaunchEvent) and launch.failed_before == 2
     assert launch.outcome == "failed" and launch.root_cause == "marlin.repack_tile_n"

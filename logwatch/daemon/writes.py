@@ -25,7 +25,13 @@ from logwatch.core.write_health import WriteHealth
 from logwatch.daemon.live_launches import LiveLaunches, Notice
 from logwatch.daemon.notify import Notifier
 from logwatch.daemon.wakeup import Wakeup
-from logwatch.store.live import Checkpoint, LaunchWritten, LiveFinding, LiveWriter
+from logwatch.store.live import (
+    Checkpoint,
+    LaunchWritten,
+    LiveFinding,
+    LiveWriter,
+    launch_id,
+)
 
 COMMIT_GAP_SECONDS = 0.05
 CHECKPOINT_SECONDS = 5.0  # each commit costs ~2.5 ms of CPU and memory DuckDB keeps until a reopen
@@ -69,8 +75,9 @@ class Writes:
         self.incidents_seen: dict[bool, set[str]] = {}
         self.checkpoint_times: dict[str, float] = {}
         self._problems = writer.seen_problems()  # incidents seen in earlier launches
-        # for subscribers: (incident id, signature, fatal, launch id, seen in an earlier launch)
-        self._new_incidents: list[tuple[str, str, bool, str | None, bool]] = []
+        # for subscribers: (incident id, signature, fatal, launch id, seen in an earlier
+        # launch, the source of the launch)
+        self._new_incidents: list[tuple[str, str, bool, str | None, bool, str | None]] = []
         self._new_launches: list[LaunchWritten] = []
         self.flush_now = Wakeup()  # the batcher's: write or settle something now
         self.lock = threading.Lock()  # one DuckDB call at a time, whichever thread runs it
@@ -186,6 +193,7 @@ class Writes:
             analyses = self.launches.analyse(launches)
             self.committed += self.writer.commit(batch, points, analyses)
             new = self.writer.new_incidents
+            sources = {launch_id(a.launch): a.launch.source for a in analyses}
             for signature, version, incident, fatal in self.writer.last_new:
                 self.findings_by_signature[(signature, version)] += 1
                 seen = self.incidents_seen.setdefault(fatal, set())
@@ -194,7 +202,8 @@ class Writes:
                     if incident in new:  # published from the loop, after this
                         problem, launch = new[incident]
                         self._new_incidents.append((incident, signature, fatal, launch,
-                                                    problem in self._problems))
+                                                    problem in self._problems,
+                                                    sources.get(launch or "")))
             self._problems.update(problem for problem, _ in new.values())
             self._new_launches.extend(self.writer.last_launches)
             wall = time.time()
@@ -216,12 +225,12 @@ class Writes:
                                "reading resumed")
             told.status_now()
         self.update_room()
-        for incident, signature, fatal, launch, again in self._new_incidents:
+        for incident, signature, fatal, launch, again, source in self._new_incidents:
             told.publish("incident", id=incident, signature=signature, fatal=fatal,
-                         launch=launch, again=again)
+                         launch=launch, again=again, source=source)
             if fatal:  # at error priority: `journalctl -p err -u logwatch` lists them
                 told.log.error("fatal_incident", signature=signature, incident=incident,
-                               launch=launch, again=again)
+                               launch=launch, again=again, source=source)
         self._new_incidents = []
         for written in self._new_launches:
             for notice in self.launches.written(written):

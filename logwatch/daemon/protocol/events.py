@@ -71,7 +71,8 @@ class CommittedEvent(Event):
 @dataclass(frozen=True, kw_only=True, slots=True)
 class IncidentEvent(Event):
     """An incident seen for the first time since the daemon started; `launch`: the launch it
-    belongs to, `again`: the same failure ended an earlier launch too."""
+    belongs to, `again`: the same failure ended an earlier launch too, `source`: what the
+    launch was read from (the configured source, e.g. `qwen:journal:-u vllm.service`)."""
 
     kind: ClassVar[str] = "incident"
     id: str
@@ -79,6 +80,7 @@ class IncidentEvent(Event):
     fatal: bool
     launch: str | None = None
     again: bool = False
+    source: str | None = None
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
