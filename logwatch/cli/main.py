@@ -537,10 +537,7 @@ def _cmd_daemon(args: argparse.Namespace) -> int:
             daemon.export = (Path(config.get("export.dir")),
                              config.get("export.host") or default_host(),
                              float(config.get("export.every_minutes")))
-        if config.notify:
-            from logwatch.daemon.alerts import Alerts
-
-            daemon.alerts = Alerts(config.notify, daemon.log)
+        _notify(daemon, config)
         if any(t.relaunch.get("policy") in ("ask", "auto") for t in config.targets):
             from logwatch.daemon.relaunches import Relaunches, settings_from_config
 
@@ -668,10 +665,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
         digest = snapshot.content_hash()
         daemon = Daemon([source], library, store, on_signal=source.forward,
                         snapshots={source.name: digest})
-        if config.notify and not config.problems:
-            from logwatch.daemon.alerts import Alerts
-
-            daemon.alerts = Alerts(config.notify, daemon.log)
+        _notify(daemon, config)
         daemon.writer.record_snapshot(digest, snapshot.to_dict())
         daemon.launches.snapshots.configure(source.name, snapshot)  # exactly what is started
         if args.socket:
@@ -719,6 +713,15 @@ def _refused(config: Any, command: str) -> bool:
     for problem in config.problems:
         _warn(f"  {problem}")
     return True
+
+
+def _notify(daemon: Any, config: Any) -> None:
+    """The configuration's [[notify]] entries told what the daemon (or the run) publishes;
+    none from a configuration with problems (its alerts would be guesses)."""
+    if config.notify and not config.problems:
+        from logwatch.daemon.alerts import Alerts
+
+        daemon.alerts = Alerts(config.notify, daemon.log)
 
 
 def _run_store(db: Path, args: argparse.Namespace) -> Any:

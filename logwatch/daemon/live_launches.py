@@ -257,21 +257,10 @@ class LiveLaunches:
         with self._lock:
             return self.analyses.get(source)
 
-    def _latent(self, source: str, lid: str) -> list[str]:
-        """The titles of a launch's latent problems, as last analysed."""
-        with self._lock:
-            analysis = self.analyses.get(source)
-        if analysis is None or launch_id(analysis.launch) != lid:
-            return []
-        return [d.title for d in analysis.latent]
-
-    def _fatal(self, source: str, lid: str) -> int:
-        """How many fatal incidents a launch has, as last analysed."""
-        with self._lock:
-            analysis = self.analyses.get(source)
-        if analysis is None or launch_id(analysis.launch) != lid:
-            return 0
-        return sum(1 for i in analysis.incidents if i.signature.fatal)
+    def _analysis_of(self, source: str, lid: str) -> LaunchAnalysis | None:
+        """A launch's latest analysis, when it is its source's newest."""
+        analysis = self.newest(source)
+        return analysis if analysis is not None and launch_id(analysis.launch) == lid else None
 
     def status(self) -> list[dict[str, Any]]:
         """Each source's current launch."""
@@ -282,10 +271,12 @@ class LiveLaunches:
             launch = launches[-1]
             lid = launch_id(launch)
             published = self._published.get(lid)
+            analysis = self._analysis_of(launch.source, lid)
             out.append({"id": lid, "source": launch.source, "number": launch.number,
                         "start_line": launch.start_line, "outcome": launch.outcome,
                         "root_cause": published[1] if published else None,
                         "failed_before": published[2] if published else 0,
-                        "fatal_incidents": self._fatal(launch.source, lid),
-                        "latent": self._latent(launch.source, lid)})
+                        "fatal_incidents": sum(1 for i in analysis.incidents
+                                               if i.signature.fatal) if analysis else 0,
+                        "latent": [d.title for d in analysis.latent] if analysis else []})
         return out

@@ -63,10 +63,10 @@ def export_parquet(db: Path, out: Path, host: str, since: date | None = None,
     try:
         out.mkdir(parents=True, exist_ok=True)  # once the history could be opened
         if since is not None and changed_after is not None:
-            row = con.execute(_CHANGED.format(
-                launch=_day("started"), incident=_day("first_time"),
-                diagnosis=_day("recorded"), action=_day("created")), [changed_after]
-            ).fetchone()
+            row = con.execute(_CHANGED.format(  # each table's day, as TABLES decides it
+                launch=_day(TABLES["launches"]), incident=_day(TABLES["incidents"]),
+                diagnosis=_day(TABLES["diagnoses"]), action=_day(TABLES["actions"])),
+                [changed_after]).fetchone()
             if row and row[0] is not None and row[0] < since:
                 since = row[0]
         done = []
