@@ -98,7 +98,7 @@ bench-tui: $(STAMP)
 vocab: $(STAMP)
 	$(BIN)/python -m tools.vllm_vocab coverage --write-readme
 
-# The `vllm serve` flags and VLLM_* variables of each release logwatch/core/data/vllm_cli.json
+# The `vllm serve` flags and VLLM_* variables of each release logwatch/core/snapshot/data/vllm_cli.json
 # lists, extracted again from their sdists (`make vllm-sources VLLM_RELEASES="..."` first;
 # `$(BIN)/python -m tools.vllm_cli 0.34.0` adds a release). tests/test_vllm_cli_oracle.py checks
 # the file against every sdist in the tests' cache.

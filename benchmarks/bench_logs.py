@@ -14,7 +14,7 @@ import re
 import shutil
 from pathlib import Path
 
-from logwatch.core.unrecognised import is_generic
+from logwatch.core.signatures.fallback import is_generic
 from logwatch.library.files import default_signature_dir, load_signature_dirs
 
 CHUNKS = 24

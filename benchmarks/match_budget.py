@@ -73,10 +73,10 @@ def single_search(repeat: int) -> None:
 
 
 def one_record(repeat: int) -> None:
-    from logwatch.core.assemble import assemble
-    from logwatch.core.matcher import Matcher
-    from logwatch.core.signature import Example, Pattern, Signature
-    from logwatch.core.vllm_format import parse_line
+    from logwatch.core.lines.assemble import assemble
+    from logwatch.core.lines.vllm_format import parse_line
+    from logwatch.core.signatures.matcher import Matcher
+    from logwatch.core.signatures.signature import Example, Pattern, Signature
 
     def evil(n: int, patterns: int = 1) -> Signature:
         return Signature(

@@ -16,7 +16,7 @@ from rich.text import Text
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from logwatch.core.report_text import render_text  # noqa: E402
+from logwatch.core.report.text import render_text  # noqa: E402
 from logwatch.library.files import load_signature_dirs  # noqa: E402
 from logwatch.scan.offline import resolve_inputs, scan_inputs  # noqa: E402
 from logwatch.scan.triage import SnapshotOptions  # noqa: E402

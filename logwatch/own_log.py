@@ -16,7 +16,7 @@ from typing import Any, TextIO
 
 import structlog
 
-from logwatch.core.visible import visible, visible_data
+from logwatch.core.safe_text.visible import visible, visible_data
 
 
 def under_journald(stream: TextIO, env: dict[str, str] | None = None) -> bool:

@@ -18,8 +18,8 @@ from pathlib import Path
 
 import pytest
 
-from logwatch.core.library import Library
-from logwatch.core.matcher import Matcher
+from logwatch.core.signatures.library import Library
+from logwatch.core.signatures.matcher import Matcher
 from logwatch.library.files import load_signature_dirs
 from tests import hermetic
 

@@ -11,9 +11,9 @@ from pathlib import Path
 import duckdb
 import pytest
 
-from logwatch.core import actions as A
-from logwatch.core import policy as P
-from logwatch.core.actions import transition
+from logwatch.core.remedy import actions as A
+from logwatch.core.remedy import policy as P
+from logwatch.core.remedy.actions import transition
 from logwatch.store.actions import (
     load_action,
     load_history,

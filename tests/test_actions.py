@@ -9,8 +9,8 @@ from datetime import datetime, timedelta
 
 import pytest
 
-from logwatch.core import actions as A
-from logwatch.core.actions import (
+from logwatch.core.remedy import actions as A
+from logwatch.core.remedy.actions import (
     ALLOWED_MOVES,
     IN_FLIGHT,
     STATES,

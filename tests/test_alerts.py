@@ -14,7 +14,7 @@ from http.server import BaseHTTPRequestHandler, HTTPServer
 from pathlib import Path
 from typing import Any, ClassVar
 
-from logwatch.core.config import parse_config
+from logwatch.core.settings.config import parse_config
 from logwatch.daemon.client import wait_ready
 from tests.conftest import ROOT, SAMPLES
 

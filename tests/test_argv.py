@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from logwatch.core.argv import ArgvError, parse_launch
+from logwatch.core.snapshot.argv import ArgvError, parse_launch
 
 MTP = '{"method": "mtp", "num_speculative_tokens": 2}'
 

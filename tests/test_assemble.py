@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from logwatch.core.assemble import Assembler, assemble
-from logwatch.core.records import Record
-from logwatch.core.vllm_format import parse_line
+from logwatch.core.lines.assemble import Assembler, assemble
+from logwatch.core.lines.records import Record
+from logwatch.core.lines.vllm_format import parse_line
 
 REF = datetime(2026, 11, 29, 23, 0, 0)
 

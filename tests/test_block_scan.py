@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from logwatch.core import prefilter
-from logwatch.core.block_scan import BlockScanner
-from logwatch.core.library import Library
-from logwatch.core.matcher import Matcher
+from logwatch.core.signatures import prefilter
+from logwatch.core.signatures.block_scan import BlockScanner
+from logwatch.core.signatures.library import Library
+from logwatch.core.signatures.matcher import Matcher
 from logwatch.scan.blocks import CUT_MARKER, read_blocks
 from tests.conftest import SAMPLES, roomy_matcher
 
@@ -157,8 +157,7 @@ def test_read_blocks_matches_a_naive_line_cutter(block: int) -> None:
 def _joiner_answers(buf: bytes, index: bool) -> list[bool]:
     """joiner_near's answer for every (header, own, window) asked of `buf`, with the
     buffer's joiner index (built at the first question) or with plain searches only."""
-    from logwatch.core import buffer_lines
-
+    from logwatch.core.lines import buffer_lines
     headers = [b"(Worker_TP0 pid=9) ERROR 11-29 03:10:01 [multiproc_executor.py:631] ",
                b"(Worker_TP1 pid=9) ERROR 11-29 03:10:01 [multiproc_executor.py:631] ",
                b"(APIServer pid=7) INFO 11-29 03:10:01 [metrics.py:101] "]
@@ -210,8 +209,7 @@ def test_a_traceback_logged_again_is_assembled_from_memory(library: Library) -> 
     """The same traceback under the same header (another second) gives its record from the
     header-run memory: no line of it is read by parse_sibling again, and the findings, record
     spans and messages are what the per-line pipeline gives."""
-    from logwatch.core import buffer_lines
-
+    from logwatch.core.lines import buffer_lines
     def traceback(ts: str) -> bytes:
         head = f"(Worker_TP0 pid=9) ERROR 11-29 {ts} [multiproc_executor.py:631] ".encode()
         return b"".join(head + text + b"\n" for text in (

@@ -202,7 +202,7 @@ def test_the_readmes_relaunch_configuration_and_commands_are_what_logwatch_accep
     line shown parses with `logwatch`'s own parser (no daemon here: they run in the systemd
     loop tests)."""
     from logwatch.cli.main import build_parser
-    from logwatch.core.config import parse_config
+    from logwatch.core.settings.config import parse_config
 
     section = _readme_section("Relaunch from the daemon")
     toml = section.split("```toml\n", 1)[1].split("```", 1)[0]

@@ -7,7 +7,7 @@ from pathlib import Path
 import duckdb
 import pytest
 
-from logwatch.core.config import parse_config
+from logwatch.core.settings.config import parse_config
 from logwatch.daemon.config_file import load_config
 from tests.conftest import ROOT, SAMPLES
 from tests.inprocess import logwatch_text

@@ -16,9 +16,9 @@ from pathlib import Path
 import duckdb
 import pytest
 
-from logwatch.core.block_scan import BlockScanner
-from logwatch.core.library import Library
-from logwatch.core.matcher import Matcher
+from logwatch.core.signatures.block_scan import BlockScanner
+from logwatch.core.signatures.library import Library
+from logwatch.core.signatures.matcher import Matcher
 from tests.conftest import ROOT, SAMPLES
 from tests.following import Running, accepted_rows, run_daemon, wait_for
 from tests.inprocess import logwatch_text

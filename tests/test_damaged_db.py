@@ -13,7 +13,7 @@ import pytest
 
 from logwatch.cli.history import HISTORY_QUERY
 from logwatch.cli.main import main
-from logwatch.core.library import Library
+from logwatch.core.signatures.library import Library
 from logwatch.scan.offline import resolve_inputs, scan_inputs
 from logwatch.store.db import open_store
 from logwatch.store.record import ScanRecorder

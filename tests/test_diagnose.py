@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from logwatch.core.library import Library
+from logwatch.core.signatures.library import Library
 from logwatch.scan.offline import resolve_inputs, scan_inputs
 from logwatch.scan.triage import SnapshotOptions
 from tests.conftest import ROOT, SAMPLES

@@ -9,7 +9,7 @@ import shutil
 from pathlib import Path
 from typing import Any
 
-from logwatch.core.library import Library
+from logwatch.core.signatures.library import Library
 from logwatch.scan.offline import resolve_inputs, scan_inputs
 from logwatch.scan.triage import SnapshotOptions
 from tests.conftest import ROOT, SAMPLES

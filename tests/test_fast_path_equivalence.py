@@ -16,10 +16,10 @@ from pathlib import Path
 
 import pytest
 
-from logwatch.core import prefilter
-from logwatch.core.block_scan import BlockScanner
-from logwatch.core.buffer_lines import REWRITTEN
-from logwatch.core.library import Library
+from logwatch.core.lines.buffer_lines import REWRITTEN
+from logwatch.core.signatures import prefilter
+from logwatch.core.signatures.block_scan import BlockScanner
+from logwatch.core.signatures.library import Library
 from logwatch.scan.blocks import read_blocks
 from logwatch.scan.offline import resolve_inputs, scan_inputs
 from tests.conftest import SAMPLES, roomy_matcher
@@ -158,7 +158,7 @@ def test_two_processes_report_what_one_does(library: Library, tmp_path: Path,
                                             monkeypatch: pytest.MonkeyPatch) -> None:
     """A file cut in two for two processes: the same report as one process gives, wherever
     the cut falls (each half reads on past it as far as a record reaches)."""
-    from logwatch.core import block_scan
+    from logwatch.core.signatures import block_scan
     from logwatch.scan import parallel
 
     # a scanner that looks less far, so that a small file holds records near the cut

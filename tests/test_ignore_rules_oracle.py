@@ -1,6 +1,7 @@
 """logwatch's release-aware ignore rules against vLLM's own functions, release by release.
 
-For every release of core.ignore_rules.MATRIX whose sources are at hand (LOGWATCH_VLLM_SOURCES),
+For every release of core.quant.ignore_rules.MATRIX whose sources are at hand
+(LOGWATCH_VLLM_SOURCES),
 the quantization configs' `get_quant_method` dispatch and the matching functions it calls
 (tests/vllm_oracles.py; GPTQ and AWQ: tests/test_ignore_rules_sources.py) answer a table of
 cases, the discrepancies of issue 10 among them, and logwatch's model must answer the same."""
@@ -9,8 +10,8 @@ from __future__ import annotations
 
 import pytest
 
-from logwatch.core.ignore_rules import MATRIX, release_text
-from logwatch.core.layer_outcome import IgnoreRules, outcome
+from logwatch.core.quant.ignore_rules import MATRIX, release_text
+from logwatch.core.quant.layer_outcome import IgnoreRules, outcome
 from tests import vllm_functions as vs
 from tests.vllm_oracles import (
     MODELOPT_CLASSES,

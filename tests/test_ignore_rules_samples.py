@@ -8,11 +8,11 @@ from collections.abc import Callable
 
 import pytest
 
-from logwatch.core.ignore_rules import MATRIX, UNQUANTIZED, Release, release_text
-from logwatch.core.layer_outcome import FC_FORCED_UNQUANTIZED
-from logwatch.core.mtp import collapse_experts
-from logwatch.core.mtp_coverage import suggest_mtp_entries, uncovered_mtp_modules
-from logwatch.core.snapshot import build_snapshot
+from logwatch.core.diagnosis.mtp_coverage import suggest_mtp_entries, uncovered_mtp_modules
+from logwatch.core.quant.ignore_rules import MATRIX, UNQUANTIZED, Release, release_text
+from logwatch.core.quant.layer_outcome import FC_FORCED_UNQUANTIZED
+from logwatch.core.quant.mtp_layout import collapse_experts
+from logwatch.core.snapshot.model import build_snapshot
 from logwatch.host.model_dir import read_model_dir
 from tests import vllm_functions as vs
 from tests.conftest import ROOT

@@ -1,5 +1,5 @@
-"""The model-specific facts behind core.ignore_rules / core.layer_outcome, read from each
-release's sources: the fused-layer table, the architectures' first releases, the MTP layers
+"""The model-specific facts behind core.quant.ignore_rules / core.quant.layer_outcome, read from
+each release's sources: the fused-layer table, the architectures' first releases, the MTP layers
 built outside the ignore list (`eh_proj`, `mtp.fc` under ModelOpt NVFP4), and GPTQ's
 `dynamic` / `modules_in_block_to_quantize` functions run against logwatch's."""
 
@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 import regex
 
-from logwatch.core.ignore_rules import (
+from logwatch.core.quant.ignore_rules import (
     FUSED,
     MATRIX,
     awq_layer_skipped,
@@ -21,8 +21,8 @@ from logwatch.core.ignore_rules import (
     parse_release,
     release_text,
 )
-from logwatch.core.layer_outcome import FC_FORCED_UNQUANTIZED
-from logwatch.core.releases import FIRST_RELEASE
+from logwatch.core.quant.layer_outcome import FC_FORCED_UNQUANTIZED
+from logwatch.core.quant.releases import FIRST_RELEASE
 from tests import vllm_functions as vs
 
 MODELS = "vllm/model_executor/models/"

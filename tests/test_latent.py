@@ -10,11 +10,11 @@ from typing import Any
 import pytest
 
 from logwatch.cli.main import main
-from logwatch.core.latent import LATENT_FP4, LATENT_MARLIN, LATENT_MTP, latent_problems
-from logwatch.core.library import Library
-from logwatch.core.marlin_split import aligned_sizes, split_layers, untileable
-from logwatch.core.report_text import render_text
-from logwatch.core.snapshot import GpuFacts
+from logwatch.core.diagnosis.latent import LATENT_FP4, LATENT_MARLIN, LATENT_MTP, latent_problems
+from logwatch.core.quant.marlin_split import aligned_sizes, split_layers, untileable
+from logwatch.core.report.text import render_text
+from logwatch.core.signatures.library import Library
+from logwatch.core.snapshot.model import GpuFacts
 from logwatch.host.capture import take_snapshot
 from logwatch.scan.offline import resolve_inputs, scan_inputs
 from logwatch.scan.triage import SnapshotOptions

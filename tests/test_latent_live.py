@@ -11,9 +11,9 @@ from typing import Any
 import pytest
 
 from logwatch.cli import history as history_cmds
-from logwatch.core.latent import LATENT_FP4, LATENT_MTP
-from logwatch.core.library import Library
-from logwatch.core.snapshot import GpuFacts
+from logwatch.core.diagnosis.latent import LATENT_FP4, LATENT_MTP
+from logwatch.core.signatures.library import Library
+from logwatch.core.snapshot.model import GpuFacts
 from logwatch.host.capture import take_snapshot
 from logwatch.host.launch_snapshot import LaunchSnapshots
 from logwatch.scan.offline import resolve_inputs, scan_inputs

@@ -16,7 +16,8 @@ try:
 except SystemExit:
     pass
 sys.stdout = sys.__stdout__
-print(" ".join(m for m in ("duckdb", "regex", "logwatch.core.library") if m in sys.modules))
+print(" ".join(m for m in ("duckdb", "regex", "logwatch.core.signatures.library")
+               if m in sys.modules))
 """
 
 
@@ -33,5 +34,5 @@ def test_help_loads_no_library_regex_or_duckdb() -> None:
 
 def test_a_scan_without_db_loads_no_duckdb() -> None:
     modules = loaded("scan", "--json", str(SAMPLES / "healthy_033_startup.log"))
-    assert "logwatch.core.library" in modules  # it did scan
+    assert "logwatch.core.signatures.library" in modules  # it did scan
     assert "duckdb" not in modules

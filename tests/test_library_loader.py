@@ -9,10 +9,10 @@ from pathlib import Path
 import pytest
 import regex
 
-from logwatch.core.assemble import assemble
-from logwatch.core.library import _GROUP_NAME, LibraryError, load_library
-from logwatch.core.matcher import Matcher, compile_pattern
-from logwatch.core.vllm_format import parse_line
+from logwatch.core.lines.assemble import assemble
+from logwatch.core.lines.vllm_format import parse_line
+from logwatch.core.signatures.library import _GROUP_NAME, LibraryError, load_library
+from logwatch.core.signatures.matcher import Matcher, compile_pattern
 from logwatch.library.files import load_signature_dirs, read_library
 
 HEADER = ("signatures/library.toml", 'version = "1.2.3"\n[[changelog]]\nversion = "1.2.3"\n'
@@ -196,9 +196,9 @@ def test_every_field_is_checked(old: str, new: str, message: str) -> None:
 def test_a_condition_rejecting_the_first_match_lets_a_later_one_through() -> None:
     from datetime import datetime
 
-    from logwatch.core.assemble import assemble
-    from logwatch.core.matcher import Matcher
-    from logwatch.core.vllm_format import parse_line
+    from logwatch.core.lines.assemble import assemble
+    from logwatch.core.lines.vllm_format import parse_line
+    from logwatch.core.signatures.matcher import Matcher
 
     text = GOOD.replace("^boom (?P<n>\\d+)", "boom (?P<n>\\d+)") + (
         "\n[[conditions]]\ncapture = \"n\"\nop = \">\"\nvalue = 5\n")
@@ -213,9 +213,9 @@ def test_a_condition_rejecting_the_first_match_lets_a_later_one_through() -> Non
 def test_an_anchored_pattern_continues_on_the_next_line_of_a_record() -> None:
     from datetime import datetime
 
-    from logwatch.core.matcher import Matcher
-    from logwatch.core.records import Record
-    from logwatch.core.vllm_format import parse_line
+    from logwatch.core.lines.records import Record
+    from logwatch.core.lines.vllm_format import parse_line
+    from logwatch.core.signatures.matcher import Matcher
 
     text = GOOD + "\n[[conditions]]\ncapture = \"n\"\nop = \">\"\nvalue = 5\n"
     library = load_library(HEADER, [[("site/example.toml", text)]])

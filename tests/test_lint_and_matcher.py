@@ -7,15 +7,21 @@ from datetime import datetime
 
 import pytest
 
-from logwatch.core import prefilter
-from logwatch.core.assemble import assemble
-from logwatch.core.library import Library, load_library
-from logwatch.core.lint import PROBE, branch_probes, lint_library, nested_quantifier, unanchored
-from logwatch.core.matcher import Matcher, compile_pattern
-from logwatch.core.records import Record
-from logwatch.core.redact import redact
-from logwatch.core.signature import Example, Pattern, Signature
-from logwatch.core.vllm_format import parse_line
+from logwatch.core.lines.assemble import assemble
+from logwatch.core.lines.records import Record
+from logwatch.core.lines.vllm_format import parse_line
+from logwatch.core.safe_text.redact import redact
+from logwatch.core.signatures import prefilter
+from logwatch.core.signatures.library import Library, load_library
+from logwatch.core.signatures.lint import (
+    PROBE,
+    branch_probes,
+    lint_library,
+    nested_quantifier,
+    unanchored,
+)
+from logwatch.core.signatures.matcher import Matcher, compile_pattern
+from logwatch.core.signatures.signature import Example, Pattern, Signature
 from tests.test_library_loader import GOOD, HEADER
 
 
@@ -183,7 +189,7 @@ def test_fast_init_builds_what_the_dataclass_init_builds() -> None:
     the same fields, defaults and errors, and still frozen."""
     import dataclasses
 
-    from logwatch.core.fast_init import fast_init
+    from logwatch.core.lines.fast_init import fast_init
 
     @dataclasses.dataclass(frozen=True, slots=True)
     class Plain:

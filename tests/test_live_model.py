@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from logwatch.core.library import Library
+from logwatch.core.signatures.library import Library
 from logwatch.daemon.client import request, subscribe, wait_ready
 from logwatch.daemon.control import ControlServer
 from logwatch.daemon.notify import Notifier

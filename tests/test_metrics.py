@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from logwatch.core.library import Library
+from logwatch.core.signatures.library import Library
 from logwatch.daemon.metrics import parse_listen, render
 from tests.conftest import LIBRARY_VERSION, ROOT, SAMPLES, free_port
 

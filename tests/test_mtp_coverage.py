@@ -7,11 +7,11 @@ import json
 from pathlib import Path
 
 from logwatch.cli.snapshot import render_snapshot
-from logwatch.core.ignore_rules import ERROR, QUANTIZED, UNQUANTIZED
-from logwatch.core.layer_outcome import outcome
-from logwatch.core.mtp_coverage import suggest_mtp_entries, uncovered_mtp_modules
-from logwatch.core.quant import derive_quant
-from logwatch.core.snapshot import Snapshot, build_snapshot
+from logwatch.core.diagnosis.mtp_coverage import suggest_mtp_entries, uncovered_mtp_modules
+from logwatch.core.quant.ignore_rules import ERROR, QUANTIZED, UNQUANTIZED
+from logwatch.core.quant.layer_outcome import outcome
+from logwatch.core.quant.scheme import derive_quant
+from logwatch.core.snapshot.model import Snapshot, build_snapshot
 from logwatch.host.model_dir import read_model_dir
 from tests.conftest import ROOT
 

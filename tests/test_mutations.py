@@ -18,11 +18,11 @@ from typing import Any
 
 import pytest
 
-from logwatch.core.block_scan import BlockScanner
-from logwatch.core.library import Library
-from logwatch.core.matcher import Matcher
-from logwatch.core.signature import Signature
-from logwatch.core.unrecognised import is_generic
+from logwatch.core.signatures.block_scan import BlockScanner
+from logwatch.core.signatures.fallback import is_generic
+from logwatch.core.signatures.library import Library
+from logwatch.core.signatures.matcher import Matcher
+from logwatch.core.signatures.signature import Signature
 from logwatch.library.files import load_signature_dirs
 from logwatch.scan.offline import ScanInput, scan_inputs
 from tests.mutations import MUTATIONS, Mutation, NotApplicable, in_context, v0_embedded

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from logwatch.core.assemble import assemble, starts_traceback
-from logwatch.core.pasted import split_embedded, wrap_width
-from logwatch.core.vllm_format import parse_line
+from logwatch.core.lines.assemble import assemble, starts_traceback
+from logwatch.core.lines.pasted import split_embedded, wrap_width
+from logwatch.core.lines.vllm_format import parse_line
 
 V0 = "(VllmWorkerProcess pid=235) ERROR 08-05 23:29:38 multiproc_worker_utils.py:226] "
 REF = datetime(2026, 8, 6)

@@ -17,13 +17,13 @@ from pathlib import Path
 
 import pytest
 
-from logwatch.core.argv import parse_launch
-from logwatch.core.diagnosis import Diagnosis
-from logwatch.core.fp4_backend import fp4_switches
-from logwatch.core.ignore_rules import parse_release
-from logwatch.core.latent import latent_problems
-from logwatch.core.plan import Launch, Overlay, apply_plan, merge_ignore_list, plan_relaunch
-from logwatch.core.snapshot import GpuFacts, Snapshot
+from logwatch.core.diagnosis.latent import latent_problems
+from logwatch.core.diagnosis.model import Diagnosis
+from logwatch.core.quant.ignore_rules import parse_release
+from logwatch.core.remedy.fp4_backend import fp4_switches
+from logwatch.core.remedy.plan import Launch, Overlay, apply_plan, merge_ignore_list, plan_relaunch
+from logwatch.core.snapshot.argv import parse_launch
+from logwatch.core.snapshot.model import GpuFacts, Snapshot
 from logwatch.host.capture import take_snapshot
 from logwatch.host.overlay import make_overlay, remove_overlay
 from logwatch.host.variants import variant_candidates
@@ -242,7 +242,7 @@ def test_a_plan_passes_preflight_only_when_its_configuration_read_back_is_clean(
     """The planned configuration is read back as a launch reads it (the variant, or the
     overlay made in a scratch directory) and judged by the same prediction: the real plan
     passes; one that serves the variant without merging the ignore list does not."""
-    from logwatch.core.plan import Change, Plan
+    from logwatch.core.remedy.plan import Change, Plan
     from logwatch.relaunch.planned import with_preflight
 
     root = models_dir(tmp_path, A16, W4A4_UNCOVERED)

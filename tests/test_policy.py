@@ -7,12 +7,11 @@ from datetime import datetime, timedelta
 
 import pytest
 
-from logwatch.core import actions as A
-from logwatch.core import policy as P
-from logwatch.core.actions import Action, propose, transition
-from logwatch.core.config import TargetConfig
-from logwatch.core.launches import FAILED, SERVING, STARTING, STOPPED
-from logwatch.core.policy import (
+from logwatch.core.launches.lifecycle import FAILED, SERVING, STARTING, STOPPED
+from logwatch.core.remedy import actions as A
+from logwatch.core.remedy import policy as P
+from logwatch.core.remedy.actions import Action, propose, transition
+from logwatch.core.remedy.policy import (
     CurrentLaunch,
     Decision,
     OperatorEvent,
@@ -23,6 +22,7 @@ from logwatch.core.policy import (
     decide,
     recheck,
 )
+from logwatch.core.settings.config import TargetConfig
 
 T0 = datetime(2026, 12, 1, 9, 0)
 MIN = timedelta(minutes=1)

@@ -14,9 +14,9 @@ from pathlib import Path
 
 import pytest
 
-from logwatch.core.preflight import predict
-from logwatch.core.snapshot import GpuFacts
-from logwatch.core.vllm_cli import flag_accepted, normalised_flag
+from logwatch.core.diagnosis.preflight import predict
+from logwatch.core.snapshot.model import GpuFacts
+from logwatch.core.snapshot.vllm_cli import flag_accepted, normalised_flag
 from logwatch.host.capture import take_snapshot
 from logwatch.host.vllm_cli_data import DATA_FILE
 from tests.conftest import ROOT

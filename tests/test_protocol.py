@@ -16,7 +16,7 @@ import pytest
 import structlog
 
 from logwatch import __version__
-from logwatch.core.library import Library
+from logwatch.core.signatures.library import Library
 from logwatch.daemon import protocol, subscription
 from logwatch.daemon.client import (
     Client,

@@ -4,10 +4,15 @@ from __future__ import annotations
 
 import pytest
 
-from logwatch.core.ignore import merge_overrides
-from logwatch.core.ignore_rules import ERROR, QUANTIZED, UNQUANTIZED, parse_release
-from logwatch.core.layer_outcome import IgnoreRules, outcome, outcomes_by_release, possible_outcomes
-from logwatch.core.quant import derive_quant
+from logwatch.core.quant.ignore import merge_overrides
+from logwatch.core.quant.ignore_rules import ERROR, QUANTIZED, UNQUANTIZED, parse_release
+from logwatch.core.quant.layer_outcome import (
+    IgnoreRules,
+    outcome,
+    outcomes_by_release,
+    possible_outcomes,
+)
+from logwatch.core.quant.scheme import derive_quant
 from logwatch.host.model_dir import read_model_dir
 from tests.conftest import ROOT
 

@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from logwatch.core.library import Library
+from logwatch.core.signatures.library import Library
 from logwatch.scan.offline import resolve_inputs, scan_inputs
 from logwatch.scan.triage import SnapshotOptions
 from logwatch.store import record as record_module

@@ -10,9 +10,9 @@ from datetime import datetime
 
 import pytest
 
-from logwatch.core.assemble import assemble
-from logwatch.core.matcher import Matcher
-from logwatch.core.redact import (
+from logwatch.core.lines.assemble import assemble
+from logwatch.core.lines.vllm_format import parse_line
+from logwatch.core.safe_text.redact import (
     MASK,
     RULES,
     find_secrets,
@@ -24,8 +24,8 @@ from logwatch.core.redact import (
     secret_spans,
     spans_for_parts,
 )
-from logwatch.core.signature import Example, Pattern, Signature
-from logwatch.core.vllm_format import parse_line
+from logwatch.core.signatures.matcher import Matcher
+from logwatch.core.signatures.signature import Example, Pattern, Signature
 from tests.conftest import SAMPLES
 
 

@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from logwatch.core.argv import parse_launch
-from logwatch.core.command_template import check_template
-from logwatch.core.plan import Change, Launch, Plan
+from logwatch.core.remedy.plan import Change, Launch, Plan
+from logwatch.core.settings.command_template import check_template
+from logwatch.core.snapshot.argv import parse_launch
 from logwatch.relaunch.command import CommandError, SiteCommand
 
 RECORD = "import json, sys; json.dump(sys.argv[1:], open(sys.argv[1], 'w'))"

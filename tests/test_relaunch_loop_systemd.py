@@ -26,14 +26,9 @@ from pathlib import Path
 
 import pytest
 
-from logwatch.core.actions import APPROVED, POLICY, Action, propose, transition
-from logwatch.core.argv import LaunchSpec
-from logwatch.core.block_scan import BlockScanner
-from logwatch.core.host_facts import exec_start_from_unit
-from logwatch.core.library import Library
-from logwatch.core.matcher import Matcher
-from logwatch.core.plan import Change, Launch, Plan
-from logwatch.core.policy import (
+from logwatch.core.remedy.actions import APPROVED, POLICY, Action, propose, transition
+from logwatch.core.remedy.plan import Change, Launch, Plan
+from logwatch.core.remedy.policy import (
     BREAKER_OPEN,
     RelaunchPolicy,
     Request,
@@ -41,7 +36,12 @@ from logwatch.core.policy import (
     Thresholds,
     decide,
 )
-from logwatch.core.verify import Probes, Verdict, judge
+from logwatch.core.remedy.verify import Probes, Verdict, judge
+from logwatch.core.signatures.block_scan import BlockScanner
+from logwatch.core.signatures.library import Library
+from logwatch.core.signatures.matcher import Matcher
+from logwatch.core.snapshot.argv import LaunchSpec
+from logwatch.core.snapshot.host_facts import exec_start_from_unit
 from logwatch.daemon import client
 from logwatch.daemon.protocol import ActionEvent
 from logwatch.demo.scenario import standin_entry

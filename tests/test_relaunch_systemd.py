@@ -18,10 +18,10 @@ from pathlib import Path
 
 import pytest
 
-from logwatch.core.dropin import DROPIN_NAME, exec_line, relaunch_dropin
-from logwatch.core.host_facts import exec_start_from_unit
-from logwatch.core.plan import Plan, plan_relaunch
-from logwatch.core.snapshot import GpuFacts
+from logwatch.core.remedy.dropin import DROPIN_NAME, exec_line, relaunch_dropin
+from logwatch.core.remedy.plan import Plan, plan_relaunch
+from logwatch.core.snapshot.host_facts import exec_start_from_unit
+from logwatch.core.snapshot.model import GpuFacts
 from logwatch.host.capture import take_snapshot
 from logwatch.host.variants import variant_candidates
 from logwatch.relaunch.systemd import RelaunchError, SystemdUnit
@@ -172,7 +172,7 @@ def test_an_operator_file_in_logwatchs_place_is_not_removed(tmp_path: Path) -> N
 
 
 def test_exec_line_reads_back_as_the_same_words() -> None:
-    """What logwatch reads of a unit (core.host_facts) gives back the words it wrote, for
+    """What logwatch reads of a unit (core.snapshot.host_facts) gives back the words it wrote, for
     words without systemd's `$` and `%` (those are doubled for systemd, not for shlex)."""
     words = ["/usr/bin/vllm", "serve", "/m/a b", 'x"y', "a\\b", "--speculative-config", SPEC]
     text = f"# /u/{DROPIN_NAME}\n[Service]\nExecStart=\n{exec_line(words)}\n"

@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 
-from logwatch.core.actions import (
+from logwatch.core.remedy.actions import (
     APPLYING,
     APPROVED,
     AWAITING_APPROVAL,
@@ -28,11 +28,11 @@ from logwatch.core.actions import (
     propose,
     transition,
 )
-from logwatch.core.config import TargetConfig
-from logwatch.core.dropin import HOLD_NAME, hold_dropin
-from logwatch.core.plan import Change, Launch, Plan
-from logwatch.core.policy import CurrentLaunch, Thresholds
-from logwatch.core.snapshot import Snapshot
+from logwatch.core.remedy.dropin import HOLD_NAME, hold_dropin
+from logwatch.core.remedy.plan import Change, Launch, Plan
+from logwatch.core.remedy.policy import CurrentLaunch, Thresholds
+from logwatch.core.settings.config import TargetConfig
+from logwatch.core.snapshot.model import Snapshot
 from logwatch.daemon.relaunches import Open, RelaunchError, Relaunches, Settings
 from logwatch.relaunch.from_history import FailedLaunch
 from logwatch.store.actions import load_action, load_history, record_action

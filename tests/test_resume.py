@@ -8,9 +8,9 @@ from datetime import datetime
 
 import pytest
 
-from logwatch.core.block_scan import BlockScanner
-from logwatch.core.library import Library
-from logwatch.core.matcher import Matcher
+from logwatch.core.signatures.block_scan import BlockScanner
+from logwatch.core.signatures.library import Library
+from logwatch.core.signatures.matcher import Matcher
 from tests.conftest import SAMPLES
 
 REF = datetime(2026, 11, 30)

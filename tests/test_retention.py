@@ -12,7 +12,7 @@ import sys
 from datetime import datetime, timedelta
 from pathlib import Path
 
-from logwatch.core.actions import propose
+from logwatch.core.remedy.actions import propose
 from logwatch.daemon.client import request, wait_ready
 from logwatch.store.actions import record_action
 from logwatch.store.db import open_store

@@ -9,10 +9,10 @@ import shutil
 from datetime import datetime, timedelta
 from pathlib import Path
 
-from logwatch.core.actions import APPROVED, POLICY, propose, transition
-from logwatch.core.library import Library
-from logwatch.core.plan import Change, Plan
-from logwatch.core.policy import FAILED_CONFIG, RelaunchPolicy, Request, TargetPolicy, decide
+from logwatch.core.remedy.actions import APPROVED, POLICY, propose, transition
+from logwatch.core.remedy.plan import Change, Plan
+from logwatch.core.remedy.policy import FAILED_CONFIG, RelaunchPolicy, Request, TargetPolicy, decide
+from logwatch.core.signatures.library import Library
 from logwatch.demo.scenario import SPEC, Timeline, standin_entry, verify_child
 from logwatch.relaunch.child import Child, ChildExecutor
 from logwatch.relaunch.runner import carry_out, file_recorder

@@ -16,8 +16,8 @@ from typing import Any
 
 import pytest
 
-from logwatch.core.library import Library
-from logwatch.core.signature import SEVERITIES
+from logwatch.core.signatures.library import Library
+from logwatch.core.signatures.signature import SEVERITIES
 from logwatch.scan.offline import resolve_inputs, scan_inputs
 from tests.conftest import SAMPLES
 
@@ -139,8 +139,8 @@ def test_every_signature_is_exercised_by_a_sample(library: Library) -> None:
 
 
 def test_samples_cover_every_wrapper_and_process_era() -> None:
-    from logwatch.core.normalize import unwrap
-    from logwatch.core.vllm_format import parse_line
+    from logwatch.core.lines.normalize import unwrap
+    from logwatch.core.lines.vllm_format import parse_line
 
     reference = datetime(2026, 11, 30)
     wrappers: set[str] = set()

@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from logwatch.core.library import Library
-from logwatch.core.report_text import render_text
+from logwatch.core.report.text import render_text
+from logwatch.core.signatures.library import Library
 from logwatch.scan.offline import resolve_inputs, scan_inputs
 from tests.conftest import ROOT, SAMPLES
 from tests.inprocess import logwatch

@@ -14,9 +14,9 @@ from typing import Any
 
 import pytest
 
-from logwatch.core.block_scan import BlockScanner
-from logwatch.core.library import Library
-from logwatch.core.matcher import Matcher
+from logwatch.core.signatures.block_scan import BlockScanner
+from logwatch.core.signatures.library import Library
+from logwatch.core.signatures.matcher import Matcher
 from logwatch.daemon.client import raw_subscription
 from tests.conftest import ROOT
 from tests.inprocess import logwatch

@@ -43,7 +43,7 @@ def test_the_hardened_unit_may_write_exactly_where_a_relaunch_writes() -> None:
     vllm.service under the system manager (the drop-in, persistent or runtime, and the
     restart hold), each made by ExecStartPre= before the sandbox; the overlays go under
     StateDirectory=. (The sandbox itself needs the system manager at PID 1.)"""
-    from logwatch.core.config import TargetConfig
+    from logwatch.core.settings.config import TargetConfig
     from logwatch.relaunch.executors import unit_of
 
     text = (UNITS / "logwatch.service").read_text()

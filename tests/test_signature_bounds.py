@@ -16,11 +16,11 @@ from typing import Any
 
 import pytest
 
-from logwatch.core.assemble import assemble
-from logwatch.core.library import Library, LibraryError
-from logwatch.core.matcher import DISABLE_AFTER_TIMEOUTS, Matcher
-from logwatch.core.signature import Example, Pattern, Signature
-from logwatch.core.vllm_format import parse_line
+from logwatch.core.lines.assemble import assemble
+from logwatch.core.lines.vllm_format import parse_line
+from logwatch.core.signatures.library import Library, LibraryError
+from logwatch.core.signatures.matcher import DISABLE_AFTER_TIMEOUTS, Matcher
+from logwatch.core.signatures.signature import Example, Pattern, Signature
 from logwatch.daemon.client import Client, subscribe
 from logwatch.daemon.protocol import Event, FindingEvent, LibraryEvent
 from logwatch.daemon.service import Daemon

@@ -11,14 +11,14 @@ from pathlib import Path
 
 import pytest
 
-from logwatch.core.host_facts import (
+from logwatch.core.safe_text.redact import redact_argv, redact_env
+from logwatch.core.snapshot.host_facts import (
     launch_from_log,
     parse_env_file,
     parse_nvidia_smi,
     parse_systemctl_show,
 )
-from logwatch.core.redact import redact_argv, redact_env
-from logwatch.core.snapshot import GpuFacts, diff_snapshots
+from logwatch.core.snapshot.model import GpuFacts, diff_snapshots
 from logwatch.host.capture import read_process, take_snapshot
 from logwatch.host.model_dir import read_model_dir
 from tests.conftest import ROOT
@@ -306,7 +306,7 @@ def test_target_snapshots_are_retaken_only_when_the_unit_started_again(tmp_path:
     """The decision alone (the real manager is in test_systemd_unit.py): a new InvocationID
     retakes the snapshot; the same one, or none (systemd unreachable), does not. A target
     with only an argv is snapshotted once and never watched."""
-    from logwatch.core.config import TargetConfig
+    from logwatch.core.settings.config import TargetConfig
     from logwatch.host.targets import TargetSnapshots
 
     gpu = GpuFacts("NVIDIA H100", 8, "570", 90, "test")

@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from logwatch.core.library import Library
+from logwatch.core.signatures.library import Library
 from logwatch.daemon.source_states import Observed, judge
 from tests.conftest import ROOT, SAMPLES
 from tests.following import Running

@@ -20,7 +20,7 @@ from typing import Any
 
 import pytest
 
-from logwatch.core.snapshot import model_facts
+from logwatch.core.snapshot.model import model_facts
 from logwatch.demo.standin_args import UsageError, parse_serve
 from logwatch.demo.standin_format import Writer, style_for
 from logwatch.demo.standin_outcome import GPUS, Launch, outcome

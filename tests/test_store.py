@@ -12,7 +12,7 @@ from pathlib import Path
 import duckdb
 import pytest
 
-from logwatch.core.library import Library
+from logwatch.core.signatures.library import Library
 from logwatch.scan.offline import resolve_inputs, scan_inputs
 from logwatch.scan.triage import SnapshotOptions
 from logwatch.store.db import DatabaseError, open_store
@@ -192,8 +192,8 @@ def test_live_incidents_fold_forward_and_replays_add_nothing(tmp_path: Path,
                                                             library: Library) -> None:
     from datetime import datetime
 
-    from logwatch.core.block_scan import BlockScanner
-    from logwatch.core.matcher import Matcher
+    from logwatch.core.signatures.block_scan import BlockScanner
+    from logwatch.core.signatures.matcher import Matcher
     from logwatch.store.live import Checkpoint, LiveFinding, LiveWriter
 
     scanner = BlockScanner(Matcher(library.signatures), "file:x", datetime(2026, 11, 29))

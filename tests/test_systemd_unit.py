@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from logwatch.core.library import Library
-from logwatch.core.snapshot import GpuFacts
+from logwatch.core.signatures.library import Library
+from logwatch.core.snapshot.model import GpuFacts
 from logwatch.daemon.service import Daemon
 from logwatch.host.capture import take_snapshot
 from logwatch.store.db import Store
@@ -102,7 +102,7 @@ def test_a_restarted_unit_gets_a_new_snapshot_and_later_findings_link_to_it(
         library: Library) -> None:
     """vLLM restarted with other flags (a drop-in changes -tp): the daemon notices the new
     InvocationID, records the new configuration, and findings read afterwards link to it."""
-    from logwatch.core.config import TargetConfig
+    from logwatch.core.settings.config import TargetConfig
     from logwatch.host.targets import TargetSnapshots
     from logwatch.sources.files import FileSource
     from logwatch.store.db import open_store
@@ -175,7 +175,7 @@ def test_a_unit_restarted_unchanged_keeps_its_snapshot_hash(
     text, without the interpreter /proc shows before a #! script). A VLLM_ variable added by
     a drop-in is a new configuration, and `snapshot diff` names that variable alone."""
     from logwatch.cli.main import main
-    from logwatch.core.config import TargetConfig
+    from logwatch.core.settings.config import TargetConfig
     from logwatch.host.targets import TargetSnapshots
     from logwatch.store.db import open_store
     from logwatch.store.live import LiveWriter

@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from logwatch.core.draft import draft_regex, draft_signature, near_miss
-from logwatch.core.lint import nested_quantifier, unanchored
-from logwatch.core.templates import TemplateGroup, TemplateGroups, template_of
+from logwatch.core.signatures.draft import draft_regex, draft_signature, near_miss
+from logwatch.core.signatures.lint import nested_quantifier, unanchored
+from logwatch.core.signatures.templates import TemplateGroup, TemplateGroups, template_of
 from tests.inprocess import logwatch_text
 from tests.test_unrecognised import HEAD, KEYERROR_LOG
 

@@ -16,8 +16,8 @@ import duckdb
 import pytest
 
 from logwatch.cli.main import EXIT_FATAL_FOUND, EXIT_NO_VLLM_OUTPUT, EXIT_OK
-from logwatch.core.block_scan import BlockScanner
-from logwatch.core.library import Library
+from logwatch.core.signatures.block_scan import BlockScanner
+from logwatch.core.signatures.library import Library
 from logwatch.scan.blocks import read_blocks
 from tests.conftest import SAMPLES, roomy_matcher
 from tests.following import Running

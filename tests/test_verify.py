@@ -12,11 +12,11 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
-from logwatch.core.argv import parse_launch
-from logwatch.core.block_scan import BlockScanner
-from logwatch.core.findings import Finding
-from logwatch.core.library import Library
-from logwatch.core.verify import Probes, judge
+from logwatch.core.remedy.verify import Probes, judge
+from logwatch.core.signatures.block_scan import BlockScanner
+from logwatch.core.signatures.findings import Finding
+from logwatch.core.signatures.library import Library
+from logwatch.core.snapshot.argv import parse_launch
 from logwatch.relaunch.verify import endpoint, probe, served_name, wait_healthy
 from logwatch.scan.blocks import read_blocks
 from tests.conftest import SAMPLES, roomy_matcher

@@ -8,7 +8,7 @@ import re
 
 import pytest
 
-from logwatch.core.visible import json_escaped, visible, visible_data
+from logwatch.core.safe_text.visible import json_escaped, visible, visible_data
 
 HOSTILE = [
     ("\x1b]52;c;cm0gLXJmIH4K\x07", "^[]52;c;cm0gLXJmIH4K^G"),  # OSC 52: clipboard write

@@ -1,4 +1,4 @@
-"""The committed `vllm serve` flags and VLLM_* variables (logwatch/core/data/vllm_cli.json)
+"""The committed `vllm serve` flags and VLLM_* variables (logwatch/core/snapshot/data/vllm_cli.json)
 against a fresh extraction from each release's own sources: a release whose sdist is cached is
 re-read and must match exactly; one that is not cached is skipped with the reason."""
 
@@ -8,8 +8,8 @@ import json
 
 import pytest
 
-from logwatch.core.ignore_rules import parse_release
-from logwatch.core.vllm_cli import vocabulary
+from logwatch.core.quant.ignore_rules import parse_release
+from logwatch.core.snapshot.vllm_cli import vocabulary
 from logwatch.host.vllm_cli_data import DATA_FILE
 from tests import vllm_sources as vs
 from tools.vllm_cli.extract import PATHS, SourceMissing, extract

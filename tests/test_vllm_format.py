@@ -6,15 +6,15 @@ from datetime import datetime
 
 import pytest
 
-from logwatch.core.normalize import strip_colour, terminal_text, unwrap
-from logwatch.core.vllm_format import (
+from logwatch.core.lines.normalize import strip_colour, terminal_text, unwrap
+from logwatch.core.lines.vllm_format import (
     parse_line,
     parse_sibling,
     plain_header,
     process_role,
     rank_of,
 )
-from logwatch.core.year_inference import closest_datetime
+from logwatch.core.lines.year_inference import closest_datetime
 
 REF = datetime(2026, 11, 29, 23, 0, 0)
 
@@ -225,7 +225,7 @@ def test_the_one_step_path_agrees_with_the_general_grammar(monkeypatch: pytest.M
     general wrapper-and-header grammar does."""
     import re
 
-    from logwatch.core import vllm_format
+    from logwatch.core.lines import vllm_format
     from tests.conftest import SAMPLES
 
     lines = [raw for log in sorted(SAMPLES.glob("*.log"))

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from logwatch.core.library import Library
-from logwatch.core.vllm_format import parse_line
+from logwatch.core.lines.vllm_format import parse_line
+from logwatch.core.signatures.library import Library
 from tools.vllm_vocab.__main__ import MISSES, misses_page
 from tools.vllm_vocab.coverage import classify, is_generic, markdown, measure
 from tools.vllm_vocab.curated import Curated, CuratedError, load

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import duckdb
 
-from logwatch.core.actions import action_id_for, propose, transition
+from logwatch.core.remedy.actions import action_id_for, propose, transition
 from logwatch.store.actions import record_action
 from logwatch.store.db import open_store
 from tests.conftest import ROOT, SAMPLES

@@ -14,8 +14,8 @@ from typing import Any
 
 import regex
 
-from logwatch.core.ignore_rules import ERROR, FUSED, QUANTIZED, UNQUANTIZED, Release
-from logwatch.core.layer_outcome import vllm_layer
+from logwatch.core.quant.ignore_rules import ERROR, FUSED, QUANTIZED, UNQUANTIZED, Release
+from logwatch.core.quant.layer_outcome import vllm_layer
 from tests import vllm_functions as vs
 
 QDIR = "vllm/model_executor/layers/quantization/"

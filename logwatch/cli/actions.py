@@ -13,7 +13,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from logwatch.core.visible import visible
+from logwatch.core.safe_text.visible import visible
 
 EXIT_DONE, EXIT_REFUSED, EXIT_NO_DAEMON = 0, 1, 3
 

@@ -14,8 +14,8 @@ from datetime import date, datetime
 from pathlib import Path
 from typing import Any
 
-from logwatch.core.timestamps import written
-from logwatch.core.visible import visible
+from logwatch.core.report.timestamps import written
+from logwatch.core.safe_text.visible import visible
 from logwatch.store.db import default_db_path
 from logwatch.store.operator_sql import QueryResult, read_only_query
 

@@ -12,10 +12,10 @@ from typing import TYPE_CHECKING, Any
 
 from logwatch import __version__
 from logwatch.cli import output
-from logwatch.core.visible import json_escaped, visible
+from logwatch.core.safe_text.visible import json_escaped, visible
 
 if TYPE_CHECKING:  # the library, duckdb and regex load only for commands that use them
-    from logwatch.core.library import Library
+    from logwatch.core.signatures.library import Library
 
 EXIT_OK = 0
 EXIT_FATAL_FOUND = 1
@@ -374,7 +374,7 @@ def _load(args: argparse.Namespace, check: bool = True) -> Library:
 
 
 def _cmd_scan(args: argparse.Namespace) -> int:
-    from logwatch.core.report_text import incomplete_warning, render_text
+    from logwatch.core.report.text import incomplete_warning, render_text
     from logwatch.scan.offline import InputError, resolve_inputs, run_scan
 
     try:
@@ -623,8 +623,8 @@ def _cmd_run(args: argparse.Namespace) -> int:
     import os
 
     from logwatch import own_log
-    from logwatch.core.config import valid_name
-    from logwatch.core.snapshot import GpuFacts
+    from logwatch.core.settings.config import valid_name
+    from logwatch.core.snapshot.model import GpuFacts
     from logwatch.daemon.config_file import load_config
     from logwatch.daemon.service import Daemon
     from logwatch.host.capture import capture_gpu, take_snapshot
@@ -692,8 +692,8 @@ def _cmd_run(args: argparse.Namespace) -> int:
     code = 128 - code if code < 0 else code
     analysis = daemon.launches.newest(source.name)
     if code != 0 and analysis is not None:  # the moment the operator wants the triage
-        from logwatch.core.report import report_dict
-        from logwatch.core.report_text import render_text
+        from logwatch.core.report.text import render_text
+        from logwatch.core.report.triage import report_dict
 
         report = report_dict(library.version, [analysis], {"lines": daemon.lines, "files": 1},
                              lambda snap: snap.content_hash())
@@ -749,9 +749,9 @@ def _relaunching_run(daemon: Any, source: Any, target: str, mode: str, settings:
     import asyncio
     import os
 
-    from logwatch.core.argv import parse_launch
-    from logwatch.core.config import TargetConfig
-    from logwatch.core.plan import Launch
+    from logwatch.core.remedy.plan import Launch
+    from logwatch.core.settings.config import TargetConfig
+    from logwatch.core.snapshot.argv import parse_launch
     from logwatch.daemon.relaunches import Relaunches
     from logwatch.host.capture import take_snapshot
     from logwatch.host.targets import TargetSnapshot
@@ -787,7 +787,7 @@ def _run_relaunch_settings(args: argparse.Namespace, argv: list[str], config: An
                   "is ever relaunched)")
             return EXIT_USAGE
         return None
-    from logwatch.core.argv import ArgvError, parse_launch
+    from logwatch.core.snapshot.argv import ArgvError, parse_launch
     from logwatch.daemon.relaunches import settings_from_config
 
     if args.relaunch == "ask" and not args.socket:
@@ -953,7 +953,7 @@ def _configured_paths(args: argparse.Namespace) -> None:
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)  # --help and usage errors import nothing more
     output.configure(args)  # the colour choice; stdout gathered for a pager
-    from logwatch.core.library import LibraryError
+    from logwatch.core.signatures.library import LibraryError
     from logwatch.daemon.socket_trust import UnsafeSocketPath
     from logwatch.store.errors import DatabaseError
 

@@ -7,8 +7,8 @@ import json
 import sys
 from pathlib import Path
 
-from logwatch.core.plan import render_plan
-from logwatch.core.visible import json_escaped, visible
+from logwatch.core.remedy.plan import render_plan
+from logwatch.core.safe_text.visible import json_escaped, visible
 from logwatch.relaunch.from_history import failed_launch
 from logwatch.store.db import default_db_path
 from logwatch.store.errors import DatabaseError

@@ -1,6 +1,6 @@
 """`logwatch preflight`: the failures a launch will hit, predicted from its configuration
-(core/preflight.py) before vLLM loads a weight. Exit 0: a clean start predicted; 1: failures
-predicted (listed with their reasons); 2: a usage or input error."""
+(core/diagnosis/preflight.py) before vLLM loads a weight. Exit 0: a clean start predicted; 1:
+failures predicted (listed with their reasons); 2: a usage or input error."""
 
 from __future__ import annotations
 
@@ -12,11 +12,11 @@ import textwrap
 from dataclasses import replace
 from pathlib import Path
 
-from logwatch.core.ignore_rules import parse_release
-from logwatch.core.preflight import Prediction, PreflightProblem, predict
-from logwatch.core.snapshot import Snapshot
-from logwatch.core.visible import visible
-from logwatch.core.vllm_cli import CliVocabulary
+from logwatch.core.diagnosis.preflight import Prediction, PreflightProblem, predict
+from logwatch.core.quant.ignore_rules import parse_release
+from logwatch.core.safe_text.visible import visible
+from logwatch.core.snapshot.model import Snapshot
+from logwatch.core.snapshot.vllm_cli import CliVocabulary
 from logwatch.host.capture import take_snapshot
 from logwatch.host.vllm_cli_data import DATA_FILE, VocabularyUnreadable
 from logwatch.host.vllm_cli_data import load_vocabulary as read_vocabulary

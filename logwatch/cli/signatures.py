@@ -7,8 +7,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, TextIO
 
-from logwatch.core.library import Library, LibraryError
-from logwatch.core.visible import visible
+from logwatch.core.safe_text.visible import visible
+from logwatch.core.signatures.library import Library, LibraryError
 
 
 def _say(text: str, file: TextIO | None = None) -> None:
@@ -30,7 +30,7 @@ def list_signatures(library: Library) -> int:
 def show(library: Library, signature_id: str) -> int:
     sig = library.get(signature_id)
     if sig is None:
-        from logwatch.core.library import did_you_mean
+        from logwatch.core.problems import did_you_mean
 
         hint = did_you_mean(signature_id, [s.id for s in library.signatures])
         _say(f"logwatch: no signature {signature_id!r}" + (f"; {hint}" if hint else ""),
@@ -88,7 +88,7 @@ def _groups_from_log(library: Library, log: str) -> list[Any]:
     from logwatch.scan.offline import resolve_inputs, scan_inputs
 
     report = scan_inputs(resolve_inputs([log]), library)
-    from logwatch.core.templates import TemplateGroup
+    from logwatch.core.signatures.templates import TemplateGroup
 
     return [TemplateGroup(**g) for g in report["unrecognised"]]
 
@@ -99,8 +99,8 @@ def _groups_from_db(db: Path) -> list[Any]:
     from datetime import datetime
 
     from logwatch.cli.history import query_history
-    from logwatch.core.templates import TemplateGroups
-    from logwatch.core.vllm_format import parse_line
+    from logwatch.core.lines.vllm_format import parse_line
+    from logwatch.core.signatures.templates import TemplateGroups
 
     groups = TemplateGroups()
     # read-only: through the daemon when it holds the file, else the file (never made)
@@ -118,7 +118,7 @@ def draft(library: Library, log: str | None, db: Path | None, number: int,
           out: Path | None) -> int:
     """Print (or write to `out`) a signature drafted from group `number` of the
     unrecognised errors in `log` or in the history `db`."""
-    from logwatch.core.draft import draft_signature, pattern_template, signature_id
+    from logwatch.core.signatures.draft import draft_signature, pattern_template, signature_id
     from logwatch.scan.offline import InputError
 
     if (log is None) == (db is None):

@@ -8,11 +8,15 @@ import textwrap
 from pathlib import Path
 from typing import Any
 
-from logwatch.core.ignore_rules import parse_release, release_ranges
-from logwatch.core.latent import latent_problems
-from logwatch.core.mtp_coverage import snapshot_release, suggest_mtp_entries, uncovered_mtp_modules
-from logwatch.core.snapshot import Snapshot, diff_dicts
-from logwatch.core.visible import visible
+from logwatch.core.diagnosis.latent import latent_problems
+from logwatch.core.diagnosis.mtp_coverage import (
+    snapshot_release,
+    suggest_mtp_entries,
+    uncovered_mtp_modules,
+)
+from logwatch.core.quant.ignore_rules import parse_release, release_ranges
+from logwatch.core.safe_text.visible import visible
+from logwatch.core.snapshot.model import Snapshot, diff_dicts
 from logwatch.host.capture import take_snapshot
 from logwatch.scan.triage import SnapshotOptions, gpu_for
 
@@ -75,7 +79,7 @@ def render_snapshot(snapshot: Snapshot) -> str:
 
 
 def latent_lines(snapshot: Snapshot, width: int = 100) -> list[str]:
-    """What this configuration will run into (core/latent.py), wrapped under `LATENT:`."""
+    """What this configuration will run into (core/diagnosis/latent.py), wrapped under `LATENT:`."""
     out = []
     for diag in latent_problems(snapshot):
         texts = [f"{diag.title}: {diag.summary}", *(diag.details[:-1] or diag.details)]

@@ -21,8 +21,8 @@ from collections import deque
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from logwatch.core.notify_config import NotifyConfig
-from logwatch.core.visible import visible
+from logwatch.core.safe_text.visible import visible
+from logwatch.core.settings.notify_config import NotifyConfig
 
 RETRY_BASE_SECONDS = 0.5
 

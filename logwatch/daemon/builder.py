@@ -13,7 +13,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from logwatch.core.config import TargetConfig
+from logwatch.core.settings.config import TargetConfig
 from logwatch.daemon.config_file import source_for
 from logwatch.sources.base import Source, source_name
 from logwatch.sources.files import FilePosition, FileSource

@@ -6,8 +6,8 @@ import os
 from pathlib import Path
 from typing import Any
 
-from logwatch.core.config import Config, TargetConfig, parse_config
-from logwatch.core.library import Problem
+from logwatch.core.problems import Problem
+from logwatch.core.settings.config import Config, TargetConfig, parse_config
 from logwatch.paths import default_socket_path as default_socket_path  # re-exported
 from logwatch.sources.base import Source
 

@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 from logwatch import __version__, own_log
-from logwatch.core.timestamps import written
+from logwatch.core.report.timestamps import written
 from logwatch.daemon.protocol import EVENT_KINDS as EVENT_KINDS  # re-exported: older imports
 from logwatch.daemon.protocol import (
     OPS,

@@ -13,7 +13,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Iterable
 
-from logwatch.core.findings import Finding
+from logwatch.core.signatures.findings import Finding
 
 KNOWN_KEPT = 64  # launch ids remembered per source (a few restarts are plenty)
 WATCHED_KEPT = 100_000  # findings kept per watch (a relaunch that floods is judged on these)

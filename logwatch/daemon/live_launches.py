@@ -11,10 +11,10 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from logwatch.core.analysis import LaunchAnalysis, analyse
-from logwatch.core.findings import Finding
-from logwatch.core.launches import FAILED, Launch, LaunchBook
-from logwatch.core.signature import Signature
+from logwatch.core.diagnosis.analysis import LaunchAnalysis, analyse
+from logwatch.core.launches.lifecycle import FAILED, Launch, LaunchBook
+from logwatch.core.signatures.findings import Finding
+from logwatch.core.signatures.signature import Signature
 from logwatch.host.launch_snapshot import LaunchSnapshots
 from logwatch.store.live import LaunchWritten, LiveWriter, StoredLaunch, launch_id
 

@@ -44,7 +44,7 @@ def _escape(value: str) -> str:
     """A label value in the exposition format, which escapes only backslash, quote and newline:
     the other control characters (a source named after a file with ESC in its name) are shown
     visibly (`^[`, `\\x9b`), so a scrape `curl`-ed to a terminal cannot drive it."""
-    from logwatch.core.visible import visible
+    from logwatch.core.safe_text.visible import visible
 
     shown = visible(value, lines=True)  # newline: escaped below, as the format wants
     return shown.replace("\\", "\\\\").replace("\n", "\\n").replace('"', '\\"')

@@ -25,7 +25,7 @@ from functools import partial
 from pathlib import Path
 from typing import Any, Protocol, TypeVar
 
-from logwatch.core.actions import (
+from logwatch.core.remedy.actions import (
     APPLYING,
     APPROVED,
     AWAITING_APPROVAL,
@@ -43,10 +43,8 @@ from logwatch.core.actions import (
     propose,
     transition,
 )
-from logwatch.core.argv import ArgvError, parse_launch
-from logwatch.core.config import TargetConfig
-from logwatch.core.plan import Launch, Plan
-from logwatch.core.policy import (
+from logwatch.core.remedy.plan import Launch, Plan
+from logwatch.core.remedy.policy import (
     ALLOW,
     BREAKER_RESET,
     NEEDS_APPROVAL,
@@ -62,7 +60,9 @@ from logwatch.core.policy import (
     policy_from_config,
     recheck,
 )
-from logwatch.core.verify import Verdict
+from logwatch.core.remedy.verify import Verdict
+from logwatch.core.settings.config import TargetConfig
+from logwatch.core.snapshot.argv import ArgvError, parse_launch
 from logwatch.daemon.launch_watch import LaunchWatch
 from logwatch.relaunch.executors import executor_for, unit_of
 from logwatch.relaunch.from_history import FailedLaunch, failed_launch_in

@@ -24,14 +24,14 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from logwatch import __version__
-from logwatch.core.block_scan import BlockScanner
-from logwatch.core.findings import Finding
-from logwatch.core.library import Library, LibraryError
-from logwatch.core.matcher import Matcher
-from logwatch.core.policy import CurrentLaunch
-from logwatch.core.redact import redact_head
-from logwatch.core.signature import Signature
-from logwatch.core.visible import visible
+from logwatch.core.remedy.policy import CurrentLaunch
+from logwatch.core.safe_text.redact import redact_head
+from logwatch.core.safe_text.visible import visible
+from logwatch.core.signatures.block_scan import BlockScanner
+from logwatch.core.signatures.findings import Finding
+from logwatch.core.signatures.library import Library, LibraryError
+from logwatch.core.signatures.matcher import Matcher
+from logwatch.core.signatures.signature import Signature
 from logwatch.daemon.library_watch import LibraryWatch
 from logwatch.daemon.live_launches import LiveLaunches, Notice
 from logwatch.daemon.notify import Notifier

@@ -19,8 +19,8 @@ from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Protocol
 
-from logwatch.core.launches import Launch
-from logwatch.core.visible import visible
+from logwatch.core.launches.lifecycle import Launch
+from logwatch.core.safe_text.visible import visible
 from logwatch.core.write_health import WriteHealth
 from logwatch.daemon.live_launches import LiveLaunches, Notice
 from logwatch.daemon.notify import Notifier

@@ -26,7 +26,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from logwatch.core.actions import (
+from logwatch.core.remedy.actions import (
     APPROVED,
     POLICY,
     SUCCEEDED,
@@ -34,14 +34,14 @@ from logwatch.core.actions import (
     action_id_for,
     propose,
 )
-from logwatch.core.argv import LaunchSpec
-from logwatch.core.block_scan import BlockScanner
-from logwatch.core.findings import Finding
-from logwatch.core.library import Library
-from logwatch.core.matcher import Matcher
-from logwatch.core.plan import Launch, render_plan
-from logwatch.core.policy import RelaunchPolicy, Request, TargetPolicy, decide
-from logwatch.core.verify import Verdict
+from logwatch.core.remedy.plan import Launch, render_plan
+from logwatch.core.remedy.policy import RelaunchPolicy, Request, TargetPolicy, decide
+from logwatch.core.remedy.verify import Verdict
+from logwatch.core.signatures.block_scan import BlockScanner
+from logwatch.core.signatures.findings import Finding
+from logwatch.core.signatures.library import Library
+from logwatch.core.signatures.matcher import Matcher
+from logwatch.core.snapshot.argv import LaunchSpec
 from logwatch.demo.standin_outcome import GPUS
 from logwatch.relaunch.child import Child, ChildExecutor
 from logwatch.relaunch.from_history import FailedLaunch, failed_launch

@@ -25,7 +25,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from types import FrameType
 from typing import Any
 
-from logwatch.core.visible import visible
+from logwatch.core.safe_text.visible import visible
 from logwatch.demo import standin_failures as failures
 from logwatch.demo import standin_script as script
 from logwatch.demo.standin_args import USAGE, UsageError, parse_serve

@@ -12,7 +12,7 @@ import argparse
 import json
 from typing import Any, NoReturn
 
-from logwatch.core.ignore_rules import Release
+from logwatch.core.quant.ignore_rules import Release
 from logwatch.demo.standin_outcome import Launch
 
 USAGE = "vllm serve [model_tag] [options]"

@@ -13,8 +13,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from logwatch.core.ignore_rules import Release
-from logwatch.core.visible import visible
+from logwatch.core.quant.ignore_rules import Release
+from logwatch.core.safe_text.visible import visible
 
 CYAN, RESET = "\x1b[1;36m", "\x1b[0;0m"
 

@@ -14,8 +14,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from logwatch.core.ignore_rules import Release, parse_release, release_text
-from logwatch.core.marlin_split import (
+from logwatch.core.quant.ignore_rules import Release, parse_release, release_text
+from logwatch.core.quant.marlin_split import (
     REPACK_SCHEMES,
     TILE_K_REPACK,
     TILE_N,
@@ -23,8 +23,8 @@ from logwatch.core.marlin_split import (
     repack_failures,
     split_layers,
 )
-from logwatch.core.releases import FIRST_RELEASE
-from logwatch.core.snapshot import ModelFacts
+from logwatch.core.quant.releases import FIRST_RELEASE
+from logwatch.core.snapshot.model import ModelFacts
 
 DEFAULT_RELEASE = "0.33.0"
 

@@ -10,7 +10,7 @@ import json
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from logwatch.core.snapshot import ModelFacts
+from logwatch.core.snapshot.model import ModelFacts
 from logwatch.demo.standin_format import Line, Writer
 from logwatch.demo.standin_outcome import Launch, Outcome, SimulatedGpu
 

@@ -21,7 +21,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from logwatch.core.dropin import exec_line
+from logwatch.core.remedy.dropin import exec_line
 from logwatch.daemon import client
 from logwatch.daemon.protocol import ActionEvent, DiagnosisEvent, LaunchEvent
 from logwatch.demo.standin_outcome import GPUS

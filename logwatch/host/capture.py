@@ -10,8 +10,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from logwatch.core.argv import ArgvError, LaunchSpec, parse_launch
-from logwatch.core.host_facts import (
+from logwatch.core.snapshot.argv import ArgvError, LaunchSpec, parse_launch
+from logwatch.core.snapshot.host_facts import (
     NVIDIA_SMI_QUERY,
     exec_start_from_unit,
     parse_env_file,
@@ -20,7 +20,7 @@ from logwatch.core.host_facts import (
     parse_systemctl_show,
     split_nul,
 )
-from logwatch.core.snapshot import GpuFacts, Snapshot, build_snapshot
+from logwatch.core.snapshot.model import GpuFacts, Snapshot, build_snapshot
 from logwatch.host.model_dir import read_model_dir
 
 COMMAND_TIMEOUT_S = 10

@@ -8,8 +8,8 @@ from __future__ import annotations
 import threading
 from collections.abc import Mapping
 
-from logwatch.core.host_facts import launch_from_log
-from logwatch.core.snapshot import GpuFacts, Snapshot
+from logwatch.core.snapshot.host_facts import launch_from_log
+from logwatch.core.snapshot.model import GpuFacts, Snapshot
 from logwatch.host.capture import capture_gpu, take_snapshot
 
 CACHED = 256  # launch states kept (a launch has at most three: one per start line)

@@ -9,7 +9,7 @@ import struct
 from pathlib import Path
 from typing import Any
 
-from logwatch.core.snapshot import ModelFacts, model_facts
+from logwatch.core.snapshot.model import ModelFacts, model_facts
 
 MAX_JSON_BYTES = 64 << 20
 MAX_SAFETENSORS_HEADER = 100 << 20

@@ -15,7 +15,7 @@ import shutil
 import tempfile
 from pathlib import Path
 
-from logwatch.core.plan import Overlay, Plan, merge_ignore_list
+from logwatch.core.remedy.plan import Overlay, Plan, merge_ignore_list
 
 
 class OverlayError(Exception):

@@ -16,8 +16,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from logwatch.core.config import TargetConfig
-from logwatch.core.snapshot import GpuFacts, Snapshot
+from logwatch.core.settings.config import TargetConfig
+from logwatch.core.snapshot.model import GpuFacts, Snapshot
 from logwatch.host.capture import capture_gpu, run_systemctl, take_snapshot
 
 CHECK_SECONDS = 5.0  # how often units are asked for their InvocationID

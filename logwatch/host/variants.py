@@ -1,6 +1,6 @@
 """The model directories a plan may switch to: the target's configured variants first, then
 the directories beside the one served. Each is read as vLLM would (config.json, the
-quantization configs, the tensor names); core.plan decides which one is the W4A4 NVFP4
+quantization configs, the tensor names); core.remedy.plan decides which one is the W4A4 NVFP4
 variant of the same model."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from pathlib import Path
 
-from logwatch.core.snapshot import ModelFacts
+from logwatch.core.snapshot.model import ModelFacts
 from logwatch.host.model_dir import read_model_dir
 
 MAX_SIBLINGS = 32  # directories beside the model read at most (a models/ folder can be big)

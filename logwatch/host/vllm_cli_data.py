@@ -1,5 +1,5 @@
-"""The flags and VLLM_* variables of each vLLM release (core.vllm_cli), read from the data file
-shipped in the package."""
+"""The flags and VLLM_* variables of each vLLM release (core.snapshot.vllm_cli), read from the data
+file shipped in the package."""
 
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ import json
 from functools import lru_cache
 from pathlib import Path
 
-from logwatch.core import vllm_cli
-from logwatch.core.vllm_cli import DATA_NAME, CliVocabulary, VocabularyError, vocabulary
+from logwatch.core.snapshot import vllm_cli
+from logwatch.core.snapshot.vllm_cli import DATA_NAME, CliVocabulary, VocabularyError, vocabulary
 
 DATA_FILE = Path(vllm_cli.__file__).resolve().parent / "data" / DATA_NAME
 

@@ -5,10 +5,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 
-from logwatch.core.library import (
+from logwatch.core.problems import Problem
+from logwatch.core.signatures.library import (
     Library,
     LibraryError,
-    Problem,
     Progress,
     load_library,
     no_progress,

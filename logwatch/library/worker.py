@@ -21,10 +21,10 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar, cast
 
-from logwatch.core.library import (
+from logwatch.core.problems import Problem
+from logwatch.core.signatures.library import (
     Library,
     LibraryError,
-    Problem,
     Progress,
     Step,
     check_examples,
@@ -36,7 +36,7 @@ from logwatch.library.vetted import VettedCache, library_digest
 if TYPE_CHECKING:
     from multiprocessing.connection import Connection
 
-    from logwatch.core.lint import LintIssue
+    from logwatch.core.signatures.lint import LintIssue
 
 # The shipped library loads and checks in ~0.1 s; a site with hundreds of signatures in ~1 s.
 LOAD_DEADLINE_S = 10.0
@@ -92,7 +92,7 @@ def _examples(progress: Progress, extra: list[Path], base: Path | None) -> Examp
 
 def _lint(progress: Progress, extra: list[Path], base: Path | None
           ) -> tuple[int, list[LintIssue]]:
-    from logwatch.core.lint import lint_library
+    from logwatch.core.signatures.lint import lint_library
 
     library = load_signature_dirs(extra, base=base, progress=progress)
     return len(library.signatures), lint_library(library, progress)

@@ -11,8 +11,8 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from logwatch.core.argv import parse_launch
-from logwatch.core.plan import Launch, Plan, apply_plan
+from logwatch.core.remedy.plan import Launch, Plan, apply_plan
+from logwatch.core.snapshot.argv import parse_launch
 
 STOP_TIMEOUT_S = 10.0
 

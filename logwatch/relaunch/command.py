@@ -18,8 +18,8 @@ import subprocess
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from logwatch.core.command_template import check_template
-from logwatch.core.plan import Launch, Plan, apply_plan
+from logwatch.core.remedy.plan import Launch, Plan, apply_plan
+from logwatch.core.settings.command_template import check_template
 
 COMMAND_TIMEOUT_S = 300.0
 

@@ -8,8 +8,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from logwatch.core.config import TargetConfig
-from logwatch.core.plan import Launch, Plan
+from logwatch.core.remedy.plan import Launch, Plan
+from logwatch.core.settings.config import TargetConfig
 from logwatch.relaunch.command import SiteCommand
 from logwatch.relaunch.systemd import SystemdUnit, runtime_dropin_root
 from logwatch.relaunch.unit_executor import UnitExecutor

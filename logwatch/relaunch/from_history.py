@@ -10,9 +10,9 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from logwatch.core.diagnosis import Diagnosis, diagnosis_from_dict
-from logwatch.core.plan import Plan
-from logwatch.core.snapshot import GpuFacts, Snapshot
+from logwatch.core.diagnosis.model import Diagnosis, diagnosis_from_dict
+from logwatch.core.remedy.plan import Plan
+from logwatch.core.snapshot.model import GpuFacts, Snapshot
 from logwatch.host.capture import take_snapshot
 from logwatch.relaunch.planned import checked_plan
 from logwatch.store.operator_sql import read_only_query

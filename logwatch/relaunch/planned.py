@@ -9,12 +9,12 @@ import tempfile
 from collections.abc import Sequence
 from dataclasses import replace
 
-from logwatch.core.argv import ArgvError, launch_from_summary, parse_launch
-from logwatch.core.diagnosis import Diagnosis
-from logwatch.core.plan import Check, Launch, Plan, apply_plan, plan_relaunch
-from logwatch.core.preflight import predict
-from logwatch.core.snapshot import Snapshot
-from logwatch.core.vllm_cli import CliVocabulary
+from logwatch.core.diagnosis.model import Diagnosis
+from logwatch.core.diagnosis.preflight import predict
+from logwatch.core.remedy.plan import Check, Launch, Plan, apply_plan, plan_relaunch
+from logwatch.core.snapshot.argv import ArgvError, launch_from_summary, parse_launch
+from logwatch.core.snapshot.model import Snapshot
+from logwatch.core.snapshot.vllm_cli import CliVocabulary
 from logwatch.host.capture import take_snapshot
 from logwatch.host.overlay import make_overlay
 from logwatch.host.variants import variant_candidates
@@ -55,7 +55,8 @@ def _read(plan: Plan, snapshot: Snapshot, launch: Launch, overlay: str | None) -
 
 
 def with_preflight(plan: Plan, snapshot: Snapshot, vocab: CliVocabulary | None = None) -> Plan:
-    """The plan with a `preflight` check: `logwatch preflight`'s prediction (core.preflight)
+    """The plan with a `preflight` check: `logwatch preflight`'s prediction
+    (core.diagnosis.preflight)
     for the configuration it leads to, read back, finds no failure; unknown when it cannot be
     read back. `vocab`: the releases' flags (default: the shipped ones)."""
     after = planned_snapshot(plan, snapshot)

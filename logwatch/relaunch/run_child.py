@@ -20,7 +20,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
-from logwatch.core.plan import Launch, Plan, apply_plan
+from logwatch.core.remedy.plan import Launch, Plan, apply_plan
 from logwatch.host.targets import TargetSnapshot
 from logwatch.relaunch.systemd import RelaunchError
 from logwatch.sources.process import ProcessSource

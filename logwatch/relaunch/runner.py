@@ -5,7 +5,7 @@ the truth behind).
 
 The executor is anything that can start a plan's launch and put the previous one back (the
 systemd drop-in, a site's command, a supervised child); verification is a function of the
-launch started (relaunch/verify.py and core/verify.py make one).
+launch started (relaunch/verify.py and core/remedy/verify.py make one).
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Protocol
 
-from logwatch.core.actions import (
+from logwatch.core.remedy.actions import (
     APPLYING,
     ESCALATED,
     EXECUTOR,
@@ -32,8 +32,8 @@ from logwatch.core.actions import (
     Action,
     transition,
 )
-from logwatch.core.plan import Launch, Plan
-from logwatch.core.verify import Verdict
+from logwatch.core.remedy.plan import Launch, Plan
+from logwatch.core.remedy.verify import Verdict
 from logwatch.host.overlay import OverlayError, make_overlay, overlay_path, remove_overlay
 from logwatch.store.actions import record_action
 from logwatch.store.db import open_store

@@ -15,8 +15,7 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from logwatch.core.argv import ArgvError, parse_launch
-from logwatch.core.dropin import (
+from logwatch.core.remedy.dropin import (
     DROPIN_NAME,
     HOLD_NAME,
     MARKER,
@@ -24,8 +23,9 @@ from logwatch.core.dropin import (
     relaunch_dropin,
     without_own_dropin,
 )
-from logwatch.core.host_facts import exec_start_from_unit
-from logwatch.core.plan import Launch, Plan, apply_plan
+from logwatch.core.remedy.plan import Launch, Plan, apply_plan
+from logwatch.core.snapshot.argv import ArgvError, parse_launch
+from logwatch.core.snapshot.host_facts import exec_start_from_unit
 from logwatch.host.capture import read_unit, run_systemctl
 
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from logwatch.core.plan import Launch, Plan
+from logwatch.core.remedy.plan import Launch, Plan
 from logwatch.relaunch.systemd import SystemdUnit
 
 

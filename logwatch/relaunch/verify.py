@@ -1,4 +1,4 @@
-"""Gathering what core.verify judges about a relaunch: the launch's findings as they arrive
+"""Gathering what core.remedy.verify judges about a relaunch: the launch's findings as they arrive
 (from wherever its output is read), and its server's answers on loopback (`/health`,
 `/v1/models`, one tiny completion), within timeouts.
 
@@ -14,10 +14,10 @@ import urllib.request
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from logwatch.core.argv import LaunchSpec
-from logwatch.core.findings import Finding
-from logwatch.core.launches import SERVING_SIGNATURES
-from logwatch.core.verify import ACCEPTANCE_SIGNATURE, Probes, Verdict, judge
+from logwatch.core.launches.lifecycle import SERVING_SIGNATURES
+from logwatch.core.remedy.verify import ACCEPTANCE_SIGNATURE, Probes, Verdict, judge
+from logwatch.core.signatures.findings import Finding
+from logwatch.core.snapshot.argv import LaunchSpec
 
 DEFAULT_PORT = 8000  # vLLM's
 MAX_ANSWER_BYTES = 1 << 20

@@ -14,22 +14,22 @@ from datetime import datetime
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any, BinaryIO
 
-from logwatch.core.block_scan import BlockScanner, ScanStats
-from logwatch.core.launches import LaunchBook
-from logwatch.core.library import Library
-from logwatch.core.matcher import Matcher
-from logwatch.core.pasted import wrap_width
-from logwatch.core.report import report_dict
-from logwatch.core.templates import TemplateGroups
-from logwatch.core.unrecognised import is_generic, vllm_output_seen
-from logwatch.core.vllm_format import parse_line
+from logwatch.core.launches.lifecycle import LaunchBook
+from logwatch.core.lines.pasted import wrap_width
+from logwatch.core.lines.vllm_format import parse_line
+from logwatch.core.report.triage import report_dict
+from logwatch.core.signatures.block_scan import BlockScanner, ScanStats
+from logwatch.core.signatures.fallback import is_generic, vllm_output_seen
+from logwatch.core.signatures.library import Library
+from logwatch.core.signatures.matcher import Matcher
+from logwatch.core.signatures.templates import TemplateGroups
 from logwatch.scan.blocks import keep_freed_blocks, read_blocks
 from logwatch.scan.parallel import scan_split, two_cores_idle
 from logwatch.scan.progress import Progress
 from logwatch.scan.triage import SnapshotOptions, triage
 
 if TYPE_CHECKING:
-    from logwatch.core.analysis import LaunchAnalysis
+    from logwatch.core.diagnosis.analysis import LaunchAnalysis
     from logwatch.store.record import ScanRecorder
 
 WRAP_SAMPLE_BYTES = 1 << 20
@@ -78,7 +78,7 @@ def resolve_inputs(names: Sequence[str]) -> list[ScanInput]:
 
 
 def hard_wrap_width(sample: bytes) -> int | None:
-    """The width a terminal cut the sample's lines at (core.pasted.wrap_width)."""
+    """The width a terminal cut the sample's lines at (core.lines.pasted.wrap_width)."""
     lines = sample.decode("utf-8", errors="replace").split("\n")[:-1]
     reference = datetime.now()
 
@@ -121,7 +121,7 @@ def scan_inputs(inputs: Sequence[ScanInput], library: Library, engine: str = "au
     `jobs`: 2 scans a large regular file with two processes, 1 with one; None (auto) uses
     two when the file is large and two cores are idle. `matcher`: one already built from
     `library` (many small scans of one library). `plan`: add the corrected launch for the
-    newest launch's diagnoses (core.plan), or None when a relaunch fixes none of them."""
+    newest launch's diagnoses (core.remedy.plan), or None when a relaunch fixes none of them."""
     matcher = matcher or Matcher(library.signatures, engine=engine)
     book = LaunchBook()
     unrecognised = TemplateGroups()
@@ -205,7 +205,7 @@ def scan_inputs(inputs: Sequence[ScanInput], library: Library, engine: str = "au
 
 def _plan(analysis: LaunchAnalysis) -> dict[str, Any] | None:
     """The corrected launch for one launch's diagnoses, with the variants beside its model."""
-    from logwatch.core.plan import render_plan
+    from logwatch.core.remedy.plan import render_plan
     from logwatch.relaunch.planned import checked_plan
 
     snapshot = analysis.snapshot

@@ -19,17 +19,17 @@ from dataclasses import fields
 from datetime import datetime
 from typing import IO, Any, BinaryIO
 
-from logwatch.core.block_scan import (
+from logwatch.core.lines.records import ParsedLine, Record
+from logwatch.core.signatures.block_scan import (
     CONTEXT_AFTER,
     CONTEXT_BEFORE,
     HEADER_SEARCH_BYTES,
     BlockScanner,
     ScanStats,
 )
-from logwatch.core.findings import Finding
-from logwatch.core.matcher import Matcher
-from logwatch.core.records import ParsedLine, Record
-from logwatch.core.signature import Signature
+from logwatch.core.signatures.findings import Finding
+from logwatch.core.signatures.matcher import Matcher
+from logwatch.core.signatures.signature import Signature
 from logwatch.scan.blocks import read_blocks
 
 SPLIT_MIN_BYTES = 64 << 20  # below this a second process costs more than it saves

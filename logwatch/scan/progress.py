@@ -6,7 +6,7 @@ import os
 import time
 from typing import TextIO
 
-from logwatch.core.visible import visible
+from logwatch.core.safe_text.visible import visible
 
 SHOW_AFTER_S = 2.0  # quick scans stay quiet; LOGWATCH_PROGRESS_AFTER overrides (seconds)
 

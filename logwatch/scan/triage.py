@@ -7,10 +7,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from logwatch.core.analysis import LaunchAnalysis, analyse, latest_first
-from logwatch.core.host_facts import launch_from_log
-from logwatch.core.launches import Launch, LaunchBook
-from logwatch.core.snapshot import GpuFacts, Snapshot
+from logwatch.core.diagnosis.analysis import LaunchAnalysis, analyse, latest_first
+from logwatch.core.launches.lifecycle import Launch, LaunchBook
+from logwatch.core.snapshot.host_facts import launch_from_log
+from logwatch.core.snapshot.model import GpuFacts, Snapshot
 from logwatch.host.capture import capture_gpu, take_snapshot
 
 

@@ -24,7 +24,7 @@ import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from typing import BinaryIO
 
-from logwatch.core.redact import redact_argv
+from logwatch.core.safe_text.redact import redact_argv
 from logwatch.sources.base import Chunk
 
 READ_BYTES = 1 << 16

@@ -15,8 +15,8 @@ from typing import TYPE_CHECKING
 
 import duckdb
 
-from logwatch.core.actions import Action, Transition
-from logwatch.core.policy import HistoryItem, OperatorEvent
+from logwatch.core.remedy.actions import Action, Transition
+from logwatch.core.remedy.policy import HistoryItem, OperatorEvent
 
 if TYPE_CHECKING:
     from logwatch.store.db import Store

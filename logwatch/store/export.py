@@ -17,7 +17,7 @@ from datetime import date, datetime
 from pathlib import Path
 from typing import Any
 
-from logwatch.core.config import valid_host
+from logwatch.core.settings.config import valid_host
 from logwatch.store.db import DatabaseError, connect
 
 # table -> the time that decides its day

@@ -4,7 +4,7 @@ A finding's id is (generation, line, signature): replaying lines after a crash i
 twice; the checkpoint is committed with the findings, so nothing read is ever skipped either.
 Incidents belong to a launch and are folded forward from the findings a batch actually
 inserted (a replay adds nothing to their counts). The launches a batch touched are written
-with it: their outcome, root cause and diagnoses, as core.analysis found them.
+with it: their outcome, root cause and diagnoses, as core.diagnosis.analysis found them.
 """
 
 from __future__ import annotations
@@ -19,13 +19,14 @@ from typing import Any
 
 import duckdb
 
-from logwatch.core.analysis import LaunchAnalysis
-from logwatch.core.findings import Finding, evidence_text
-from logwatch.core.incidents import incident_key, problem_key
-from logwatch.core.launches import Launch
-from logwatch.core.library import Library
-from logwatch.core.snapshot import Snapshot
-from logwatch.core.unrecognised import is_generic, synthetic
+from logwatch.core.diagnosis.analysis import LaunchAnalysis
+from logwatch.core.launches.incidents import incident_key, problem_key
+from logwatch.core.launches.lifecycle import Launch
+from logwatch.core.launches.unrecognised import synthetic
+from logwatch.core.signatures.fallback import is_generic
+from logwatch.core.signatures.findings import Finding, evidence_text
+from logwatch.core.signatures.library import Library
+from logwatch.core.snapshot.model import Snapshot
 from logwatch.store.db import Store
 from logwatch.store.record import snapshot_row
 

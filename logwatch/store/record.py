@@ -18,8 +18,8 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import IO, TYPE_CHECKING, Any, NamedTuple
 
-from logwatch.core.findings import Finding, evidence_text
-from logwatch.core.incidents import incident_key, problem_key
+from logwatch.core.launches.incidents import incident_key, problem_key
+from logwatch.core.signatures.findings import Finding, evidence_text
 from logwatch.store.errors import DatabaseError
 
 if TYPE_CHECKING:  # DuckDB loads when the scan is written, not while it runs

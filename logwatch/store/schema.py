@@ -65,7 +65,7 @@ MIGRATIONS: dict[int, tuple[str, ...]] = {
         "ALTER TABLE incidents ADD COLUMN problem VARCHAR",
         "ALTER TABLE diagnoses ADD COLUMN launch_id VARCHAR",
     ),
-    # the action lifecycle (core/actions.py): what an action is for, its audited moves, and
+    # the action lifecycle (core/remedy/actions.py): what an action is for, its audited moves, and
     # what operators did to a target outside an action (a breaker reset); `snapshot_hash` of
     # an action is the configuration in force when it was proposed, `config_hash` the one
     # its plan results in

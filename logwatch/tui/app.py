@@ -23,7 +23,7 @@ from textual.binding import Binding, BindingType
 from textual.notifications import SeverityLevel
 from textual.screen import Screen
 
-from logwatch.core.visible import visible
+from logwatch.core.safe_text.visible import visible
 from logwatch.daemon.client import DaemonUnavailable, ProtocolMismatch, Subscription
 from logwatch.daemon.protocol import (
     ActionEvent,

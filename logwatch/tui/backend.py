@@ -140,7 +140,7 @@ class HistoryBackend:
         return None
 
     async def signatures(self) -> dict[str, Any]:
-        from logwatch.core.library import LibraryError
+        from logwatch.core.signatures.library import LibraryError
         from logwatch.library.worker import load_bounded
 
         try:

@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from logwatch.core.snapshot import diff_dicts
+from logwatch.core.snapshot.model import diff_dicts
 
 Styled = tuple[str, str]  # (tone: add, remove, ok, bad, note, plain), text
 

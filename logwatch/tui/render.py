@@ -10,7 +10,7 @@ from typing import Any
 
 from rich.text import Text
 
-from logwatch.core.visible import visible
+from logwatch.core.safe_text.visible import visible
 
 SEVERITY_STYLE = {"critical": "bold white on red", "error": "bold red",
                   "warning": "yellow", "info": ""}

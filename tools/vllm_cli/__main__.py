@@ -14,7 +14,7 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from logwatch.core.ignore_rules import parse_release, release_ranges
+from logwatch.core.quant.ignore_rules import parse_release, release_ranges
 from logwatch.host.vllm_cli_data import DATA_FILE
 from tools.fetch_vllm_sdists import default_dest
 from tools.vllm_cli.extract import PATHS, CliFacts, extract

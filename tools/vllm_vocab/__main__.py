@@ -80,7 +80,7 @@ def cmd_verify(args: argparse.Namespace) -> int:
 
 
 def cmd_coverage(args: argparse.Namespace) -> int:
-    from logwatch.core.library import LibraryError
+    from logwatch.core.signatures.library import LibraryError
     from tools.vllm_vocab.coverage import load_signatures, markdown, measure, misses
 
     entries = curated_set.load(Path(args.curated))

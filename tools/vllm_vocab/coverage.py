@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from logwatch.core.library import Library
+from logwatch.core.signatures.library import Library
 from logwatch.library.files import load_signature_dirs
 from logwatch.scan.offline import ScanInput, scan_inputs
 from tools.vllm_vocab.areas import AREAS

@@ -12,7 +12,7 @@ from textual.containers import Horizontal, Vertical
 from textual.screen import ModalScreen
 from textual.widgets import Button, Static
 
-from logwatch.core.visible import visible
+from logwatch.core.safe_text.visible import visible
 
 
 class ConfirmScreen(ModalScreen[bool]):

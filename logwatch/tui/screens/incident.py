@@ -203,6 +203,6 @@ def heading(title: str) -> Text:
 
 def plain_lines(value: Any) -> str:
     """Multi-line text with its control characters shown, newlines kept."""
-    from logwatch.core.visible import visible
+    from logwatch.core.safe_text.visible import visible
 
     return visible(str(value), lines=True)

@@ -14,7 +14,7 @@ from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.widgets import Footer, Input, Static
 
-from logwatch.core.visible import visible
+from logwatch.core.safe_text.visible import visible
 from logwatch.tui.lines import ERRORS, FilterError, LineFilter
 from logwatch.tui.messages import LinesChanged
 from logwatch.tui.render import cell

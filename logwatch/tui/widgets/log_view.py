@@ -12,7 +12,7 @@ from textual.message import Message
 from textual.scroll_view import ScrollView
 from textual.strip import Strip
 
-from logwatch.core.visible import visible
+from logwatch.core.safe_text.visible import visible
 from logwatch.tui.lines import Line, LineRing, as_drawn
 from logwatch.tui.render import SEVERITY_STYLE
 

@@ -1,0 +1,118 @@
+"""Join incidents and the snapshot in force into causes, with the evidence and the config
+fields that prove them, a confidence, and the remedies that apply on this GPU.
+
+Rules are small functions `(incident, context) -> Diagnosis | None`, tried in order (the
+Marlin tile in core.diagnosis.marlin_rules, the MTP draft in core.diagnosis.mtp_rules, two more
+here); an incident no rule explains still gets its signature's own explanation.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import replace
+
+from logwatch.core.diagnosis.marlin_rules import rule_marlin_tile
+from logwatch.core.diagnosis.model import Context, Diagnosis, Remedy
+from logwatch.core.diagnosis.mtp_rules import rule_mtp_ignore
+from logwatch.core.launches.incidents import Incident
+from logwatch.core.quant.scheme import NATIVE_FP4_CAPABILITY
+from logwatch.core.signatures.signature import parse_number
+from logwatch.core.snapshot.model import Snapshot
+
+HIGH_ACCEPTANCE_PERCENT = 95.0
+
+
+def rule_native_fp4_fallback(incident: Incident, ctx: Context) -> Diagnosis | None:
+    if incident.signature.id != "nvfp4.marlin_fallback" or incident.captures.get(
+            "dtype") != "FP4":
+        return None
+    cap = ctx.capability
+    if cap is None or cap < NATIVE_FP4_CAPABILITY:
+        return None
+    snap = ctx.snapshot
+    forced = [f"--linear-backend {snap.launch['linear_backend']}"
+              for _ in [0] if snap.launch.get("linear_backend") == "marlin"]
+    forced += [f"--moe-backend {snap.launch['moe_backend']}"
+               for _ in [0] if snap.launch.get("moe_backend") == "marlin"]
+    forced += [f"{k}={v}" for k, v in snap.env.items()
+               if k in ("VLLM_NVFP4_GEMM_BACKEND", "VLLM_DISABLED_KERNELS")]
+    summary = (f"This GPU has native FP4 (compute capability {cap / 10:.1f}) yet vLLM chose "
+               "weight-only Marlin: " + ("forced by " + ", ".join(forced) if forced else
+                                         "no native kernel was usable (FlashInfer missing, or a "
+                                         "build without SM100 kernels)") + ".")
+    return Diagnosis(
+        "marlin_on_native_fp4", "Marlin fallback on a GPU with native FP4",
+        incident.signature.id, summary, (), tuple(incident.evidence[-2:]),
+        {"gpu_capability": cap, "forced_by": forced}, 0.9 if forced else 0.7,
+        (Remedy("change_backend", "Remove the forcing flag or variable, or install "
+                "FlashInfer with SM100 kernels.", True, "native W4A4 is faster and never "
+                "repacks through Marlin"),))
+
+
+def rule_high_acceptance(incident: Incident, ctx: Context) -> Diagnosis | None:
+    if incident.signature.id != "spec_decode.acceptance":
+        return None
+    rates = [parse_number(f.captures.get("rate_percent", "")) for f in
+             (incident.first, incident.last)]
+    fractions = [parse_number(f.captures.get("rate_fraction", "")) for f in
+                 (incident.first, incident.last)]
+    high = [r for r in rates if r is not None and r >= HIGH_ACCEPTANCE_PERCENT]
+    high += [f * 100 for f in fractions if f is not None and f * 100 >= HIGH_ACCEPTANCE_PERCENT]
+    if not high:
+        return None
+    return Diagnosis(
+        "implausible_acceptance", "Implausibly high draft acceptance",
+        incident.signature.id,
+        f"The draft is accepted {max(high):.1f}% of the time: a broken target that emits "
+        "trivially predictable tokens (e.g. repeated padding) looks like this.",
+        ("Check the target's output quality directly (a short eval or a known prompt).",),
+        tuple(incident.evidence[-2:]), {"acceptance_percent": max(high)}, 0.6)
+
+
+RULES: tuple[Callable[[Incident, Context], Diagnosis | None], ...] = (
+    rule_marlin_tile, rule_mtp_ignore, rule_native_fp4_fallback, rule_high_acceptance)
+
+
+def config_findings(snapshot: Snapshot) -> list[Diagnosis]:
+    """Configuration problems worth reporting whatever the log says."""
+    model = snapshot.model
+    if model is None or not model.ignore_replaced:
+        return []
+    return [Diagnosis(
+        "ignore_list_replaced", "--hf-overrides replaced the checkpoint's ignore list", None,
+        f"The override dropped {len(model.ignore_replaced)} entries the checkpoint had: "
+        + ", ".join(model.ignore_replaced) + ".",
+        ("Lists in --hf-overrides replace, they do not merge: layers the checkpoint kept "
+         "unquantized are now built quantized.",), (),
+        {"dropped": list(model.ignore_replaced), "effective_ignore": list(model.effective_ignore)},
+        0.9, (Remedy("fix_ignore_list", "Repeat the checkpoint's entries in the override, "
+                     "plus the new ones.", True, "keeps both"),))]
+
+
+def diagnose(incidents: Sequence[Incident],
+             snapshot_of: Callable[[Incident], Snapshot]) -> list[Diagnosis]:
+    """One diagnosis per incident a rule explains (in incident order, so the root cause
+    comes first), each judged against the snapshot in force when it occurred; then
+    configuration findings of every snapshot involved. Unexplained incidents keep their
+    signature's explanation and get a plain diagnosis only when fatal."""
+    out: list[Diagnosis] = []
+    seen: dict[str, Snapshot] = {}
+    for index, incident in enumerate(incidents):
+        snapshot = snapshot_of(incident)
+        seen.setdefault(snapshot.content_hash(), snapshot)
+        ctx = Context(snapshot, incidents)
+        for rule in RULES:
+            found = rule(incident, ctx)
+            if found is not None:
+                out.append(replace(found, incident=index))
+                break
+        else:
+            if incident.signature.fatal and incident.signature.category not in (
+                    "engine_core_failed", "worker_failed"):
+                out.append(Diagnosis(
+                    incident.signature.id, incident.signature.title, incident.signature.id,
+                    incident.signature.explain(incident.captures),
+                    evidence=tuple(incident.evidence[-2:]), confidence=0.5, incident=index))
+    for snapshot in seen.values():
+        out.extend(config_findings(snapshot))
+    return out

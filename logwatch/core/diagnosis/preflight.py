@@ -1,0 +1,123 @@
+"""Pre-flight: the failures a launch will hit, predicted from its snapshot before a single
+weight is loaded (the command line, the environment, the model directory's config, the GPU,
+the vLLM release).
+
+The model-side predictions are the snapshot's latent problems (core/diagnosis/latent.py: Marlin
+tiles at this tensor-parallel size on a weight-only path, FP4 activations below compute capability
+10.0, BF16 MTP modules the ignore list misses); the launch-side one is the flags and VLLM_*
+variables the release does not know (core/snapshot/vllm_cli.py). A prediction that depends on a fact
+the snapshot lacks (the release, the GPU) is `uncertain`, never a failure: pre-flight refuses a
+launch only for what it can show.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from logwatch.core.diagnosis.latent import LATENT_FP4, LATENT_MARLIN, LATENT_MTP, latent_problems
+from logwatch.core.diagnosis.model import Diagnosis
+from logwatch.core.diagnosis.mtp_coverage import snapshot_release
+from logwatch.core.quant.ignore_rules import parse_release, release_text
+from logwatch.core.snapshot.argv import ArgvError, Option, parse_launch
+from logwatch.core.snapshot.model import Snapshot
+from logwatch.core.snapshot.vllm_cli import CliVocabulary, unknown_names
+
+UNKNOWN_FLAG, UNKNOWN_ENV = "unknown_flag", "unknown_env"
+KINDS = {LATENT_MARLIN: "marlin_tile", LATENT_FP4: "fp4_without_native_kernels",
+         LATENT_MTP: "mtp_ignore_list_gap"}
+
+
+@dataclass(frozen=True, slots=True)
+class PreflightProblem:
+    kind: str  # marlin_tile, fp4_without_native_kernels, mtp_ignore_list_gap, unknown_flag/env
+    title: str
+    reason: str
+    details: tuple[str, ...] = ()
+    config: dict[str, Any] = field(default_factory=dict)  # the fields that show it
+    fixes: tuple[str, ...] = ()
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"kind": self.kind, "title": self.title, "reason": self.reason,
+                "details": list(self.details), "config": self.config, "fixes": list(self.fixes)}
+
+
+@dataclass(frozen=True, slots=True)
+class Prediction:
+    problems: tuple[PreflightProblem, ...]  # failures predicted for certain
+    uncertain: tuple[PreflightProblem, ...]  # possible, depending on what is not known
+    notes: tuple[str, ...]  # what was not checked, and why
+
+    @property
+    def clean(self) -> bool:
+        return not self.problems
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"clean": self.clean, "problems": [p.to_dict() for p in self.problems],
+                "uncertain": [p.to_dict() for p in self.uncertain], "notes": list(self.notes)}
+
+
+def predict(snapshot: Snapshot, vocab: CliVocabulary | None) -> Prediction:
+    """What this launch runs into; `vocab`: the flags and variables per release (None: those
+    are not checked)."""
+    certain: list[PreflightProblem] = []
+    uncertain: list[PreflightProblem] = []
+    notes: list[str] = []
+    for diag in latent_problems(snapshot):
+        problem = _from_latent(diag)
+        (certain if _certain(diag, snapshot) else uncertain).append(problem)
+    if snapshot.gpu.capability is None:
+        notes.append("GPU compute capability unknown (give --gpu-capability): whether the "
+                     "launch runs through weight-only Marlin, and FP4 support, not judged.")
+    release = parse_release(snapshot.vllm_version)
+    if vocab is None:
+        notes.append("flags and environment variables not checked (no vocabulary)")
+    elif release is None:
+        notes.append("vLLM release unknown (give --vllm-version): flags and environment "
+                     "variables not checked; release-dependent rules judged on every release.")
+    elif not vocab.covers(release):
+        notes.append(f"vLLM {release_text(release)} is not among the releases whose flags "
+                     f"were extracted ({', '.join(map(release_text, vocab.releases))}): flags "
+                     "and environment variables not checked.")
+    else:
+        for unknown in unknown_names(vocab, release, launch_flags(snapshot),
+                                     sorted(snapshot.env)):
+            certain.append(PreflightProblem(
+                UNKNOWN_FLAG if unknown.kind == "flag" else UNKNOWN_ENV,
+                f"unknown {'flag' if unknown.kind == 'flag' else 'environment variable'}",
+                unknown.reason(release), (),
+                {"name": unknown.name, "vllm_version": release_text(release),
+                 "known_in": list(unknown.known_in)},
+                (unknown.hint,) if unknown.hint else ()))
+    return Prediction(tuple(certain), tuple(uncertain), tuple(notes))
+
+
+def launch_flags(snapshot: Snapshot) -> list[str]:
+    """The flags of the snapshot's command line, as written (values aside)."""
+    try:
+        spec = parse_launch(list(snapshot.argv))
+    except ArgvError:
+        return []
+    return [item.flag for item in spec.items if isinstance(item, Option)]
+
+
+def _certain(diag: Diagnosis, snapshot: Snapshot) -> bool:
+    """Whether a latent problem happens whatever the facts the snapshot lacks turn out to be."""
+    if diag.cause == LATENT_MARLIN:  # releases from 0.33 pad some Marlin tiles
+        return diag.config.get("marlin_path") is True \
+            and parse_release(snapshot.vllm_version) is not None
+    if diag.cause == LATENT_MTP:
+        if diag.config.get("mtp_in_use") is not True:
+            return False
+        layout = snapshot.model.mtp if snapshot.model else None
+        if snapshot_release(snapshot) is not None or layout is None:
+            return True
+        return bool(layout.releases) and all(
+            layout.uncovered_at(r) or layout.ignored_quantized_at(r) for r in layout.releases)
+    return True
+
+
+def _from_latent(diag: Diagnosis) -> PreflightProblem:
+    return PreflightProblem(
+        KINDS.get(diag.cause, diag.cause), diag.title, diag.summary, diag.details, diag.config,
+        tuple(r.summary for r in diag.remedies if r.applicable is not False))

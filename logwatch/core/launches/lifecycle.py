@@ -1,0 +1,199 @@
+"""Launches: one start of vLLM each, with its incidents and how it ended.
+
+A launch begins where vLLM prints its start lines (version, non-default args, engine config):
+a start line already seen in the current launch, or one after the current launch failed,
+stopped or started serving, begins the next. A new child of `logwatch run` or a new `--stdin`
+run begins one too (the caller says so). Findings read before any start line belong to a
+launch whose start was not seen yet: start lines that follow while it has not failed or
+served make it theirs (vLLM warns about its environment before it prints its version);
+otherwise it began before the log did.
+
+Each launch keeps its own incidents, so the same Marlin error in two starts is two incidents
+(one *problem*, recurring): counts, snapshots and root causes stay per start. The outcome
+moves starting -> serving -> stopped, and to failed on a fatal finding or a non-zero exit.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass, field, replace
+from datetime import datetime
+
+from logwatch.core.launches.incidents import Incident, IncidentBook, incident_key
+from logwatch.core.signatures.findings import Finding
+from logwatch.core.signatures.signature import FALLBACK_CATEGORY
+
+LAUNCH_SIGNATURES = ("lifecycle.version", "lifecycle.non_default_args",
+                     "lifecycle.engine_config")
+SERVING_SIGNATURES = frozenset({"lifecycle.startup_complete"})
+STOPPED_SIGNATURES = frozenset({"lifecycle.shutdown"})
+
+STARTING, SERVING, FAILED, STOPPED = "starting", "serving", "failed", "stopped"
+OUTCOMES = (STARTING, SERVING, FAILED, STOPPED)
+# Launches of a source kept in memory by a book that is told to forget (the daemon's): the
+# current one and the one before it (an `engine dead` after a restart still finds it).
+KEPT_LAUNCHES = 2
+
+
+@dataclass(slots=True)
+class Launch:
+    source: str
+    start_line: int
+    number: int  # 1, 2, ... in the order the source started them
+    generation: str = ""  # the source generation it began in (live; "" for a scan)
+    seen_start: bool = True  # False: findings came before any start line
+    captures: dict[str, dict[str, str]] = field(default_factory=dict)  # start lines' captures
+    book: IncidentBook = field(default_factory=IncidentBook)
+    outcome: str = STARTING
+    started: datetime | None = None  # the time on its first line, when the log has one
+    last_line: int = 0
+    exit_code: int | None = None
+    key: str = ""  # the history's id for it, once a store has named it
+
+    @property
+    def fatal_incidents(self) -> list[Incident]:
+        return [i for i in self.book.incidents.values() if i.signature.fatal]
+
+    @property
+    def ended(self) -> bool:
+        return self.outcome in (FAILED, STOPPED)
+
+    def frozen(self) -> Launch:
+        """A copy that later findings do not change (analysed on another thread)."""
+        return replace(self, captures={k: dict(v) for k, v in self.captures.items()},
+                       book=self.book.copy())
+
+
+@dataclass(frozen=True, slots=True)
+class Change:
+    """What observing one finding changed."""
+
+    launch: Launch
+    incident: Incident
+    new_launch: bool
+    new_incident: bool
+    outcome_changed: bool
+    copy: bool  # the same report printed again by another channel: not counted
+
+
+class LaunchBook:
+    """Observes findings in line order per source and sorts them into launches."""
+
+    def __init__(self) -> None:
+        self.by_source: dict[str, list[Launch]] = {}
+        self._numbers: dict[str, int] = {}
+        # lines where a source's program was started again (a new unit invocation), not yet
+        # reached by a finding: (line, generation)
+        self._restarts: dict[str, list[tuple[int, str]]] = {}
+
+    def restarted(self, source: str, line: int, generation: str = "") -> None:
+        """The program behind `source` was started again at `line`: a finding from there on
+        belongs to a new launch, even one that crashed before printing its start lines."""
+        self._restarts.setdefault(source, []).append((line, generation))
+
+    def current(self, source: str) -> Launch | None:
+        launches = self.by_source.get(source)
+        return launches[-1] if launches else None
+
+    def begin(self, source: str, line: int, generation: str = "",
+              seen_start: bool = True) -> Launch:
+        """A new launch of `source` from `line` on (a new child, a new stdin run)."""
+        number = self._numbers.get(source, 0) + 1
+        self._numbers[source] = number
+        launch = Launch(source, line, number, generation, seen_start, last_line=line)
+        self.by_source.setdefault(source, []).append(launch)
+        return launch
+
+    def renumber(self, launch: Launch, number: int) -> None:
+        """Give a launch the number it had (a restarted daemon going on with it)."""
+        launch.number = number
+        self._numbers[launch.source] = max(self._numbers.get(launch.source, 0), number)
+
+    def restore(self, launch: Launch, finding: Finding) -> Incident:
+        """Add a finding the history kept back into a launch (no launch boundaries are
+        inferred: the stored launch is the one it belonged to)."""
+        if finding.signature.id in LAUNCH_SIGNATURES:
+            launch.captures.setdefault(finding.signature.id, dict(finding.captures))
+        if launch.started is None and finding.time is not None:
+            launch.started = finding.time
+        launch.last_line = max(launch.last_line, finding.lineno)
+        return launch.book.add(finding)
+
+    def observe(self, finding: Finding, generation: str = "") -> Change:
+        source, sig = finding.source, finding.signature
+        launch = self.current(source)
+        new_launch = False
+        restarts = self._restarts.get(source)
+        if restarts and restarts[0][0] <= finding.record_lineno:
+            passed = [r for r in restarts if r[0] <= finding.record_lineno]
+            self._restarts[source] = restarts[len(passed):]
+            line, began_in = passed[-1]  # restarts with no finding since began nothing seen
+            if launch is None or launch.start_line < line:
+                launch = self.begin(source, line, began_in or generation, seen_start=False)
+                new_launch = True
+        if sig.id in LAUNCH_SIGNATURES and (
+                launch is None or not launch.seen_start or sig.id in launch.captures
+                or launch.outcome != STARTING):
+            if launch is not None and not launch.seen_start and launch.outcome == STARTING:
+                # what came before the start lines was this start's preamble (warnings about
+                # the environment print before the version), or the caller began it
+                launch.seen_start = True
+            else:
+                launch = self.begin(source, finding.record_lineno, generation)
+                new_launch = True
+        elif launch is None:
+            launch = self.begin(source, finding.record_lineno, generation, seen_start=False)
+            new_launch = True
+        if sig.id in LAUNCH_SIGNATURES:
+            launch.captures.setdefault(sig.id, dict(finding.captures))
+        if launch.started is None and finding.time is not None:
+            launch.started = finding.time
+        launch.last_line = max(launch.last_line, finding.lineno)
+        before = len(launch.book.incidents)
+        key = incident_key(finding)
+        copies = launch.book.incidents.get((sig.id, key))
+        copies_before = copies.copies if copies is not None else 0
+        incident = launch.book.add(finding, key)
+        outcome = launch.outcome
+        if sig.fatal and not (outcome in (SERVING, STOPPED)
+                              and sig.category == FALLBACK_CATEGORY):
+            # an unrecognised exception while serving (one request's) or in the teardown
+            # does not end a launch
+            launch.outcome = FAILED
+        elif sig.id in SERVING_SIGNATURES and outcome == STARTING:
+            launch.outcome = SERVING
+        elif sig.id in STOPPED_SIGNATURES and outcome != FAILED:
+            launch.outcome = STOPPED
+        return Change(launch, incident, new_launch, len(launch.book.incidents) > before,
+                      launch.outcome != outcome, incident.copies > copies_before)
+
+    def exited(self, source: str, code: int | None) -> Launch | None:
+        """The process of the current launch ended: non-zero is a failure."""
+        launch = self.current(source)
+        if launch is None:
+            return None
+        launch.exit_code = code
+        if code not in (0, None) and launch.outcome != FAILED:
+            launch.outcome = FAILED
+        elif launch.outcome in (STARTING, SERVING):
+            launch.outcome = STOPPED
+        return launch
+
+    def launch_at(self, source: str, lineno: int) -> Launch | None:
+        """The launch in force at a line: the last one that started at or before it."""
+        found = None
+        for launch in self.by_source.get(source, []):
+            if launch.start_line <= lineno:
+                found = launch
+        return found
+
+    def launches(self) -> Iterator[Launch]:
+        """Every launch, source by source in the order they were first seen, then in order."""
+        for launches in self.by_source.values():
+            yield from launches
+
+    def forget(self, source: str, keep: int = KEPT_LAUNCHES) -> None:
+        """Drop a source's older launches from memory (the daemon's: they are stored)."""
+        launches = self.by_source.get(source)
+        if launches and len(launches) > keep:
+            del launches[:-keep]

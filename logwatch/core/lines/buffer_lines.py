@@ -1,0 +1,207 @@
+"""The lines of one buffer the block scanner works on, decoded and parsed only when asked
+for and kept across the windows that overlap; and where in a buffer a message would join a
+same-header neighbour, searched for or indexed in one pass when many lines ask.
+"""
+
+from __future__ import annotations
+
+import re
+from datetime import datetime
+from typing import Protocol
+
+from logwatch.core.lines.records import ParsedLine
+from logwatch.core.lines.vllm_format import parse_line, parse_sibling
+
+MAX_SAME_HEADER_LINES = 64
+JOINER_KEY = 40  # bytes before a joining message that index it: the header's tail
+JOINER_INDEX_EVERY_LOG2 = 13  # build the index once a buffer asks once per 8 KiB
+MAX_PARSED_LINE = 1 << 20  # a longer line is parsed cut, with a marker
+LINE_CUT_MARKER = b" \xe2\x80\xa6[line cut by logwatch: over 1 MiB]"
+# Messages that join a same-header neighbour into one record (see assemble._continues).
+JOINING_STARTS = (b" ", b"\t", b"Traceback", b"The above exception", b"During handling", b"\r",
+                   b"\n")
+# Where a line with a logger header joins a neighbour: right after the header's `] `, one of
+# JOINING_STARTS. Found in one pass over a buffer when many lines ask (see joiners_of).
+JOINER = re.compile(rb"\] (?=" + b"|".join(re.escape(s) for s in JOINING_STARTS) + rb")")
+
+
+class LineReader(Protocol):
+    """What reads a buffer's lines (the block scanner): its source, the time that anchors
+    years, the lines parsed so far (kept across buffers) and the decoding it counts."""
+
+    source: str
+    reference: datetime
+    parsed_lines: dict[int, ParsedLine]
+
+    def decode(self, data: bytes) -> str: ...
+
+
+class BufferLines:
+    """Lazily decoded and parsed lines of one buffer, cached across overlapping windows."""
+
+    def __init__(self, reader: LineReader, buf: bytes, first: int, last: int,
+                 final: bool) -> None:
+        self.reader, self.buf, self.first, self.last = reader, buf, first, last
+        self.final = final  # nothing comes after this buffer
+        self.cache = reader.parsed_lines  # complete lines only: the partial last never is
+        self.parsed = 0
+        self._starts: dict[int, int] = {}
+        self._clean: dict[bytes, tuple[int, int]] = {}  # header -> stretch with no joiner
+        self._searches = 0  # joiner_near calls: many per byte make an index worth building
+        self._joiners: dict[bytes, list[int]] | None = None  # see joiners_of
+
+    def joiner_near(self, header: bytes, own: int, low: int, high: int) -> bool:
+        """Whether buf[low:high] repeats `header` (other than at offset `own`) followed by a
+        message that would join a neighbour (indented, or a traceback): a record of several
+        lines may hold the line at `own`."""
+        self._searches += 1
+        indexable = header.endswith(b"] ") and len(header) >= JOINER_KEY
+        if (indexable and self._joiners is None
+                and self._searches << JOINER_INDEX_EVERY_LOG2 >= len(self.buf)):
+            self._joiners = joiners_of(self.buf)
+        if indexable and self._joiners is not None:
+            # the header then ends every line it may join, right before the message
+            width, buf = len(header), self.buf
+            for start in self._joiners.get(header[-JOINER_KEY:], ()):
+                if (low <= start - width and start <= high and start - width != own
+                        and buf.startswith(header, start - width)):
+                    return True
+            return False
+        if header in self._clean:  # a burst already seen (see below)
+            return not self._no_joining_line(header, low, high)
+        buf = self.buf
+        found = buf.find(header, low, high)
+        for _ in range(MAX_SAME_HEADER_LINES):
+            if found < 0:
+                return False
+            if found != own and buf.startswith(JOINING_STARTS, found + len(header)):
+                return True
+            found = buf.find(header, found + 1, high)
+        # A burst of lines with one header (one call site, one second): ask directly whether
+        # any of them could join, remembering the stretch already known to hold none.
+        return not self._no_joining_line(header, low, high)
+
+    def _no_joining_line(self, header: bytes, low: int, high: int) -> bool:
+        """No line in buf[low:high] repeats `header` followed by a message that would join
+        a neighbour (indented, or a traceback). Linear over a burst of same-header lines:
+        each stretch of the buffer is searched once per header."""
+        known_low, known_high = self._clean.get(header, (high, high))
+        if known_high < low or known_low > high:  # no overlap: start afresh
+            known_low, known_high = high, high
+        for start, end in ((low, known_low), (known_high, high)):
+            if start < end and any(
+                    self.buf.find(header + joining, start, end + len(header) + len(joining)) >= 0
+                    for joining in JOINING_STARTS):
+                return False
+        self._clean[header] = (min(low, known_low), max(high, known_high))
+        return True
+
+    def start_of(self, lineno: int) -> int | None:
+        """Byte offset of a line already read through `get`."""
+        return self._starts.get(lineno)
+
+    def _offset(self, lineno: int, anchor: tuple[int, int]) -> int:
+        start = self._starts.get(lineno)
+        if start is None:
+            start = self._starts[lineno] = walk(self.buf, anchor, lineno)
+        return start
+
+    def _end(self, lineno: int, anchor: tuple[int, int]) -> int:
+        """Offset of the newline ending a line (or the buffer's end)."""
+        end = self.buf.find(b"\n", self._offset(lineno, anchor))
+        end = len(self.buf) if end < 0 else end
+        self._starts[lineno + 1] = end + 1
+        return end
+
+    def plain(self, low: int, high: int, anchor: tuple[int, int]) -> bool:
+        """Lines low..high hold nothing that unwrapping rewrites (colour, markup, escapes,
+        JSON): a line's writer is then named by bytes the line itself holds."""
+        start, end = self._offset(low, anchor), self._end(high, anchor)
+        return REWRITTEN.search(self.buf, start, end) is None
+
+    def may_hold(self, lineno: int, anchor: tuple[int, int], tokens: tuple[bytes, ...]
+                 ) -> bool:
+        """Whether a line may be the writer's whose `tokens` these are (in `plain` lines, a
+        line without them is not); a line parsed already is simply taken."""
+        if lineno in self.cache:
+            return True
+        start, end = self._offset(lineno, anchor), self._end(lineno, anchor)
+        return all(self.buf.find(token, start, end) >= 0 for token in tokens)
+
+    def sibling(self, lineno: int, start: int, template: ParsedLine, header: str
+                ) -> ParsedLine | None:
+        """Line `lineno`, starting at `start` with `template`'s plain header, read as
+        parse_line would (vllm_format.parse_sibling); None for a line it cannot read so."""
+        line = self.cache.get(lineno)
+        if line is not None:
+            return line
+        end = self.buf.find(b"\n", start)
+        end = len(self.buf) if end < 0 else end
+        if end - start > MAX_PARSED_LINE:
+            return None
+        self._starts[lineno], self._starts[lineno + 1] = start, end + 1
+        line = parse_sibling(template, header, lineno, self.reader.decode(self.buf[start:end]))
+        if line is not None:
+            self._parsed(lineno, end, line)
+        return line
+
+    def _parsed(self, lineno: int, end: int, line: ParsedLine) -> None:
+        """Count a line parsed, and keep it if it is complete (the same in later buffers)."""
+        self.parsed += 1
+        if lineno <= self.last and (self.final or end < len(self.buf)):
+            self.cache[lineno] = line
+
+    def get(self, lineno: int, anchor: tuple[int, int]) -> ParsedLine:
+        line = self.cache.get(lineno)
+        if line is None:
+            start = self._starts.get(lineno)
+            if start is None:
+                start = walk(self.buf, anchor, lineno)
+                self._starts[lineno] = start
+            end = self.buf.find(b"\n", start)
+            end = len(self.buf) if end < 0 else end
+            self._starts[lineno + 1] = end + 1
+            reader = self.reader
+            raw = self.buf[start:min(end, start + MAX_PARSED_LINE)]
+            if end - start > MAX_PARSED_LINE:  # parse a cut copy; byte accounting is unchanged
+                raw += LINE_CUT_MARKER
+            line = parse_line(reader.source, lineno, reader.decode(raw), reader.reference)
+            self._parsed(lineno, end, line)
+        return line
+
+
+# Where unwrapping (normalize.unwrap, vllm_format's JSON lines) may delete or decode text, so
+# that a line's writer could be named by bytes the line does not hold as such: colour codes in
+# every form, HTML tags and entities, escapes, JSON, carriage returns, markdown. A step that
+# rewrites other text must add its trigger here (test_fast_path_equivalence checks samples).
+# Written as one class of first bytes, then what must precede or follow each: `re` then skips
+# ahead by the class (about 3x the speed of the plain alternation on header-heavy lines).
+REWRITTEN = re.compile(
+    rb"[\x1b\\\r{`^\[*&<](?:(?<=[\x1b\\\r{`])|(?<=\^)\[|(?<=\[)[0-9;]*m(?![\w\]])"
+    rb"|(?<=\*)\*|(?<=&)(?:lt|gt|quot|#39|amp);|(?<=<)/?(?i:font|b|span|strong)[\s>])")
+
+
+def joiners_of(buf: bytes) -> dict[bytes, list[int]]:
+    """Where each message that would join a same-header neighbour starts, in order, under
+    the JOINER_KEY bytes before it: a line repeating a header of at least that length and
+    ending in `] ` is found by its tail, without searching the buffer for the header."""
+    index: dict[bytes, list[int]] = {}
+    for match in JOINER.finditer(buf):
+        start = match.end()
+        index.setdefault(buf[start - JOINER_KEY:start], []).append(start)
+    return index
+
+
+def walk(buf: bytes, anchor: tuple[int, int], target: int) -> int:
+    """Offset where line `target` starts, walking from an anchor (line number, its offset)."""
+    lineno, offset = anchor
+    while lineno > target and offset > 0:
+        offset = buf.rfind(b"\n", 0, offset - 1) + 1
+        lineno -= 1
+    while lineno < target:
+        nl = buf.find(b"\n", offset)
+        if nl < 0:
+            return len(buf)
+        offset = nl + 1
+        lineno += 1
+    return offset
