@@ -50,7 +50,7 @@ from logwatch.tui.board import (
 )
 from logwatch.tui.lines import RING_LINES, Line, LineRing, Mark, split_lines
 from logwatch.tui.messages import BoardChanged, ConnectionChanged, LinesChanged
-from logwatch.tui.state import DOWN, HISTORY, LIVE, Activity, Board, Connection
+from logwatch.tui.state import DOWN, HISTORY, LIVE, Activity, AppView, Board, Connection
 
 FLUSH_S = 0.1  # lines reach the screen at most this often
 REFRESH_S = 0.5  # the dashboard is read again at most this often
@@ -410,6 +410,12 @@ class LogwatchApp(App[None]):
             return True, f"{answer.get('id', params.get('id'))}: {answer.get('state')} — " \
                          f"{answer.get('reason', '')}"
         return False, str(answer.get("error"))
+
+
+def _as_view(app: LogwatchApp) -> AppView:
+    """Never called: here mypy checks that the app still is what screens see of it, so a
+    drift between LogwatchApp and AppView is a type error."""
+    return app
 
 
 def _start_resource_tracker() -> None:

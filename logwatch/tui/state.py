@@ -1,14 +1,17 @@
 """The app's state that screens read: the connection, the dashboard's data, what happened
-recently. Plain dataclasses, no Textual."""
+recently, as plain dataclasses, and `AppView`, all a screen sees of the app. No Textual."""
 
 from __future__ import annotations
 
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any
+from typing import Any, Protocol
 
+from logwatch.tui.backend import Backend
 from logwatch.tui.board import IncidentRow, PendingAction, TargetRow
+from logwatch.tui.lines import LineRing
 
 LIVE, HISTORY, DOWN, CONNECTING = "live", "history", "down", "connecting"
 
@@ -54,3 +57,36 @@ class Activity:
 
     def add(self, tone: str, text: str, now: datetime | None = None) -> None:
         self.entries.append((now or datetime.now(), tone, text))
+
+
+class AppView(Protocol):
+    """What a screen sees of the app: its state, read only, and the two things a screen may
+    ask of it (read the signatures again, send an operator's word). The app satisfies it
+    structurally; screens know this and never the app, so the app alone knows the screens."""
+
+    @property
+    def connection(self) -> Connection: ...
+    @property
+    def board(self) -> Board: ...
+    @property
+    def activity(self) -> Activity: ...
+    @property
+    def ring(self) -> LineRing: ...
+    @property
+    def dropped_events(self) -> int: ...
+    @property
+    def dropped_lines(self) -> int: ...
+    @property
+    def signature_states(self) -> dict[str, Any] | None: ...
+    @property
+    def last_reload(self) -> tuple[datetime, bool, str] | None: ...
+    @property
+    def backend(self) -> Backend | None: ...
+    @property
+    def can_act(self) -> bool: ...
+    @property
+    def clock(self) -> Callable[[], datetime]: ...
+
+    def load_signatures(self) -> None: ...
+
+    async def act(self, op: str, **params: Any) -> tuple[bool, str]: ...

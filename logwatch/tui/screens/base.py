@@ -3,21 +3,20 @@ and a way to be drawn again from the app's state when shown or told it changed."
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, cast
+from typing import cast
 
 from textual.screen import Screen
 
 from logwatch.tui.messages import ConnectionChanged
+from logwatch.tui.state import AppView
 from logwatch.tui.widgets.connection_bar import ConnectionBar
-
-if TYPE_CHECKING:
-    from logwatch.tui.app import LogwatchApp
 
 
 class AppScreen(Screen[None]):
     @property
-    def lw(self) -> LogwatchApp:
-        return cast("LogwatchApp", self.app)
+    def lw(self) -> AppView:
+        """The app as a screen sees it (its state and two requests), never the app itself."""
+        return cast(AppView, self.app)
 
     def draw(self) -> None:
         """Draw everything from the app's state (override)."""
