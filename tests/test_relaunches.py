@@ -33,7 +33,9 @@ from logwatch.core.remedy.plan import Change, Launch, Plan
 from logwatch.core.remedy.policy import CurrentLaunch, Thresholds
 from logwatch.core.settings.config import TargetConfig
 from logwatch.core.snapshot.model import Snapshot
-from logwatch.daemon.relaunches import Open, RelaunchError, Relaunches, Settings
+from logwatch.daemon.action_book import Open, RelaunchError
+from logwatch.daemon.relaunch_settings import Settings
+from logwatch.daemon.relaunches import Relaunches
 from logwatch.relaunch.from_history import FailedLaunch
 from logwatch.store.actions import load_action, load_history, record_action
 from logwatch.store.db import Store, open_store

@@ -539,7 +539,8 @@ def _cmd_daemon(args: argparse.Namespace) -> int:
                              float(config.get("export.every_minutes")))
         _notify(daemon, config)
         if any(t.relaunch.get("policy") in ("ask", "auto") for t in config.targets):
-            from logwatch.daemon.relaunches import Relaunches, settings_from_config
+            from logwatch.daemon.relaunch_settings import settings_from_config
+            from logwatch.daemon.relaunches import Relaunches
 
             daemon.relaunches = Relaunches(
                 config.targets, settings_from_config(config.values, db.parent, args.dry_run),
@@ -788,7 +789,7 @@ def _run_relaunch_settings(args: argparse.Namespace, argv: list[str], config: An
             return EXIT_USAGE
         return None
     from logwatch.core.snapshot.argv import ArgvError, parse_launch
-    from logwatch.daemon.relaunches import settings_from_config
+    from logwatch.daemon.relaunch_settings import settings_from_config
 
     if args.relaunch == "ask" and not args.socket:
         _warn("logwatch: run: --relaunch ask needs --socket PATH: `logwatch approve` "

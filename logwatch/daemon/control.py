@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from logwatch import __version__, own_log
 from logwatch.core.report.timestamps import written
+from logwatch.daemon.action_book import RelaunchError, operator_name
 from logwatch.daemon.protocol import EVENT_KINDS as EVENT_KINDS  # re-exported: older imports
 from logwatch.daemon.protocol import (
     OPS,
@@ -50,7 +51,7 @@ from logwatch.daemon.protocol import (
     parse_request,
     to_message,
 )
-from logwatch.daemon.relaunches import RelaunchError, Relaunches, operator_name
+from logwatch.daemon.relaunches import Relaunches
 from logwatch.daemon.socket_trust import (
     UnsafeSocketPath,
     group_cannot_reach,
