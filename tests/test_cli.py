@@ -201,7 +201,7 @@ def test_the_readmes_relaunch_configuration_and_commands_are_what_logwatch_accep
     """The `[relaunch]`/`[targets.relaunch]` example parses with no problem, and each command
     line shown parses with `logwatch`'s own parser (no daemon here: they run in the systemd
     loop tests)."""
-    from logwatch.cli.main import build_parser
+    from logwatch.cli.parser import build_parser
     from logwatch.core.settings.config import parse_config
 
     section = _readme_section("Relaunch from the daemon")
@@ -240,7 +240,7 @@ def test_every_flag_has_help_and_no_default_reads_none() -> None:
     a real one (`sql --help` said the default --db was "None")."""
     import argparse
 
-    from logwatch.cli.main import build_parser
+    from logwatch.cli.parser import build_parser
 
     def arguments(parser: argparse.ArgumentParser, path: str):  # type: ignore[no-untyped-def]
         for action in parser._actions:

@@ -33,7 +33,7 @@ from typing import Any
 
 import pytest
 
-from logwatch.cli.main import build_parser
+from logwatch.cli.parser import build_parser
 from logwatch.daemon.client import Client, wait_ready
 from logwatch.paths import default_db_path, default_socket_path
 from tests.conftest import ROOT, SAMPLES

@@ -169,7 +169,7 @@ def test_a_wrong_color_is_a_usage_error() -> None:
 def test_every_subcommand_takes_color_and_no_pager() -> None:
     """Given before or after any command; after it, only when given (the top level's value
     stays otherwise)."""
-    from logwatch.cli.main import build_parser
+    from logwatch.cli.parser import build_parser
 
     parser = build_parser()
     for argv in (["status", "--color=never", "--no-pager"],

@@ -155,7 +155,7 @@ def test_the_readmes_tui_section_is_what_the_app_does() -> None:
     import re
     import shlex
 
-    from logwatch.cli.main import build_parser
+    from logwatch.cli.parser import build_parser
     from logwatch.tui.screens.history import HistoryScreen as History
     from logwatch.tui.screens.log import LogScreen
 

@@ -15,7 +15,7 @@ from typing import Any
 import duckdb
 import pytest
 
-from logwatch.cli.main import EXIT_FATAL_FOUND, EXIT_NO_VLLM_OUTPUT, EXIT_OK
+from logwatch.cli.exit_codes import EXIT_FATAL_FOUND, EXIT_NO_VLLM_OUTPUT, EXIT_OK
 from logwatch.core.signatures.block_scan import BlockScanner
 from logwatch.core.signatures.library import Library
 from logwatch.scan.blocks import read_blocks

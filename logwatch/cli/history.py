@@ -6,6 +6,7 @@ characters visibly; JSON escapes them (ensure_ascii), and loads back to the stor
 
 from __future__ import annotations
 
+import argparse
 import csv
 import json
 import shlex
@@ -329,3 +330,13 @@ def _history_status(db: Path | None, as_json: bool, elsewhere: _Elsewhere) -> in
         print(visible(f"{none}; the history holds {findings:,} findings, {fatal:,} fatal "
                       f"incidents; last checkpoint {_cell(updated) or 'never'}"))
     return EXIT_NO_DAEMON
+
+
+def history_command(args: argparse.Namespace) -> int:
+    if args.command == "sql":
+        fmt = ("json" if args.json else "jsonl" if args.jsonl else "csv" if args.csv
+               else "table")
+        return sql(args.db, args.query, fmt, args.socket)
+    if args.command == "status":
+        return status(args.db, args.socket, args.json)
+    return history(args.db, args.limit, args.socket)

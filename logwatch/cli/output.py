@@ -1,6 +1,6 @@
 """Output conventions of every command: when to colour (`--color`, NO_COLOR), how wide a
-report may be, and a pager for long output on a terminal (`--no-pager`, LOGWATCH_PAGER,
-PAGER).
+report may be, a pager for long output on a terminal (`--no-pager`, LOGWATCH_PAGER,
+PAGER), and a line for the operator on stderr with what it quotes shown visibly (warn).
 
 Colour: `--color=auto` (the default) colours a terminal unless NO_COLOR is set and not
 empty; `always` colours even a pipe, NO_COLOR or not (an explicit flag wins over the
@@ -19,6 +19,8 @@ import io
 import os
 import sys
 from typing import Any, TextIO
+
+from logwatch.core.safe_text.visible import visible
 
 COLOR_CHOICES = ("auto", "always", "never")
 DEFAULT_WIDTH = 80  # a pipe or a file: wrap as for the classic terminal
@@ -225,3 +227,9 @@ def _ignore_interrupts(signal: Any) -> Any:
     except ValueError:  # not the main thread: Ctrl-C is caught around the wait instead
         return lambda: None
     return lambda: signal.signal(signal.SIGINT, previous)
+
+
+def warn(message: str) -> None:
+    """A line for the operator on stderr. What it quotes (file names, log text, SQL, database
+    values) is shown visibly, never obeyed by the terminal."""
+    print(visible(message, lines=True), file=sys.stderr)

@@ -4,6 +4,7 @@ failures predicted (listed with their reasons); 2: a usage or input error."""
 
 from __future__ import annotations
 
+import argparse
 import json
 import re
 import shlex
@@ -12,6 +13,7 @@ import textwrap
 from dataclasses import replace
 from pathlib import Path
 
+from logwatch.cli.options import parse_gpu_capability
 from logwatch.core.diagnosis.preflight import Prediction, PreflightProblem, predict
 from logwatch.core.quant.ignore_rules import parse_release
 from logwatch.core.safe_text.visible import visible
@@ -115,3 +117,11 @@ def _problem_lines(label: str, problem: PreflightProblem, width: int) -> list[st
             lead = f"  {label:<6}  " if number == 0 and n == 0 else " " * 10
             out.append(lead + ("  " if n and number else "") + line)
     return out
+
+
+def preflight_command(args: argparse.Namespace) -> int:
+    capability = parse_gpu_capability(args.gpu_capability)
+    options = SnapshotOptions(cmdline=args.cmdline, model_dir=args.model_dir,
+                              unit=args.unit or args.user_unit, user_unit=bool(args.user_unit),
+                              gpu_capability=capability, gpu_name=args.gpu_name)
+    return preflight(options, args.vllm_version, args.json)

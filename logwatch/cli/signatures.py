@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import argparse
 import sys
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, TextIO
 
+from logwatch.cli.options import load_library
 from logwatch.core.safe_text.visible import visible
 from logwatch.core.signatures.library import Library, LibraryError
 
@@ -162,4 +164,18 @@ def draft(library: Library, log: str | None, db: Path | None, number: int,
     return 0
 
 
-__all__ = ["LibraryError", "draft", "lint", "list_signatures", "show", "test"]
+def signatures_command(args: argparse.Namespace) -> int:
+    if args.action == "test":
+        return test(args.signatures, args.library)
+    if args.action == "lint":
+        return lint(args.signatures, args.library)
+    if args.action == "draft":
+        return draft(load_library(args), args.log, args.db, args.group, args.out)
+    library = load_library(args)
+    if args.action == "list":
+        return list_signatures(library)
+    return show(library, args.id)
+
+
+__all__ = ["LibraryError", "draft", "lint", "list_signatures", "show", "signatures_command",
+           "test"]

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import argparse
 import json
 import sys
 import textwrap
 from pathlib import Path
 from typing import Any
 
+from logwatch.cli.options import snapshot_options
 from logwatch.core.diagnosis.latent import latent_problems
 from logwatch.core.diagnosis.mtp_coverage import (
     snapshot_release,
@@ -172,3 +174,9 @@ def diff(a: str, b: str, db: Path | None = None, socket: Path | None = None) -> 
     for key, old, new in changes:  # json.dumps escapes the values' control characters
         print(f"  {visible(key)}: {json.dumps(old)} -> {json.dumps(new)}")
     return 1
+
+
+def snapshot_command(args: argparse.Namespace) -> int:
+    if args.action == "diff":
+        return diff(args.a, args.b, args.db, args.socket)
+    return show(snapshot_options(args), as_json=args.json)

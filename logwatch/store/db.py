@@ -117,7 +117,7 @@ class Store:
     def close(self) -> None:
         """Close the connection, unless a query still runs on a reader that no interrupt
         could stop: then it is left to the end of the process (`left_open`), which must not
-        wait for it (see cli.leave_now)."""
+        wait for it (see cli/daemon_command.leave_now)."""
         with self._lock:
             if self._readers:
                 self.left_open = True
