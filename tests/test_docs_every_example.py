@@ -252,6 +252,7 @@ NOT_RUN: dict[str, str] = {
         "the package layout, checked against logwatch/ by tests/test_architecture.py",
     "docs/architecture.md | ``` launch failed (event loop)": "a diagram, not a command",
     "docs/architecture.md | ``` source ──chunks──>": "a diagram, not a command",
+    "docs/architecture.md | ``` bytes from a source": "a diagram, not a command",
 }
 
 
