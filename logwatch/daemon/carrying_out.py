@@ -17,7 +17,15 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Protocol
 
-from logwatch.core.remedy.actions import ESCALATED, EXPIRED, POLICY, REJECTED, Action
+from logwatch.core.remedy.actions import (
+    ESCALATED,
+    EXPIRED,
+    POLICY,
+    REJECTED,
+    RESTARTING,
+    SUCCEEDED,
+    Action,
+)
 from logwatch.core.remedy.plan import Launch, Plan
 from logwatch.core.remedy.policy import ALLOW, CurrentLaunch, recheck
 from logwatch.core.remedy.verify import Verdict
@@ -124,7 +132,9 @@ class CarryingOut:
                 await self._book.move(held, ESCALATED, POLICY, f"stopped: {str(exc)[:300]}; "
                                       "the target is left as it is")
         finally:
-            self.watch.end(source)
+            ended = held.action
+            self.watch.end(source, stood=ended.entered(RESTARTING) is None
+                           or ended.state == SUCCEEDED)
             close(held)
 
     async def release_hold(self, target: TargetConfig) -> None:

@@ -136,6 +136,10 @@ class Relaunches:
         if target is None or self.policy.targets.get(target.name) is None \
                 or self.policy.targets[target.name].mode == "off":
             return
+        if self.watch.answered(str(fields["source"]), str(fields["id"])):
+            self.book.note(f"launch {fields['id']} of {target.name} was a relaunch that did not "
+                           "stand; its action already answered its failure")
+            return
         if self._occupied(target.name):
             busy = self.book.open_of(target.name)
             self.book.note(f"launch {fields['id']} of {target.name} failed; "
