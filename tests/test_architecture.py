@@ -66,7 +66,8 @@ def test_every_core_module_imports_only_pure_things() -> None:
 
 
 # The core's domain packages and the ones each may lean on: below, never above or beside
-# unless listed. The leaf modules directly in core/ (problems, write_health) lean on no package.
+# unless listed. The leaf modules directly in core/ (numbers, problems, write_health) lean on
+# no package.
 CORE_PACKAGES: dict[str, frozenset[str]] = {
     "safe_text": frozenset(),
     "lines": frozenset({"safe_text"}),
@@ -81,7 +82,7 @@ CORE_PACKAGES: dict[str, frozenset[str]] = {
     "report": frozenset({"diagnosis", "launches", "signatures", "lines", "snapshot", "quant",
                          "safe_text"}),
 }
-CORE_LEAVES = frozenset({"problems", "write_health"})
+CORE_LEAVES = frozenset({"numbers", "problems", "write_health"})
 MAX_CORE_MODULES = 12
 MAX_MODULE_LINES = 600
 

@@ -7,7 +7,9 @@ judgement over what the daemon observed of it, so every state is testable withou
 - lagging     behind its writer and not reading;
 - missing     nothing at the path yet (a file, or a glob matching nothing);
 - unreadable  something is there that is not read (a directory, a FIFO, no permission);
-- held        the history cannot be written: reading waits for room;
+- held        the history cannot be written: reading waits for room (a record the history
+              refuses for what it holds does not hold a source: it is quarantined, counted
+              and said in the detail, and reading goes on);
 - running / exited   the child of `logwatch run`.
 """
 
@@ -49,10 +51,24 @@ def _size(n: int) -> str:
     return f"{scaled:.1f} GiB"
 
 
-def judge(o: Observed, held: bool) -> dict[str, Any]:
+def judge(o: Observed, held: bool, quarantined: tuple[int, int] | None = None
+          ) -> dict[str, Any]:
     """`state`, `detail` (a phrase for the operator), for a file `behind_bytes` (bytes at
     the path not read yet) and, catching up, `progress` (0..1 of the file read). `held`: the
-    history is not writable now, so readers wait."""
+    history is not writable now, so readers wait. `quarantined`: (how many, the last line)
+    of the records the history refused for their content, which reading went on past: said
+    in `quarantined` and at the end of the detail, whatever the state."""
+    state = _state(o, held)
+    if quarantined:
+        count, line = quarantined
+        said = (f"{count} record{'s' if count != 1 else ''} quarantined, "
+                f"{'the last ' if count != 1 else ''}at line {line}")
+        state["quarantined"] = {"records": count, "last_line": line, "detail": said}
+        state["detail"] = f"{state['detail']}; {said}"
+    return state
+
+
+def _state(o: Observed, held: bool) -> dict[str, Any]:
     moving = o.idle_s is not None and o.idle_s < RECENT_SECONDS
     if o.kind == "run":
         if o.running:

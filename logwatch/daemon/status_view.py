@@ -121,7 +121,7 @@ def source_states(seen: Seen) -> list[dict[str, Any]]:
         stream = seen.streams.get(observed.name)
         out.append({"name": observed.name, "kind": observed.kind,
                     **({"path": observed.path} if observed.path else {}),
-                    **judge(observed, held),
+                    **judge(observed, held, seen.writes.quarantined.get(observed.name)),
                     "generation": stream.generation if stream else None,
                     "next_line": stream.next_line if stream else 0,
                     "idle_s": None if observed.idle_s is None else round(observed.idle_s, 1),

@@ -32,6 +32,7 @@ from logwatch.store.live import (
     LiveWriter,
     launch_id,
 )
+from logwatch.store.quarantine import Refused
 
 COMMIT_GAP_SECONDS = 0.05
 CHECKPOINT_SECONDS = 5.0  # each commit costs ~2.5 ms of CPU and memory DuckDB keeps until a reopen
@@ -79,6 +80,9 @@ class Writes:
         # launch, the source of the launch)
         self._new_incidents: list[tuple[str, str, bool, str | None, bool, str | None]] = []
         self._new_launches: list[LaunchWritten] = []
+        self._new_quarantined: list[Refused] = []
+        # records the history refused for their content, by source: (how many, the last line)
+        self.quarantined: dict[str, tuple[int, int]] = {}
         self.flush_now = Wakeup()  # the batcher's: write or settle something now
         self.lock = threading.Lock()  # one DuckDB call at a time, whichever thread runs it
         # every write on one thread of its own, in order; socket clients' queries (their own
@@ -206,6 +210,7 @@ class Writes:
                                                     sources.get(launch or "")))
             self._problems.update(problem for problem, _ in new.values())
             self._new_launches.extend(self.writer.last_launches)
+            self._new_quarantined.extend(self.writer.last_quarantined)
             wall = time.time()
             for point in points:
                 self.checkpoint_times[point.source] = wall
@@ -225,6 +230,7 @@ class Writes:
                                "reading resumed")
             told.status_now()
         self.update_room()
+        self._tell_quarantined()
         for incident, signature, fatal, launch, again, source in self._new_incidents:
             told.publish("incident", id=incident, signature=signature, fatal=fatal,
                          launch=launch, again=again, source=source)
@@ -243,6 +249,21 @@ class Writes:
             told.publish("committed", count=len(batch), findings=[
                 {"source": lf.finding.source, "line": lf.finding.lineno,
                  "signature": lf.finding.signature.id} for lf in batch[:1000]])
+
+    def _tell_quarantined(self) -> None:
+        """Records the history refused (their content, not the store): said once each, by
+        source and line; the source has moved on past them."""
+        told = self.told
+        for refused in self._new_quarantined:
+            count, _ = self.quarantined.get(refused.source, (0, 0))
+            self.quarantined[refused.source] = (count + 1, refused.line)
+            what = f"{refused.kind} {refused.signature}" if refused.signature else refused.kind
+            error = visible(refused.error[:300])
+            told.log.error("record_quarantined", source=refused.source, line=refused.line,
+                           record=what, error=error)
+            told.events.append(f"{refused.source}: line {refused.line} quarantined, the "
+                               f"history refused its {what} ({error}); reading went on")
+        self._new_quarantined = []
 
     def _failed(self, batch: list[LiveFinding], points: list[Checkpoint],
                 launches: list[Launch], exc: BaseException) -> None:

@@ -28,6 +28,7 @@ from logwatch.core.signatures.findings import Finding, evidence_text
 from logwatch.core.signatures.library import Library
 from logwatch.core.snapshot.model import Snapshot
 from logwatch.store.db import Store
+from logwatch.store.quarantine import Refused, culprits, is_content_error, rolled_back
 from logwatch.store.record import snapshot_row
 
 DIGESTS_KEPT = 256  # snapshot objects whose hash is remembered (one per launch state)
@@ -107,6 +108,7 @@ class LiveWriter:
         self._stored: set[str] = set()
         # the last commit's new incidents: id -> (problem, launch id)
         self.new_incidents: dict[str, tuple[str, str | None]] = {}
+        self.last_quarantined: list[Refused] = []  # the last commit's refused records
 
     def latest_launches(self) -> list[StoredLaunch]:
         """Each source's newest launch."""
@@ -147,8 +149,69 @@ class LiveWriter:
     def commit(self, found: Sequence[LiveFinding], checkpoints: Sequence[Checkpoint],
                analyses: Sequence[LaunchAnalysis] = ()) -> int:
         """Write a batch atomically; returns how many findings were new. `analyses`: the
-        launches the batch touched, analysed (their findings' snapshot is theirs)."""
+        launches the batch touched, analysed (their findings' snapshot is theirs).
+
+        A batch the history refuses for what a record holds is written without the records
+        that fail on their own, each stored as quarantined instead (`last_quarantined`), so
+        the positions move past them; any other failure (the store cannot be written) is
+        raised, and the whole batch is the caller's to try again."""
+        self.last_quarantined = []
+        try:
+            return self._commit(found, checkpoints, analyses, [])
+        except duckdb.Error as exc:
+            if not is_content_error(exc):
+                raise
+            refused_batch = exc
+        con = self.store.con
+        points = list(checkpoints)
+        # the positions alone must go in: if they do not, the store is the problem
+        rolled_back(con, lambda: self._write_batch([], points, [], [], datetime.now()))
+        bad_found = culprits(list(found), lambda part: rolled_back(
+            con, lambda: self._write_batch(part, [], [], [], datetime.now())))
+        bad_launches = culprits(list(analyses), lambda part: rolled_back(
+            con, lambda: self._write_batch([], [], part, [], datetime.now())))
+        if not bad_found and not bad_launches:
+            raise refused_batch  # only the batch as a whole fails: tried again as it is
+        refused = [Refused(item.finding.source, item.generation, item.finding.lineno,
+                           "finding", item.finding.signature.id,
+                           evidence_text(item.finding.matched), error)
+                   for item, error in bad_found]
+        refused += [Refused(a.launch.source, a.launch.generation, a.launch.start_line,
+                            "launch", None, f"launch #{a.launch.number}", error)
+                    for a, error in bad_launches]
+        dropped = {id(item) for item, _ in bad_found} | {id(a) for a, _ in bad_launches}
+        written = self._commit([f for f in found if id(f) not in dropped], points,
+                               [a for a in analyses if id(a) not in dropped], refused)
+        self.last_quarantined = refused
+        return written
+
+    def _commit(self, found: Sequence[LiveFinding], checkpoints: Sequence[Checkpoint],
+                analyses: Sequence[LaunchAnalysis], refused: Sequence[Refused]) -> int:
+        """One transaction: the batch, and the records refused from it as quarantined."""
         now = datetime.now()
+        con = self.store.con
+        con.execute("BEGIN TRANSACTION")
+        try:
+            rows, items, digests, inserted, written = self._write_batch(
+                found, checkpoints, analyses, refused, now)
+            con.execute("COMMIT")
+        except BaseException:
+            with contextlib.suppress(duckdb.Error):  # a failed COMMIT ended it already
+                con.execute("ROLLBACK")
+            raise
+        new_rows = [r for r in rows if r["id"] in inserted]
+        self.last_new = [(r["signature"], r["signature_version"], r["incident_id"],
+                          items[r["id"]].finding.signature.fatal) for r in new_rows]
+        self._stored.update(digests.values())
+        self.last_launches = written
+        return len(inserted)
+
+    def _write_batch(self, found: Sequence[LiveFinding], checkpoints: Sequence[Checkpoint],
+                     analyses: Sequence[LaunchAnalysis], refused: Sequence[Refused],
+                     now: datetime) -> tuple[list[dict[str, Any]], dict[str, LiveFinding],
+                                             dict[str, str], set[Any], list[LaunchWritten]]:
+        """The batch's statements, in the caller's transaction: (finding rows, findings by
+        id, snapshot digests by launch, the ids inserted, the launches written)."""
         digests = {launch_id(a.launch): self._digest(a.snapshot) for a in analyses}
         rows: list[dict[str, Any]] = []
         items: dict[str, LiveFinding] = {}  # finding id -> the finding
@@ -178,25 +241,14 @@ class LiveWriter:
         sources = [{"id": generation, "kind": label.split(":", 1)[0] if ":" in label
                     else "file", "label": label, "size": None, "first_seen": now,
                     "last_seen": now} for generation, label in streams.items()]
-        con = self.store.con
-        con.execute("BEGIN TRANSACTION")
-        try:
-            self.store.upsert("sources", sources, "last_seen = excluded.last_seen")
-            inserted = self.store.insert_new("findings", rows)
-            self.store.insert("checkpoints", points, conflict="REPLACE")
-            new_rows = [r for r in rows if r["id"] in inserted]
-            self.new_incidents = self._aggregate(new_rows, items, digests)
-            written = [self._launch(a, digests, now) for a in analyses]
-            con.execute("COMMIT")
-        except BaseException:
-            with contextlib.suppress(duckdb.Error):  # a failed COMMIT ended it already
-                con.execute("ROLLBACK")
-            raise
-        self.last_new = [(r["signature"], r["signature_version"], r["incident_id"],
-                          items[r["id"]].finding.signature.fatal) for r in new_rows]
-        self._stored.update(digests.values())
-        self.last_launches = written
-        return len(inserted)
+        self.store.upsert("sources", sources, "last_seen = excluded.last_seen")
+        inserted = self.store.insert_new("findings", rows)
+        self.store.insert("checkpoints", points, conflict="REPLACE")
+        new_rows = [r for r in rows if r["id"] in inserted]
+        self.new_incidents = self._aggregate(new_rows, items, digests)
+        written = [self._launch(a, digests, now) for a in analyses]
+        self.store.insert("quarantined", [r.row(now) for r in refused])
+        return rows, items, digests, inserted, written
 
     def _digest(self, snapshot: Snapshot) -> str:
         known = self._digests.get(id(snapshot))

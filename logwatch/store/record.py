@@ -305,10 +305,16 @@ def snapshot_row(digest: str, body: dict[str, Any], now: datetime) -> dict[str, 
             "model": model.get("path") or launch.get("model"),
             "quant_method": quant.get("method") or launch.get("quantization"),
             "quant_scheme": quant.get("scheme"),
-            "tensor_parallel_size": tp if isinstance(tp, int) else None,
+            "tensor_parallel_size": _integer(tp),
             "uses_mtp": method == "mtp" or method.endswith("_mtp"),
             "mtp_covered": mtp.get("covered") if mtp else None,
             "gpu_name": (body.get("gpu") or {}).get("name"),
-            "gpu_capability": (body.get("gpu") or {}).get("capability"),
+            "gpu_capability": _integer((body.get("gpu") or {}).get("capability")),
             "vllm_version": body.get("vllm_version"),
             "body": json.dumps(body, sort_keys=True, default=str)}
+
+
+def _integer(value: Any) -> int | None:
+    """A value for an INTEGER column: an int it holds, else None (a snapshot keeps what was
+    read whole in its body)."""
+    return value if isinstance(value, int) and -(1 << 31) <= value < (1 << 31) else None

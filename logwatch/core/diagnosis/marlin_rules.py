@@ -9,6 +9,7 @@ import re
 
 from logwatch.core.diagnosis.model import Context, Diagnosis, Remedy
 from logwatch.core.launches.incidents import Incident
+from logwatch.core.numbers import COUNT_MAX, bounded_number
 from logwatch.core.quant.marlin_split import aligned_sizes
 from logwatch.core.quant.scheme import NATIVE_FP4_CAPABILITY
 from logwatch.core.signatures.signature import parse_number
@@ -22,7 +23,8 @@ PADDING_RELEASE = (0, 24)
 
 def _version_tuple(text: str | None) -> tuple[int, int] | None:
     m = re.match(r"(\d+)\.(\d+)", text or "")
-    return (int(m.group(1)), int(m.group(2))) if m else None
+    major, minor = (bounded_number(m.group(1)), bounded_number(m.group(2))) if m else (None, None)
+    return (major, minor) if major is not None and minor is not None else None
 
 
 def _layers_of_width(width: int, dims: dict[str, int]) -> list[str]:
@@ -71,8 +73,8 @@ def rule_marlin_tile(incident: Incident, ctx: Context) -> Diagnosis | None:
         "tile_k_size") or caps.get("min_thread_k") or caps.get("group_size") or caps.get(
         "divisor") or ("64" if axis == "N" else "16")
     value, tile = parse_number(per_rank or ""), parse_number(tile_text)
-    if value is None or tile is None or tile <= 0:
-        return None
+    if value is None or tile is None or not (0 < tile <= COUNT_MAX and 0 <= value <= COUNT_MAX):
+        return None  # NaN, infinite or no width a layer has: garbage, not a Marlin shape
     width, tile_i = int(value) * tp, int(tile)
     model, quant = snap.model, (snap.model.quant if snap.model else None)
     path = quant.marlin_path(ctx.capability) if quant else None

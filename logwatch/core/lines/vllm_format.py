@@ -16,6 +16,7 @@ from logwatch.core.lines.normalize import unwrap
 from logwatch.core.lines.pasted import split_embedded
 from logwatch.core.lines.records import ParsedLine
 from logwatch.core.lines.year_inference import closest_datetime, parse_vllm_time
+from logwatch.core.numbers import bounded_number
 
 _LEVELS = "DEBUG|INFO|WARNING|WARN|ERROR|CRITICAL|FATAL"
 # LEVEL MM-DD HH:MM:SS, the fixed heart of every vLLM header since 2023.
@@ -50,6 +51,22 @@ _TORCH_C10 = re.compile(r"\[(?P<level>[IWEF]) (?P<file>[^\s:\]]+):(?P<lineno>\d+
                         re.DOTALL)
 _RANK_SUFFIX = re.compile(r"_((?:(?:DP|PP|PCP|TP|DCP|EP)\d+_?)+)$")
 _GLOG_LEVELS = {"I": "INFO", "W": "WARNING", "E": "ERROR", "F": "CRITICAL"}
+# Numbers in a header are digits of any length (`pid=9999...`), and are kept only where
+# they can mean what they say: a pid up to Linux's PID_MAX_LIMIT (2**22), a source line
+# number up to a billion. Beyond that the field is None and the number stays where it was
+# written, in the line's text (a finding's evidence): an operator filtering the history by
+# pid (`WHERE pid = 2450`) wants an integer column, and no process has a larger pid. The
+# digits are never all converted either (see core/numbers).
+PID_MAX = 1 << 22
+LINE_NUMBER_MAX = 10**9
+
+
+def _pid(digits: str | None) -> int | None:
+    return bounded_number(digits, PID_MAX)
+
+
+def _line_number(digits: str | None) -> int | None:
+    return bounded_number(digits, LINE_NUMBER_MAX)
 
 
 def process_role(name: str | None) -> str | None:
@@ -95,7 +112,7 @@ def _last_process(text: str) -> tuple[str | None, int | None, str | None]:
     rank: str | None = None
     for m in _PROC.finditer(text):
         name = m.group("name")
-        pid = int(m.group("pid")) if m.group("pid") else None
+        pid = _pid(m.group("pid"))
         rank = m.group("rank")
     return name, pid, rank
 
@@ -150,9 +167,9 @@ def parse_line(source: str, lineno: int, raw: str, reference: datetime) -> Parse
     plain = _PLAIN.fullmatch(raw) if raw[:1] == "(" else None
     if plain is not None and _plain_message(plain.group("msg"), raw):
         name, pid, level, ts, tag_file, tag_line, msg = plain.groups()
-        return ParsedLine(source, lineno, raw, split_embedded(msg), "vllm", name, int(pid),
+        return ParsedLine(source, lineno, raw, split_embedded(msg), "vllm", name, _pid(pid),
                           _rank_of_name(name), "WARNING" if level == "WARN" else level, ts,
-                          tag_file, int(tag_line), parse_vllm_time(ts, reference))
+                          tag_file, _line_number(tag_line), parse_vllm_time(ts, reference))
     unwrapped = unwrap(raw, reference)
     text = unwrapped.text
     anchor = unwrapped.outer_time or reference
@@ -180,7 +197,7 @@ def parse_line(source: str, lineno: int, raw: str, reference: datetime) -> Parse
         message = rest
         if tag:
             file = tag.group("file") or tag.group("vfile")
-            fileline = int(tag.group("lineno") or tag.group("vlineno"))
+            fileline = _line_number(tag.group("lineno") or tag.group("vlineno"))
             message = rest[tag.end():]
         if message.startswith(" "):
             message = message[1:]
@@ -207,10 +224,11 @@ def parse_line(source: str, lineno: int, raw: str, reference: datetime) -> Parse
             time = closest_datetime(int(m.group("month")), int(m.group("day")), hour, minute,
                                     second, anchor)
         return make(m.group("msg"), "glog", name, pid, rank, _GLOG_LEVELS[m.group("level")],
-                    None, m.group("file"), int(m.group("lineno")), time)
+                    None, m.group("file"), _line_number(m.group("lineno")), time)
     if text.startswith("{") and text.endswith("}") and (data := _parse_json_line(text)):
         json_pid = data.get("process")
         return make(str(data["message"]), "json", str(data.get("processName") or "") or name,
-                    json_pid if isinstance(json_pid, int) else pid, rank,
+                    json_pid if isinstance(json_pid, int) and 0 <= json_pid <= PID_MAX else pid,
+                    rank,
                     str(data.get("levelname") or "") or None)
     return make(text, "prefix" if lead_match else "raw", name, pid, rank)

@@ -9,6 +9,7 @@ import shlex
 from collections.abc import Iterable
 from typing import Any
 
+from logwatch.core.numbers import COUNT_MAX, bounded_number
 from logwatch.core.snapshot.model import GpuFacts
 
 NVIDIA_SMI_QUERY = "name,driver_version,compute_cap"
@@ -146,15 +147,20 @@ def launch_from_log(captures: dict[str, dict[str, str]]) -> dict[str, Any]:
         facts.setdefault("model", engine["model"])
     if engine.get("quantization") and engine["quantization"] != "None":
         facts.setdefault("quantization", engine["quantization"])
-    if engine.get("tensor_parallel_size", "").isdigit():
-        facts.setdefault("tensor_parallel_size", int(engine["tensor_parallel_size"]))
+    # a size no machine has (more digits than a count holds) is garbage, read as none
+    tp = facts.get("tensor_parallel_size")
+    if tp is not None and not (isinstance(tp, int) and 0 < tp <= COUNT_MAX):
+        del facts["tensor_parallel_size"]
+    if (engine_tp := bounded_number(engine.get("tensor_parallel_size"))) is not None:
+        facts.setdefault("tensor_parallel_size", engine_tp)
     spec = engine.get("speculative_config")
     if spec and spec != "None" and "speculative_config" not in facts:
         method = re.search(r"method='([^']+)'", spec)
         tokens = re.search(r"num_spec_tokens=(\d+)", spec)
         facts["speculative_config"] = {
             "method": method.group(1) if method else "unknown",
-            **({"num_speculative_tokens": int(tokens.group(1))} if tokens else {})}
+            **({"num_speculative_tokens": count} if tokens
+               and (count := bounded_number(tokens.group(1))) is not None else {})}
     version = (captures.get("lifecycle.version", {}).get("version")
                or engine.get("version"))
     if version:

@@ -1,0 +1,187 @@
+"""Nothing in a line stops ingestion (issue 35): a pid no column holds, a record the history
+refuses for what it holds, 10,000 hostile lines; the daemon follows the file, never holds the
+source, and records every real failure after them, across a restart, as `scan --db` does."""
+
+from __future__ import annotations
+
+import os
+import random
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import duckdb
+import pytest
+
+from logwatch.store.db import open_store
+from tests.conftest import ROOT
+from tests.following import Running
+from tests.hostile_log import (
+    MARLIN_SIGNATURE,
+    OVERLONG_PID_LINE,
+    hostile_log,
+    marlin_failure,
+)
+
+START = b"INFO 12-04 10:00:00 [__init__.py:239] Automatically detected platform cuda."
+
+
+def rows(db: Path, query: str) -> list[tuple[Any, ...]]:
+    con = duckdb.connect(str(db), read_only=True)
+    try:
+        return con.execute(query).fetchall()
+    finally:
+        con.close()
+
+
+def marlin_lines(db: Path) -> list[int]:
+    return sorted(r[0] for r in rows(db, "SELECT line FROM findings WHERE signature = "
+                                         f"'{MARLIN_SIGNATURE}'"))
+
+
+def daemon_args(log: Path, db: Path) -> list[str]:
+    return ["--file", str(log), "--db", str(db), "--config", os.devnull]
+
+
+def until_idle(log: Path, db: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "logwatch", "daemon", *daemon_args(log, db),
+                           "--no-socket", "--until-idle", "1"], cwd=ROOT, capture_output=True,
+                          text=True, timeout=120, check=False)
+
+
+def source_of(status: dict[str, Any]) -> dict[str, Any]:
+    [source] = status["sources"]
+    return source  # type: ignore[no-any-return]
+
+
+@pytest.mark.slow
+def test_an_overlong_pid_does_not_blind_the_daemon(tmp_path: Path) -> None:
+    """The issue's line: a pid of 23 digits. The line is recorded (its pid none: no process
+    has it; the line keeps it as written), the Marlin failure after it is recorded, the
+    source is never held, and a restart and `scan --db` record the same."""
+    log, db = tmp_path / "vllm.log", tmp_path / "h.duckdb"
+    log.write_bytes(START + b"\n" + OVERLONG_PID_LINE + b"\n")
+    daemon = Running(*daemon_args(log, db), sock=tmp_path / "lw.sock")
+    try:
+        daemon.wait_status(lambda s: s["findings_recorded"] >= 1, 60, "the pid line recorded")
+        with open(log, "ab") as out:
+            out.write(b"\n".join(marlin_failure()) + b"\n")
+        st = daemon.wait_status(lambda s: s["findings_recorded"] >= 2 and not s["pending"],
+                                60, lambda: f"the Marlin failure recorded: {daemon.status()}")
+        assert st["database"]["writable"] is True, st["database"]
+        assert source_of(st)["state"] != "held", source_of(st)
+        assert "quarantined" not in source_of(st)
+        assert daemon.stop() == 0
+    finally:
+        if daemon.proc.poll() is None:
+            daemon.kill()
+    assert marlin_lines(db) == [9]
+    assert rows(db, "SELECT line, pid, text FROM findings WHERE line = 2") == [
+        (2, None, OVERLONG_PID_LINE.decode())]
+    # a restart reads on from where it stopped, and records what is written next
+    with open(log, "ab") as out:
+        out.write(OVERLONG_PID_LINE + b"\n" + b"\n".join(marlin_failure(pid=2451)) + b"\n")
+    again = until_idle(log, db)
+    assert again.returncode == 0, again.stderr
+    assert "unwritable" not in again.stderr
+    assert marlin_lines(db) == [9, 17]
+    scanned = tmp_path / "scan.duckdb"
+    done = subprocess.run([sys.executable, "-m", "logwatch", "scan", str(log), "--db",
+                           str(scanned)], cwd=ROOT, capture_output=True, text=True, timeout=120,
+                          check=False)
+    assert done.returncode == 1, done.stderr  # 1: failures found
+    assert marlin_lines(scanned) == [9, 17]
+
+
+def refusing_history(db: Path) -> None:
+    """A history whose findings table refuses one line's content: a site's own CHECK (a real
+    DuckDB constraint error on one record, as a value no column holds would be)."""
+    with open_store(db) as store:
+        columns = store.query("SELECT column_name, data_type FROM information_schema.columns "
+                              "WHERE table_name = 'findings' ORDER BY ordinal_position")
+        store.con.execute("DROP TABLE findings")
+        body = ", ".join(f"{name} {kind}" + (" PRIMARY KEY" if name == "id" else "")
+                         for name, kind in columns)
+        store.con.execute(f"CREATE TABLE findings ({body}, CHECK (pid IS NULL OR pid <> 666))")
+
+
+@pytest.mark.slow
+def test_a_record_the_history_refuses_is_quarantined_and_reading_goes_on(
+        tmp_path: Path) -> None:
+    log, db = tmp_path / "vllm.log", tmp_path / "h.duckdb"
+    refusing_history(db)
+    refused = (b"(EngineCore pid=666) ERROR 12-04 10:00:05 [core.py:700] EngineCore failed "
+               b"to start. token=hf_" + b"S" * 34)
+    log.write_bytes(START + b"\n" + refused + b"\n")
+    daemon = Running(*daemon_args(log, db), sock=tmp_path / "lw.sock")
+    try:
+        st = daemon.wait_status(lambda s: "quarantined" in source_of(s), 60,
+                                lambda: f"the refused record quarantined: {daemon.status()}")
+        source = source_of(st)
+        assert source["quarantined"]["records"] == 1 and source["quarantined"]["last_line"] == 2
+        assert "1 record quarantined, at line 2" in source["detail"], source
+        assert source["state"] != "held" and st["database"]["writable"] is True
+        assert any("line 2 quarantined" in e for e in st["events"]), st["events"]
+        with open(log, "ab") as out:
+            out.write(b"\n".join(marlin_failure()) + b"\n")
+        st = daemon.wait_status(lambda s: s["findings_recorded"] >= 1 and not s["pending"],
+                                60, lambda: f"the Marlin failure recorded: {daemon.status()}")
+        assert source_of(st)["state"] != "held"
+        assert daemon.stop() == 0
+    finally:
+        if daemon.proc.poll() is None:
+            daemon.kill()
+    said = [line for line in daemon.lines if "record_quarantined" in line]
+    assert len(said) == 1 and '"line": 2' in said[0], said
+    assert marlin_lines(db) == [9]
+    [(line, kind, signature, text, error)] = rows(
+        db, "SELECT line, kind, signature, text, error FROM quarantined")
+    assert (line, kind, signature) == (2, "finding", "engine.core_failed_to_start")
+    assert "EngineCore failed to start" in text and "S" * 34 not in text  # secrets masked
+    assert "Constraint" in error
+    # a restart does not meet it again: the position moved past it
+    with open(log, "ab") as out:
+        out.write(b"\n".join(marlin_failure(pid=2451)) + b"\n")
+    again = until_idle(log, db)
+    assert again.returncode == 0, again.stderr
+    assert "quarantined" not in again.stderr and "unwritable" not in again.stderr
+    assert marlin_lines(db) == [9, 16]
+
+
+@pytest.mark.slow
+def test_ten_thousand_hostile_lines_never_hold_the_source(tmp_path: Path) -> None:
+    """The fuzz of the live path: overlong pids, ranks and numbers, invalid UTF-8, NULs,
+    1 MiB lines, escapes, SQL, month 99, control characters; every real failure planted
+    among them is recorded at its line, and the source is never held."""
+    seed = int(os.environ.get("LOGWATCH_FUZZ_SEED", random.randrange(1 << 32)))
+    print(f"hostile log seed: {seed} (LOGWATCH_FUZZ_SEED={seed} repeats it)")
+    data, planted = hostile_log(seed)
+    log, db = tmp_path / "vllm.log", tmp_path / "h.duckdb"
+    log.write_bytes(data)
+    daemon = Running(*daemon_args(log, db), sock=tmp_path / "lw.sock")
+    states: set[str] = set()
+    size = len(data)
+    try:
+        def caught_up(st: dict[str, Any]) -> bool:
+            source = source_of(st)
+            states.add(source["state"])
+            assert st["database"]["writable"] is True, (seed, st["database"])
+            return (source["state"] == "following" and source.get("behind_bytes") == 0
+                    and not st["pending"] and st["findings_recorded"] > 0)
+
+        began = time.monotonic()
+        daemon.wait_status(caught_up, 50, lambda: f"seed {seed}: {daemon.status()}")
+        assert daemon.stop() == 0, daemon.stderr[-3000:]
+    finally:
+        if daemon.proc.poll() is None:
+            daemon.kill()
+    assert "held" not in states, (seed, states)
+    assert "database_unwritable" not in daemon.stderr, (seed, daemon.stderr[-3000:])
+    got = set(rows(db, "SELECT signature, line FROM findings"))
+    missing = [p for p in planted if p not in got]
+    assert not missing, (seed, missing)
+    assert rows(db, "SELECT max(position) FROM checkpoints")[0][0] == size
+    print(f"{len(planted)} planted failures recorded, {len(got)} findings in "
+          f"{time.monotonic() - began:.1f} s")
