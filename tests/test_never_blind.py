@@ -185,3 +185,59 @@ def test_ten_thousand_hostile_lines_never_hold_the_source(tmp_path: Path) -> Non
     assert rows(db, "SELECT max(position) FROM checkpoints")[0][0] == size
     print(f"{len(planted)} planted failures recorded, {len(got)} findings in "
           f"{time.monotonic() - began:.1f} s")
+
+
+POISON = b"a line this test makes the scan fail on"
+
+
+def test_a_slice_the_scan_fails_on_is_said_counted_and_passed_over(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Whatever a line does to the scan (a fault of logwatch's that no input is known to cause
+    any more, injected here), the reader goes on: the slice is said with its source and byte
+    range, counted in status, and a Marlin failure written after it is recorded. Before, the
+    reader task died and the daemon stopped, exit 0, blind to everything after."""
+    from logwatch.daemon.scan_streams import ScanStreams
+    from tests.inprocess import caught_up, daemon_until
+
+    handle = ScanStreams.handle
+
+    def failing(self: ScanStreams, chunk: Any) -> None:
+        if POISON in chunk.data:
+            raise ValueError("the scan broke on this slice")
+        handle(self, chunk)
+
+    monkeypatch.setattr(ScanStreams, "handle", failing)
+    log, db = tmp_path / "vllm.log", tmp_path / "h.duckdb"
+    log.write_bytes(START + b"\n" + POISON + b"\n")
+    seen: dict[str, Any] = {}
+
+    def poisoned_then_marlin(daemon: Any) -> bool:
+        status = daemon.status()
+        if status["scan_failures"] and not log.read_bytes().endswith(b"64\n"):
+            log.write_bytes(log.read_bytes() + b"\n".join(marlin_failure()) + b"\n")
+        seen.update(status)
+        return bool(status["scan_failures"]) and caught_up(1)(daemon)
+
+    done = daemon_until(poisoned_then_marlin, *daemon_args(log, db), "--no-socket")
+    assert done.returncode == 0, done.stderr
+    assert seen["scan_failures"] == {f"file:{log}": 1}
+    assert "scan_failed" in done.stderr and "the scan broke on this slice" in done.stderr
+    assert marlin_lines(db) != []
+
+
+def test_a_reader_that_dies_is_said_and_the_exit_status_says_it(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A reader stopped by a fault outside the scan (the source itself) is named in the log
+    and the daemon exits 70 (EX_SOFTWARE), not 0 as if all had been read."""
+    from logwatch.daemon.reading import Readers
+
+    async def broken(self: Readers, source: Any) -> None:
+        raise RuntimeError("the source broke")
+
+    monkeypatch.setattr(Readers, "read", broken)
+    log, db = tmp_path / "vllm.log", tmp_path / "h.duckdb"
+    log.write_bytes(START + b"\n")
+    from tests.inprocess import logwatch_text
+    done = logwatch_text("daemon", *daemon_args(log, db), "--no-socket", "--until-idle", "1")
+    assert done.returncode == 70, done.stderr
+    assert "reader_failed" in done.stderr and "the source broke" in done.stderr

@@ -1,5 +1,10 @@
 """Reading the sources: one task per source feeds its chunks to the streams being scanned, in
-slices, yielding to the loop between them and waiting while the writes lag behind."""
+slices, yielding to the loop between them and waiting while the writes lag behind.
+
+A slice the scan fails on (a fault of logwatch's, whatever the line) is said in the daemon's
+log with its source and byte range, counted in `status`, and passed over: reading goes on, so
+no line can stop the source (the failures counted are the ones to report as bugs).
+"""
 
 from __future__ import annotations
 
@@ -9,7 +14,7 @@ from typing import Any
 
 from logwatch.daemon.scan_streams import ScanStreams
 from logwatch.daemon.writes import MAX_PENDING, Writes
-from logwatch.sources.base import Source, slices
+from logwatch.sources.base import Chunk, Source, slices
 
 # A chunk is scanned in slices of about this size (~30 ms each on a backlog where every other
 # line is a finding; smaller slices cost a clean backlog's throughput: 64 KiB ran at 160 MB/s
@@ -18,6 +23,7 @@ from logwatch.sources.base import Source, slices
 SLICE_BYTES = 256 << 10
 BUSY_SECONDS = 0.05
 PAUSE_SECONDS = 0.002
+MAX_FAILURES_LOGGED = 20  # per source; status counts them all
 
 
 class Readers:
@@ -29,6 +35,7 @@ class Readers:
         self.stopped = stopped
         self.log = log
         self._busy = 0.0  # seconds of scanning since the readers last paused (see _breathe)
+        self.scan_failures: dict[str, int] = {}  # source -> slices the scan failed on
 
     async def read(self, source: Source) -> None:
         log = self.log.bind(source=source.name)
@@ -45,7 +52,10 @@ class Readers:
             # and wait while the writes lag behind
             for piece in slices(chunk, SLICE_BYTES):
                 began = time.monotonic()
-                self.scan_streams.handle(piece)
+                try:
+                    self.scan_streams.handle(piece)
+                except Exception as exc:  # a fault of ours must not stop the source
+                    self._scan_failed(log, piece, exc)
                 await self._breathe(time.monotonic() - began)
                 while not self.writes.room.is_set() and (
                         replayable or len(self.writes.pending) >= MAX_PENDING):
@@ -56,6 +66,13 @@ class Readers:
             seen = len(events)
             if self.stopped.is_set():
                 break
+
+    def _scan_failed(self, log: Any, piece: Chunk, exc: Exception) -> None:
+        count = self.scan_failures[piece.source] = self.scan_failures.get(piece.source, 0) + 1
+        if count <= MAX_FAILURES_LOGGED:
+            log.error("scan_failed", generation=piece.generation, offset=piece.offset,
+                      end=piece.offset + len(piece.data), error=f"{type(exc).__name__}: "
+                      f"{str(exc)[:300]}", passed_over=True)
 
     async def _breathe(self, busy: float) -> None:
         """After a slice of `busy` seconds of scanning: yield to the loop, and after

@@ -56,6 +56,8 @@ T = TypeVar("T")
 TICK_SECONDS = 0.25
 # Exit status when stopped with findings the database never took.
 EXIT_UNWRITTEN = 75  # EX_TEMPFAIL
+# Exit status when a source's reader stopped on a fault of logwatch's (said in the log).
+EXIT_READER_FAILED = 70  # EX_SOFTWARE
 
 
 class Daemon:
@@ -191,6 +193,10 @@ class Daemon:
         self.in_force.retake_snapshots()
 
     # what the socket's status and metrics ask (status_view.py)
+    @property
+    def scan_failures(self) -> dict[str, int]:
+        return self.readers.scan_failures
+
     def status(self) -> dict[str, Any]:
         return daemon_status(self)
 
@@ -340,8 +346,14 @@ class Daemon:
                   if self.keep_days > 0 else None)
         exporter = (asyncio.create_task(export_every(self, *self.export))
                     if self.export is not None else None)
+        died: list[asyncio.Task[None]] = []
         try:
             await asyncio.wait([stopper, all_read], return_when=asyncio.FIRST_COMPLETED)
+            for source, reader in zip(self.sources, readers, strict=True):
+                if reader.done() and not reader.cancelled() and reader.exception() is not None:
+                    died.append(reader)
+                    self.log.error("reader_failed", source=source.name,
+                                   error=repr(reader.exception())[:500])
         finally:
             self.notifier.stopping()
             if self.control is not None:  # a query running on the history must not hold us
@@ -371,4 +383,6 @@ class Daemon:
             if self.alerts is not None:
                 await self.alerts.close()
             self.log.info("stopped", lines=self.lines, findings=self.committed)
-        return EXIT_UNWRITTEN if unwritten else 0
+        if unwritten:
+            return EXIT_UNWRITTEN
+        return EXIT_READER_FAILED if died else 0

@@ -69,6 +69,9 @@ class Seen(Protocol):
     @property
     def relaunches(self) -> Relaunches | None: ...
 
+    @property
+    def scan_failures(self) -> Mapping[str, int]: ...  # source -> slices passed over
+
 
 def lag_bytes(read_positions: Mapping[str, tuple[str, int]]) -> dict[str, int]:
     """How far each file source is behind its writer (bytes not read yet)."""
@@ -149,6 +152,8 @@ def daemon_status(seen: Seen) -> dict[str, Any]:
         "failed_launches": seen.launches.failed,
         "last_failure": seen.launches.last_failure,
         "events": seen.events[-10:],
+        # slices a fault of logwatch's scan passed over, per source (none: {})
+        "scan_failures": dict(seen.scan_failures),
         **({"relaunch": seen.relaunches.status()} if seen.relaunches is not None else {}),
     }
 
