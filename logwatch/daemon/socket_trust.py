@@ -92,6 +92,29 @@ def check_socket(path: Path) -> None:
                       "refusing to talk to a daemon someone else started there")
 
 
+def who_may_connect(path: Path) -> str:
+    """Who the file modes let connect to the socket at `path` (its directory's when the
+    socket itself cannot be seen), for a client that was refused."""
+    import grp
+
+    for place in (path, path.parent):
+        try:
+            st = os.stat(place)
+        except OSError:
+            continue
+        try:
+            group = grp.getgrgid(st.st_gid).gr_name
+        except KeyError:
+            group = str(st.st_gid)
+        names = ["root"] if st.st_uid == 0 else ["root", _owner(st.st_uid)]
+        bits = (stat.S_IWGRP if place == path else stat.S_IXGRP)
+        if st.st_mode & bits:
+            names.append(f"members of group {group}")
+        who = f"{', '.join(names[:-1])} or {names[-1]}" if len(names) > 1 else names[0]
+        return f"{who} may connect"
+    return "ask the daemon's operator to add you to its socket.group"
+
+
 def peer_uid(sock: socket.socket | None) -> int | None:
     """The uid of the process at the other end of a Unix socket, as the kernel says
     (SO_PEERCRED); None where it cannot be asked."""
