@@ -125,6 +125,7 @@ PER_USER = 16
 OWNER_CLIENTS = 64
 IDLE_SECONDS = 60.0  # socket.idle_seconds: a connection that asks nothing for so long goes
 ANSWER_BUFFER_BYTES = 64 << 20
+REFUSAL_WAIT = 5.0  # seconds a refused connection has to send the request it is answered
 
 
 def _json(value: Any) -> Any:
@@ -168,6 +169,7 @@ class ControlServer:
         self.groups = Groups()  # resolved when the socket starts
         self.idle_seconds = idle_seconds
         self._held: dict[int | None, int] = {}  # uid -> connections open
+        self._turned_away: set[int | None] = set()  # users not let in (logged once each)
         self.subscribers: set[Subscriber] = set()
         self._server: asyncio.base_events.Server | None = None
         self._clients: set[asyncio.Task[None]] = set()
@@ -253,6 +255,11 @@ class ControlServer:
         with contextlib.suppress(FileNotFoundError):
             self.path.unlink()
 
+    def _release(self, peer: Peer) -> None:
+        self._held[peer.uid] -= 1
+        if not self._held[peer.uid]:
+            del self._held[peer.uid]
+
     def _no_slot(self, peer: Peer) -> str | None:
         """Why this peer's connection cannot be held now (counted already), or None."""
         if peer.role == OWNER:
@@ -274,15 +281,24 @@ class ControlServer:
         self._writers.add(writer)
         peer = identify(writer.get_extra_info("socket"), self.groups)
         self._held[peer.uid] = self._held.get(peer.uid, 0) + 1
+        counted = True
         try:
+            turned_away: dict[str, Any] | None = None
             if peer.role is None:
-                self.log.warning("control_peer_refused", uid=peer.uid)
-                await self._send(writer, {"ok": False, "denied": True,
-                                          "error": not_let_in(peer, self.groups)})
-                return
-            busy = self._no_slot(peer)
-            if busy is not None:
-                await self._send(writer, {"ok": False, "error": busy})
+                if peer.uid not in self._turned_away:  # said once per user, not per try
+                    self._turned_away.add(peer.uid)
+                    self.log.warning("control_peer_refused", uid=peer.uid)
+                turned_away = {"ok": False, "denied": True,
+                               "error": not_let_in(peer, self.groups)}
+            elif (busy := self._no_slot(peer)) is not None:
+                turned_away = {"ok": False, "error": busy}
+            if turned_away is not None:  # the answer to its first request (a client writes
+                self._release(peer)  # first: an answer before it, then a close, is lost)
+                counted = False
+                with contextlib.suppress(TimeoutError, ValueError):
+                    await asyncio.wait_for(reader.readline(), min(self.idle_seconds,
+                                                                  REFUSAL_WAIT))
+                await self._send(writer, turned_away)
                 return
             while True:
                 try:
@@ -326,9 +342,8 @@ class ControlServer:
         except (ConnectionError, asyncio.CancelledError):
             return
         finally:
-            self._held[peer.uid] -= 1
-            if not self._held[peer.uid]:
-                del self._held[peer.uid]
+            if counted:
+                self._release(peer)
             if task is not None:
                 self._clients.discard(task)
             self._writers.discard(writer)
