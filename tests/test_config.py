@@ -228,3 +228,22 @@ def test_check_config_names_a_signature_directory_the_daemon_would_refuse(
     assert f"lw.toml:2: signatures.dirs: {tmp_path / 'site'}: not a directory" in missing.stderr
     (tmp_path / "site").mkdir()
     assert logwatch_text("check-config", "--config", str(conf)).returncode == 0
+
+
+def test_the_socket_groups_are_parsed_strictly_as_the_docs_show(tmp_path: Path) -> None:
+    """docs/daemon.md's [socket] block passes check-config (a group this host lacks is a
+    note, the file may be meant for another host) and show-config shows its values; the
+    operators' group may not be the readers' and a group's name is a name."""
+    text = (ROOT / "docs" / "daemon.md").read_text(encoding="utf-8")
+    block = next(b.split("```", 1)[0] for b in text.split("```toml\n")[1:] if "[socket]" in b)
+    conf = tmp_path / "lw.toml"
+    conf.write_text(block)
+    ok = logwatch_text("check-config", "--config", str(conf))
+    assert ok.returncode == 0, ok.stderr
+    shown = logwatch_text("show-config", "--config", str(conf)).stdout
+    assert "socket.operators_group" in shown and "'logwatch-ops'" in shown
+    assert "socket.idle_seconds" in shown
+    same = messages('[socket]\ngroup = "ops"\noperators_group = "ops"\n')
+    assert len(same) == 1 and "the same as socket.group" in same[0] and ":3:" in same[0]
+    assert "a group's name" in messages('[socket]\noperators_group = "../x"\n')[0]
+    assert "must be more than 0" in messages("[socket]\nidle_seconds = 0\n")[0]

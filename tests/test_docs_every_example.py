@@ -222,6 +222,8 @@ ELSEWHERE: dict[str, str] = {
         "test_the_daemon_docs_socat_subscription_stays_and_hears_an_incident",
     "docs/fleet.md | ```sql SELECT l.host":
         "tests/test_fleet.py::test_three_hosts_exports_are_one_dataset_the_docs_query_reads",
+    "docs/daemon.md | ```toml [socket]":
+        "tests/test_config.py::test_the_socket_groups_are_parsed_strictly_as_the_docs_show",
     "docs/fleet.md | ```toml [export]":
         "tests/test_fleet.py::"
         "test_a_running_daemon_exports_on_its_timer_and_the_cli_says_who_holds_it",

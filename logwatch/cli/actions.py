@@ -28,6 +28,8 @@ def operator_request(op: str, socket: Path | None, as_json: bool, **params: Any)
         answer = asyncio.run(client.request(path, op, **params))
     except client.ProtocolMismatch as exc:
         return _said(as_json, EXIT_NO_DAEMON, {"ok": False, "error": str(exc)})
+    except client.PermissionDenied as exc:  # a daemon runs and does not let us in
+        return _said(as_json, EXIT_REFUSED, {"ok": False, "denied": True, "error": str(exc)})
     except (OSError, TimeoutError, ValueError) as exc:
         return _said(as_json, EXIT_NO_DAEMON, {
             "ok": False, "error": f"{exc}; actions are approved, rejected and reset "

@@ -29,6 +29,10 @@ def config_command(args: argparse.Namespace) -> int:
         where = config.origins.get("file", "?")
         print(f"configuration OK: {len(config.targets)} target(s)"
               + ("" if where.startswith("none") else f" in {where}"))
+        from logwatch.daemon.config_file import host_notes
+
+        for note in host_notes(config):
+            print(f"  note: {note}")
         if where.startswith("none"):  # no file is not a checked file: say which was looked for
             from logwatch.daemon.config_file import default_config
 

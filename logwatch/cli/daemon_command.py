@@ -87,15 +87,9 @@ def daemon_command(args: argparse.Namespace) -> int:
         daemon.watch_dirs = [args.library or default_signature_dir(), *args.signatures]
         if not args.no_socket:
             from logwatch.daemon.config_file import default_socket_path
-            from logwatch.daemon.control import ControlServer
 
             socket_path = args.socket or default_socket_path(config.get("socket.path"))
-            from logwatch.store.operator_sql import QueryLimits
-
-            daemon.control = ControlServer(daemon, socket_path,
-                                           config.get("socket.group") or None)
-            daemon.control.limits = QueryLimits(seconds=float(config.get("socket.query_seconds")),
-                                                rows=int(config.get("socket.query_rows")))
+            daemon.control = control_server(daemon, socket_path, config)
         if args.metrics:
             from logwatch.daemon.metrics import MetricsServer, daemon_samples, parse_listen
 
@@ -114,6 +108,20 @@ def daemon_command(args: argparse.Namespace) -> int:
               "findings recorded", file=sys.stderr)
     leave_now(store, code)
     return code
+
+
+def control_server(daemon: Any, path: Path, config: Any) -> Any:
+    """The control socket with the configuration's [socket] settings: who may connect
+    and ask what (group, operators_group), idle connections, query limits."""
+    from logwatch.daemon.control import ControlServer
+    from logwatch.store.operator_sql import QueryLimits
+
+    server = ControlServer(daemon, path, config.get("socket.group") or None,
+                           operators_group=config.get("socket.operators_group") or None,
+                           idle_seconds=float(config.get("socket.idle_seconds")))
+    server.limits = QueryLimits(seconds=float(config.get("socket.query_seconds")),
+                                rows=int(config.get("socket.query_rows")))
+    return server
 
 
 def leave_now(store: Any, code: int) -> None:

@@ -96,13 +96,16 @@ def _ask_daemon(socket: Path | None, op: str, db: Path | None = None,
     from logwatch.store.db import DatabaseError
 
     path, wait = socket or default_socket_path(), _busy_seconds()
-    if not path.exists():
-        return _Elsewhere()
+    try:
+        if not path.exists():
+            return _Elsewhere()
+    except PermissionError:  # a directory we may not search: the connection says who may
+        pass
     try:
         answer = asyncio.run(client.request(path, op, timeout=wait,
                                             db=db and str(db.resolve()), **params))
-    except client.ProtocolMismatch as exc:  # a daemon runs: its file is not ours to open
-        raise DatabaseError(str(exc)) from exc
+    except (client.ProtocolMismatch, client.PermissionDenied) as exc:  # a daemon runs: its
+        raise DatabaseError(str(exc)) from exc  # file is not ours to open
     except TimeoutError as exc:
         raise DatabaseError(f"the daemon on {path} is busy: no answer within "
                             f"{wait:g} s (try again; `logwatch status` says what it "

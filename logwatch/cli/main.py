@@ -39,7 +39,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)  # --help and usage errors import nothing more
     output.configure(args)  # the colour choice; stdout gathered for a pager
     from logwatch.core.signatures.library import LibraryError
-    from logwatch.daemon.socket_trust import UnsafeSocketPath
+    from logwatch.daemon.socket_trust import UnsafePath
     from logwatch.store.errors import DatabaseError
 
     try:
@@ -104,7 +104,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         from logwatch.cli.signatures import signatures_command
 
         return signatures_command(args)
-    except (DatabaseError, UnsafeSocketPath) as exc:
+    except (DatabaseError, UnsafePath) as exc:  # a socket or export directory refused
         warn(f"logwatch: {exc}")
         return EXIT_USAGE
     except LibraryError as exc:

@@ -10,7 +10,7 @@ from typing import Any
 
 from logwatch.cli import output
 from logwatch.cli.config_command import refused
-from logwatch.cli.daemon_command import leave_now, notify
+from logwatch.cli.daemon_command import control_server, leave_now, notify
 from logwatch.cli.exit_codes import EXIT_USAGE
 from logwatch.cli.options import load_library
 from logwatch.cli.output import warn
@@ -67,10 +67,8 @@ def run_command(args: argparse.Namespace) -> int:
         notify(daemon, config)
         daemon.writer.record_snapshot(digest, snapshot.to_dict())
         daemon.launches.snapshots.configure(source.name, snapshot)  # exactly what is started
-        if args.socket:
-            from logwatch.daemon.control import ControlServer
-
-            daemon.control = ControlServer(daemon, args.socket)
+        if args.socket:  # who may connect and ask what: the configuration's [socket]
+            daemon.control = control_server(daemon, args.socket, config)
             if args.relaunch == "ask":
                 daemon.needs_socket = ("--relaunch ask waits for `logwatch approve`, which "
                                        "reaches this run only through its socket")

@@ -20,6 +20,7 @@ from logwatch.daemon.connection import (
     ANSWER_LIMIT,
     FIRST_BACKOFF,
     DaemonUnavailable,
+    PermissionDenied,
     ProtocolMismatch,
     RequestFailed,
     close_quietly,
@@ -30,14 +31,17 @@ from logwatch.daemon.connection import (
 from logwatch.daemon.protocol import HelloAnswer, RowsAnswer, StatusBody, request_message
 from logwatch.daemon.subscription import Reconnected, Subscription, raw_subscription
 
-__all__ = ["Client", "DaemonUnavailable", "ProtocolMismatch", "Reconnected", "RequestFailed",
-           "Subscription", "raw_subscription", "request", "subscribe", "wait_ready"]
+__all__ = ["Client", "DaemonUnavailable", "PermissionDenied", "ProtocolMismatch", "Reconnected",
+           "RequestFailed", "Subscription", "raw_subscription", "request", "subscribe",
+           "wait_ready"]
 
 
 class Client:
     """A connection to a daemon for requests, opened on first use. With `reconnect`, a
     request that finds the daemon gone waits up to `reconnect_for` seconds (None: forever)
-    for one to answer again and is sent again (every request is safe to repeat)."""
+    for one to answer again and is sent again (every request is safe to repeat); without, a
+    connection the daemon closed while it was idle (socket.idle_seconds) is opened again
+    once."""
 
     def __init__(self, path: Path, *, timeout: float = 30.0, reconnect: bool = False,
                  reconnect_for: float | None = 30.0) -> None:
@@ -77,6 +81,7 @@ class Client:
         message = request_message(op, params)
         async with self._lock:
             while True:
+                reused = self._writer is not None  # the daemon closes one left idle
                 if self._writer is None:
                     await self.connect(self.reconnect_for if self.reconnect else 0.0)
                 assert self._reader is not None and self._writer is not None
@@ -85,7 +90,7 @@ class Client:
                                            self.timeout, self.path)
                 except DaemonUnavailable:
                     await self.close()
-                    if not self.reconnect:
+                    if not self.reconnect and not reused:
                         raise
                 except BaseException:  # a timeout: a late answer must not be read as the next
                     await self.close()

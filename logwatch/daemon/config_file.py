@@ -48,6 +48,23 @@ def load_config(path: Path | None, overrides: dict[str, Any] | None = None) -> C
     return config
 
 
+def host_notes(config: Config) -> list[str]:
+    """What this host lacks for the configuration (check-config says it; the file may be
+    meant for another host): the socket's groups."""
+    import grp
+
+    notes = []
+    for key in ("socket.group", "socket.operators_group"):
+        name = config.values.get(key)
+        try:
+            if name:
+                grp.getgrnam(name)
+        except KeyError:
+            notes.append(f"{key} {name!r}: no such group on this host (a daemon started here "
+                         "would serve no control socket)")
+    return notes
+
+
 def _line_of(text: str, key: str) -> int | None:
     """The first line that sets `key` (for a problem's place)."""
     for number, line in enumerate(text.splitlines(), 1):

@@ -1,7 +1,7 @@
 """Connections to the daemon's control socket, shared by requests (client.py) and
 subscriptions (subscription.py): the trust checks on the socket's path and on the process
 serving it, one JSON line each way, `hello` first, retries with backoff, and the errors a
-client sees."""
+client sees (a daemon that does not let us in is PermissionDenied, never "no daemon")."""
 
 from __future__ import annotations
 
@@ -12,7 +12,13 @@ from pathlib import Path
 from typing import Any, cast
 
 from logwatch.daemon.protocol import PROTOCOL_VERSION, HelloAnswer
-from logwatch.daemon.socket_trust import UnsafeSocketPath, check_peer, check_socket, peer_uid
+from logwatch.daemon.socket_trust import (
+    UnsafeSocketPath,
+    check_peer,
+    check_socket,
+    peer_uid,
+    who_may_connect,
+)
 
 ANSWER_LIMIT = 64 << 20  # the longest answer read (a query's rows, up to the daemon's bound)
 # The longest event kept (a `lines` event is at most ~400 KB as JSON); a longer one is skipped
@@ -30,6 +36,12 @@ class DaemonUnavailable(ConnectionError):
 class ProtocolMismatch(Exception):
     """The daemon speaks another protocol version than this client (not an OSError: a
     caller that falls back to the database file when no daemon runs must not do so here)."""
+
+
+class PermissionDenied(Exception):
+    """The socket or the daemon does not let this user in; the message says who may (not
+    an OSError: a caller that falls back to the database file when no daemon runs must not
+    do so here)."""
 
 
 class RequestFailed(Exception):
@@ -56,6 +68,9 @@ async def open_trusted(path: Path, timeout: float, limit: int
         check_socket(path)
         reader, writer = await asyncio.wait_for(
             asyncio.open_unix_connection(str(path), limit=limit), timeout)
+    except PermissionError as exc:  # the socket's or its directory's mode keeps us out
+        raise PermissionDenied(f"permission denied: you may not connect to {path}; "
+                               f"{who_may_connect(path)}") from exc
     except (FileNotFoundError, ConnectionRefusedError, ConnectionResetError) as exc:
         raise DaemonUnavailable(f"no logwatch daemon answers on {path} "
                                 f"({exc.strerror or type(exc).__name__})") from exc
@@ -93,6 +108,8 @@ async def exchange(reader: asyncio.StreamReader, writer: asyncio.StreamWriter,
 
 def hello_checked(answer: dict[str, Any], path: Path) -> HelloAnswer:
     error = str(answer.get("error", ""))
+    if answer.get("denied"):  # the daemon does not let this user in: who may, said
+        raise PermissionDenied(f"{path}: {error}")
     if error.startswith("busy"):  # all its connections are taken: try again later
         raise DaemonUnavailable(f"the daemon on {path} is {error}")
     if "unknown op" in error:

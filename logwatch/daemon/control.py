@@ -1,6 +1,9 @@
 """The daemon's control socket: a Unix socket (mode 0660, optional group; no network
 listener) speaking JSON lines. One request per line, one response per line; `subscribe`
-turns the connection into a stream of events.
+turns the connection into a stream of events. Every request is checked against who the
+peer is (`peers`: the owner, an operator, a reader; anyone else is not let in); a connection
+that asks nothing for `idle_seconds` is closed, each user holds at most PER_USER of them,
+and the owner's connections never wait behind anyone else's.
 
 The requests, their answers and the events are declared in `logwatch.daemon.protocol`; every
 request is checked against it before it is answered, and every event published against it
@@ -16,7 +19,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import grp
 import json
 import os
 from collections.abc import Mapping
@@ -29,6 +31,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from logwatch import __version__, own_log
 from logwatch.core.report.timestamps import written
 from logwatch.daemon.action_book import RelaunchError, operator_name
+from logwatch.daemon.peers import OWNER, Groups, Peer, identify, not_let_in, refused_because
 from logwatch.daemon.protocol import EVENT_KINDS as EVENT_KINDS  # re-exported: older imports
 from logwatch.daemon.protocol import (
     OPS,
@@ -55,8 +58,8 @@ from logwatch.daemon.relaunches import Relaunches
 from logwatch.daemon.socket_trust import (
     UnsafeSocketPath,
     group_cannot_reach,
-    peer_uid,
     prepare_directory,
+    trusted_uids,
 )
 from logwatch.store.db import DatabaseError
 from logwatch.store.operator_sql import DEFAULT_LIMITS, QueryLimits, QueryResult, run_read_only
@@ -112,11 +115,17 @@ MAX_REQUEST_BYTES = 1 << 20
 # Socket queries run on threads of their own (never the default pool, which sources use),
 # at most this many at once; more are answered "busy" at once rather than queued.
 SQL_CONCURRENT = 2
-# At most this many connections at once; and answers waiting in the socket buffers of
+# At most this many connections at once of users other than the owner (root and the
+# daemon's user), PER_USER of them of any one user; the owner has OWNER_CLIENTS of its own,
+# so others' connections never lock it out. Answers waiting in the socket buffers of
 # clients that do not read them may hold at most ANSWER_BUFFER_BYTES all together (a bigger
 # answer is refused as busy), so clients that ask and never read cannot grow the daemon.
 MAX_CLIENTS = 64
+PER_USER = 16
+OWNER_CLIENTS = 64
+IDLE_SECONDS = 60.0  # socket.idle_seconds: a connection that asks nothing for so long goes
 ANSWER_BUFFER_BYTES = 64 << 20
+REFUSAL_WAIT = 5.0  # seconds a refused connection has to send the request it is answered
 
 
 def _json(value: Any) -> Any:
@@ -145,14 +154,22 @@ class Subscriber:
 
 class ControlServer:
     def __init__(self, daemon: ControlledDaemon, path: Path, group: str | None = None,
-                 strict: bool | None = None) -> None:
-        """`strict`: raise on an event outside the vocabulary (default: strict_protocol())."""
+                 strict: bool | None = None, *, operators_group: str | None = None,
+                 idle_seconds: float = IDLE_SECONDS) -> None:
+        """`group`: readers' (socket.group), `operators_group`: operators'
+        (socket.operators_group); `strict`: raise on an event outside the vocabulary
+        (default: strict_protocol())."""
         self.daemon = daemon
         self.strict = strict_protocol() if strict is None else strict
         self.log = own_log.get("logwatch.control")
         self._refused: set[str] = set()  # events refused, each logged once
         self.path = path
         self.group = group
+        self.operators_group = operators_group
+        self.groups = Groups()  # resolved when the socket starts
+        self.idle_seconds = idle_seconds
+        self._held: dict[int | None, int] = {}  # uid -> connections open
+        self._turned_away: set[int | None] = set()  # users not let in (logged once each)
         self.subscribers: set[Subscriber] = set()
         self._server: asyncio.base_events.Server | None = None
         self._clients: set[asyncio.Task[None]] = set()
@@ -188,20 +205,20 @@ class ControlServer:
         self.publish(event.kind, **message)
 
     async def start(self) -> None:
-        try:
-            gid = grp.getgrnam(self.group).gr_gid if self.group else None
-        except KeyError:
-            raise OSError(f"socket.group {self.group!r}: no such group") from None
+        self.groups = Groups.named(self.group, self.operators_group)  # OSError: no such group
+        # the socket's group: the readers', else the operators' (who must reach it too)
+        named = self.groups.readers or self.groups.operators
+        gid = named[1] if named else None
         try:
             prepare_directory(self.path.parent, gid)
         except UnsafeSocketPath as exc:
             raise OSError(str(exc)) from exc
         if gid is not None and group_cannot_reach(self.path.parent, gid):
-            note = (f"control socket: members of group {self.group} cannot reach "
+            note = (f"control socket: members of group {named and named[0]} cannot reach "
                     f"{self.path.parent} (no search permission); give the directory to the "
                     "group, or make it 0755 (the socket's own mode 0660 keeps others out)")
             self.daemon.events.append(note)
-            self.log.warning("control_socket_unreachable", group=self.group,
+            self.log.warning("control_socket_unreachable", group=named and named[0],
                              path=str(self.path.parent))
         if self.path.is_socket():
             try:
@@ -238,19 +255,56 @@ class ControlServer:
         with contextlib.suppress(FileNotFoundError):
             self.path.unlink()
 
+    def _release(self, peer: Peer) -> None:
+        self._held[peer.uid] -= 1
+        if not self._held[peer.uid]:
+            del self._held[peer.uid]
+
+    def _no_slot(self, peer: Peer) -> str | None:
+        """Why this peer's connection cannot be held now (counted already), or None."""
+        if peer.role == OWNER:
+            return None if self._held[peer.uid] <= OWNER_CLIENTS else (
+                f"busy: {OWNER_CLIENTS} connections of yours are open (the most at once)")
+        if self._held[peer.uid] > PER_USER:
+            return (f"busy: {peer.name} has {PER_USER} connections open (the most for one "
+                    "user); close one")
+        strangers = sum(n for uid, n in self._held.items()
+                        if uid is None or uid not in trusted_uids())
+        if strangers > MAX_CLIENTS:
+            return f"busy: {MAX_CLIENTS} connections are open (the most at once)"
+        return None
+
     async def _client(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         task = asyncio.current_task()
         if task is not None:
             self._clients.add(task)
         self._writers.add(writer)
+        peer = identify(writer.get_extra_info("socket"), self.groups)
+        self._held[peer.uid] = self._held.get(peer.uid, 0) + 1
+        counted = True
         try:
-            if len(self._clients) > MAX_CLIENTS:
-                await self._send(writer, {"ok": False, "error": f"busy: {MAX_CLIENTS} "
-                                          "connections are open (the most at once)"})
+            turned_away: dict[str, Any] | None = None
+            if peer.role is None:
+                if peer.uid not in self._turned_away:  # said once per user, not per try
+                    self._turned_away.add(peer.uid)
+                    self.log.warning("control_peer_refused", uid=peer.uid)
+                turned_away = {"ok": False, "denied": True,
+                               "error": not_let_in(peer, self.groups)}
+            elif (busy := self._no_slot(peer)) is not None:
+                turned_away = {"ok": False, "error": busy}
+            if turned_away is not None:  # the answer to its first request (a client writes
+                self._release(peer)  # first: an answer before it, then a close, is lost)
+                counted = False
+                with contextlib.suppress(TimeoutError, ValueError):
+                    await asyncio.wait_for(reader.readline(), min(self.idle_seconds,
+                                                                  REFUSAL_WAIT))
+                await self._send(writer, turned_away)
                 return
             while True:
                 try:
-                    line = await reader.readline()
+                    line = await asyncio.wait_for(reader.readline(), self.idle_seconds)
+                except TimeoutError:  # asked nothing for too long: its slot goes
+                    return
                 except ValueError:
                     await self._send(writer, {"ok": False, "error": "request over 1 MiB"})
                     return
@@ -264,6 +318,11 @@ class ControlServer:
                 except (ValueError, RecursionError) as exc:  # nested too deep: RecursionError
                     await self._send(writer, {"ok": False, "error": _bad_request(exc)})
                     continue
+                denied = refused_because(request, peer, self.groups)
+                if denied is not None:
+                    self.log.warning("control_request_refused", op=request.op, uid=peer.uid)
+                    await self._send(writer, {"ok": False, "denied": True, "error": denied})
+                    continue
                 if isinstance(request, SubscribeRequest):
                     refusal = self._other_db(request)
                     if refusal is not None:
@@ -273,7 +332,7 @@ class ControlServer:
                     await self._stream(writer, kinds)
                     return
                 try:
-                    reply = await self.answer(request, peer_uid(writer.get_extra_info("socket")))
+                    reply = await self.answer(request, peer.uid)
                 except (ValueError, TypeError) as exc:  # a field of the wrong kind
                     reply = {"ok": False, "error": f"bad request: {exc}"}
                 except Exception as exc:  # never a dropped connection for the client
@@ -283,6 +342,8 @@ class ControlServer:
         except (ConnectionError, asyncio.CancelledError):
             return
         finally:
+            if counted:
+                self._release(peer)
             if task is not None:
                 self._clients.discard(task)
             self._writers.discard(writer)

@@ -20,7 +20,11 @@ from pathlib import Path
 from logwatch.paths import fallback_runtime_dir as fallback_runtime_dir  # re-exported
 
 
-class UnsafeSocketPath(Exception):
+class UnsafePath(Exception):
+    """A directory logwatch would write in could be controlled by someone else."""
+
+
+class UnsafeSocketPath(UnsafePath):
     """The socket or a directory on its path could be controlled by someone else."""
 
 
@@ -35,24 +39,29 @@ def _owner(uid: int) -> str:
         return f"uid {uid}"
 
 
-def _refuse(path: str, why: str, remedy: str) -> UnsafeSocketPath:
+def _refuse(path: str, why: str, remedy: str, label: str = "") -> UnsafePath:
+    if label:
+        return UnsafePath(f"{label}: {path} {why}; {remedy}")
     return UnsafeSocketPath(f"control socket: {path} {why}; {remedy}")
 
 
-def _check_entry(path: str, st: os.stat_result, last: bool) -> None:
+def _check_entry(path: str, st: os.stat_result, last: bool, label: str) -> None:
     if st.st_uid not in trusted_uids():
         raise _refuse(path, f"belongs to {_owner(st.st_uid)}, not to you or root",
+                      "someone else may have made it to catch what is written there: remove "
+                      "it, or choose a directory of your own" if label else
                       "someone else may have made it to catch your queries: remove it, or "
-                      "point XDG_RUNTIME_DIR or --socket at a directory of your own")
+                      "point XDG_RUNTIME_DIR or --socket at a directory of your own", label)
     if not stat.S_ISDIR(st.st_mode):
-        raise _refuse(path, "is not a directory", "move it away")
+        raise _refuse(path, "is not a directory", "move it away", label)
     writable = st.st_mode & (stat.S_IWGRP | stat.S_IWOTH)
     if writable and (last or not st.st_mode & stat.S_ISVTX):
         raise _refuse(path, f"is writable by others (mode {stat.S_IMODE(st.st_mode):04o})",
-                      f"anyone could replace the socket: chmod go-w {path}")
+                      f"anyone could put a link there: chmod go-w {path}" if label else
+                      f"anyone could replace the socket: chmod go-w {path}", label)
 
 
-def _walk(directory: str, holds_socket: bool) -> None:
+def _walk(directory: str, holds_socket: bool, label: str = "") -> None:
     parts = Path(directory).parts
     for depth in range(1, len(parts) + 1):
         path = os.path.join(*parts[:depth])
@@ -60,24 +69,25 @@ def _walk(directory: str, holds_socket: bool) -> None:
         st = os.lstat(path)
         if stat.S_ISLNK(st.st_mode):
             if last:
-                raise _refuse(path, "is a symbolic link", "the socket's directory must be a "
-                              "real directory: remove the link")
+                raise _refuse(path, f"is a symbolic link owned by {_owner(st.st_uid)}",
+                              "the directory must be a real directory: remove the link", label)
             if st.st_uid not in trusted_uids():  # its owner can point it elsewhere later
                 raise _refuse(path, f"is a symbolic link owned by {_owner(st.st_uid)}",
-                              "remove it")
+                              "remove it", label)
             st = os.stat(path)
-        _check_entry(path, st, last)
+        _check_entry(path, st, last, label)
 
 
-def check_directory(directory: Path, holds_socket: bool = True) -> None:
+def check_directory(directory: Path, holds_socket: bool = True, label: str = "") -> None:
     """Refuse (UnsafeSocketPath) a socket directory someone else could control; every directory
     on the path is checked as written and as resolved. FileNotFoundError if it does not exist.
-    `holds_socket` False: a directory above it, which may be sticky like /tmp."""
+    `holds_socket` False: a directory above it, which may be sticky like /tmp. `label`: what
+    the directory is for, when not the socket (UnsafePath then): the export's, say."""
     written = os.path.abspath(directory)
-    _walk(written, holds_socket)
+    _walk(written, holds_socket, label)
     resolved = os.path.realpath(written)
     if resolved != written:
-        _walk(resolved, holds_socket)
+        _walk(resolved, holds_socket, label)
 
 
 def check_socket(path: Path) -> None:
@@ -90,6 +100,29 @@ def check_socket(path: Path) -> None:
     if st.st_uid not in trusted_uids():
         raise _refuse(str(path), f"belongs to {_owner(st.st_uid)}, not to you or root",
                       "refusing to talk to a daemon someone else started there")
+
+
+def who_may_connect(path: Path) -> str:
+    """Who the file modes let connect to the socket at `path` (its directory's when the
+    socket itself cannot be seen), for a client that was refused."""
+    import grp
+
+    for place in (path, path.parent):
+        try:
+            st = os.stat(place)
+        except OSError:
+            continue
+        try:
+            group = grp.getgrgid(st.st_gid).gr_name
+        except KeyError:
+            group = str(st.st_gid)
+        names = ["root"] if st.st_uid == 0 else ["root", _owner(st.st_uid)]
+        bits = (stat.S_IWGRP if place == path else stat.S_IXGRP)
+        if st.st_mode & bits:
+            names.append(f"members of group {group}")
+        who = f"{', '.join(names[:-1])} or {names[-1]}" if len(names) > 1 else names[0]
+        return f"{who} may connect"
+    return "ask the daemon's operator to add you to its socket.group"
 
 
 def peer_uid(sock: socket.socket | None) -> int | None:

@@ -5,7 +5,8 @@ Spark. Idempotent: a day's partition of a host is written whole, under a fixed f
 each time it is exported; `since` limits an export to the days from then on (incremental).
 
 The history is opened read-only; nothing read from a log reaches the SQL text (the host name
-is checked to be a plain name, the directory is the operator's, quoted)."""
+is checked to be a plain name, the directory is the operator's, quoted). The directory must
+be one nobody else can write or link (`writable_only_by_us`): it is refused otherwise."""
 
 from __future__ import annotations
 
@@ -50,6 +51,17 @@ def _day(when: str) -> str:
     return f"coalesce(CAST({when} AS DATE), DATE '1970-01-01')"
 
 
+def writable_only_by_us(out: Path) -> None:
+    """Refuse (UnsafePath) an export directory someone else could control: DuckDB writes
+    its files by name, following links, so a directory in a world-writable place that
+    another user made, or a link they put there, would take root's Parquet wherever they
+    chose. Every directory on the path must be ours or root's and writable by nobody else (a
+    sticky /tmp above it is fine), the directory itself no link."""
+    from logwatch.daemon.socket_trust import check_directory
+
+    check_directory(out, label="export directory")
+
+
 def export_parquet(db: Path, out: Path, host: str, since: date | None = None,
                    changed_after: datetime | None = None) -> list[Exported]:
     """Write each table's rows under `out/TABLE/host=HOST/day=DAY/`; what was written.
@@ -62,6 +74,7 @@ def export_parquet(db: Path, out: Path, host: str, since: date | None = None,
     con = connect(db, read_only=True)
     try:
         out.mkdir(parents=True, exist_ok=True)  # once the history could be opened
+        writable_only_by_us(out)
         if since is not None and changed_after is not None:
             row = con.execute(_CHANGED.format(  # each table's day, as TABLES decides it
                 launch=_day(TABLES["launches"]), incident=_day(TABLES["incidents"]),

@@ -24,6 +24,14 @@ def valid_name(name: object) -> TypeGuard[str]:
     """A target's name: what ids, file names and metric labels can carry as it is."""
     return isinstance(name, str) and _NAME.fullmatch(name) is not None
 
+_GROUP = re.compile(r"[A-Za-z_][A-Za-z0-9_.-]{0,31}\$?")
+
+
+def valid_group(name: object) -> bool:
+    """A group's name as the system's tools accept it (never a path or a number)."""
+    return isinstance(name, str) and _GROUP.fullmatch(name) is not None
+
+
 _HOST = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,62}")
 
 
@@ -36,8 +44,12 @@ def valid_host(name: object) -> bool:
 SCHEMA: dict[str, dict[str, tuple[type | tuple[type, ...], Any]]] = {
     # keep_days: launches that started longer ago are pruned hourly by the daemon (0: never)
     "database": {"path": (str, ""), "keep_days": ((int, float), 0)},
-    # path "": chosen per user. query_*: limits on each SQL query asked through the socket
-    "socket": {"path": (str, ""), "group": (str, ""), "query_seconds": ((int, float), 10.0),
+    # path "": chosen per user. group: readers (may connect: read, follow, reload);
+    # operators_group: may also approve, reject and reset a breaker (docs/security.md);
+    # idle_seconds: a connection that asks nothing for so long is closed (a subscription is
+    # never idle). query_*: limits on each SQL query asked through the socket
+    "socket": {"path": (str, ""), "group": (str, ""), "operators_group": (str, ""),
+               "idle_seconds": ((int, float), 60.0), "query_seconds": ((int, float), 10.0),
                "query_rows": (int, 10_000)},
     "signatures": {"dirs": (list, [])},
     # the daemon's Parquet export for a fleet (docs/fleet.md): dir "" exports nothing; host
@@ -56,8 +68,8 @@ SCHEMA: dict[str, dict[str, tuple[type | tuple[type, ...], Any]]] = {
                  "approval_seconds": ((int, float), 3600.0), "breaker_failures": (int, 3),
                  "backoff_seconds": ((int, float), 60.0)},
 }
-POSITIVE = frozenset({"query_seconds", "query_rows", "start_seconds", "soak_seconds",
-                      "approval_seconds", "breaker_failures", "backoff_seconds",
+POSITIVE = frozenset({"idle_seconds", "query_seconds", "query_rows", "start_seconds",
+                      "soak_seconds", "approval_seconds", "breaker_failures", "backoff_seconds",
                       "every_minutes"})
 DROPIN_KINDS = ("persistent", "runtime")
 TARGET_KEYS = ("name", "source", "launch", "variants", "relaunch", "model_dir")
@@ -158,8 +170,18 @@ def parse_config(path: str, text: str, overrides: dict[str, Any] | None = None) 
                 problem(f"export.host {value!r}: letters, digits, '.', '_' and '-' only (it "
                         "names a directory of the dataset)", key, section)
                 continue
+            if section == "socket" and key in ("group", "operators_group") and value \
+                    and not valid_group(value):
+                problem(f"socket.{key} {value!r}: a group's name (letters, digits, '_', '.', "
+                        "'-'; not a number)", key, section)
+                continue
             config.values[f"{section}.{key}"] = value
             config.origins[f"{section}.{key}"] = path
+    readers, operators = config.values["socket.group"], config.values["socket.operators_group"]
+    if readers and readers == operators:
+        problem(f"socket.operators_group is {operators!r}, the same as socket.group: every "
+                "reader would approve relaunches; name a group of its own for the operators",
+                "operators_group", "socket")
     for i, target in enumerate(data.get("targets", []) or []):
         _target(config, target, i, problem)
     from logwatch.core.settings.notify_config import parse_notify

@@ -8,7 +8,7 @@ On the wire: one JSON object per line each way. A request is `{"op": OP, **param
 stream of events, each `{"event": KIND, **fields}`.
 """
 
-from logwatch.daemon.protocol.base import PROTOCOL_VERSION, ProtocolError
+from logwatch.daemon.protocol.base import OPERATORS, PROTOCOL_VERSION, READERS, ProtocolError
 from logwatch.daemon.protocol.events import (
     ENVELOPE,
     EVENT_KINDS,
@@ -71,8 +71,10 @@ __all__ = [
     "ENVELOPE",
     "EVENTS",
     "EVENT_KINDS",
+    "OPERATORS",
     "OPS",
     "PROTOCOL_VERSION",
+    "READERS",
     "REQUESTS",
     "ActionAnswer",
     "ActionEvent",

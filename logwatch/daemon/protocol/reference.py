@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Literal, is_typeddict
 
-from logwatch.daemon.protocol.base import PROTOCOL_VERSION
+from logwatch.daemon.protocol.base import OPERATORS, PROTOCOL_VERSION, READERS
 from logwatch.daemon.protocol.events import ENVELOPE, EVENTS
 from logwatch.daemon.protocol.requests import REQUESTS, ErrorAnswer, parameters
 
@@ -66,12 +66,17 @@ def _fields(cls: Any, fields: Any, objects: dict[str, Any]) -> str:
         for f in fields)
 
 
+# who may ask, as the reference says it (docs/security.md explains the three kinds of peer)
+WHO = {READERS: "readers", OPERATORS: "operators"}
+
+
 def requests_table(objects: dict[str, Any]) -> list[str]:
-    rows = ["| op | parameters | answer | what it does |", "| --- | --- | --- | --- |"]
+    rows = ["| op | parameters | answer | who may | what it does |",
+            "| --- | --- | --- | --- | --- |"]
     for op, cls in REQUESTS.items():
         params = _fields(cls, [f for f in parameters(cls) if f.name != "db"], objects)
         rows.append(f"| `{op}` | {params or '—'} | {_keys(cls.answer, objects)} "
-                    f"| {_summary(cls)} |")
+                    f"| {WHO[cls.who]} | {_summary(cls)} |")
     return rows
 
 
@@ -102,7 +107,9 @@ def render() -> str:
         f"Protocol version {PROTOCOL_VERSION}. Requests (each may also name the database it "
         "means, `\"db\": \"/path\"`: a daemon holding another one refuses with "
         "`\"other_db\": true`). An error is answered as "
-        f"{{{_keys(ErrorAnswer, objects)}}}.", "",
+        f"{{{_keys(ErrorAnswer, objects)}}}. Who may ask each: *operators* are root, the "
+        "user the daemon runs as and members of `socket.operators_group`; *readers* are "
+        "those and members of `socket.group` (docs/security.md).", "",
         *requests, "",
         "Events on a subscription (each also carries `event`, its kind, and `dropped_before` "
         "after events were dropped for this subscriber; a field with a default may be left "

@@ -12,7 +12,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Literal, NotRequired, TypedDict
 
-from logwatch.daemon.protocol.base import ProtocolError
+from logwatch.daemon.protocol.base import OPERATORS, READERS, ProtocolError
 from logwatch.daemon.protocol.events import EVENT_KINDS, Outcome
 
 
@@ -20,6 +20,7 @@ class ErrorAnswer(TypedDict):
     ok: Literal[False]
     error: str
     other_db: NotRequired[bool]  # the request named a database this daemon does not hold
+    denied: NotRequired[bool]  # the connecting user may not ask this (the error says who may)
 
 
 class HelloAnswer(TypedDict):
@@ -206,6 +207,7 @@ class Request:
 
     op: ClassVar[str]
     answer: ClassVar[type]  # the TypedDict of a successful answer
+    who: ClassVar[str] = READERS  # who may ask it (base.READERS, base.OPERATORS)
     db: str | None = field(default=None, metadata=_param("a path", _optional_text))
 
 
@@ -291,6 +293,7 @@ class _ActionRequest(Request):
     socket's credentials), never a name the request carries."""
 
     answer: ClassVar[type] = ActionAnswer
+    who: ClassVar[str] = OPERATORS
     id: str = field(metadata=_param("an action id", _action_id))
     reason: str | None = field(default=None, metadata=_param("a string", _reason))
 
@@ -318,6 +321,7 @@ class ResetBreakerRequest(Request):
 
     op: ClassVar[str] = "reset_breaker"
     answer: ClassVar[type] = BreakerAnswer
+    who: ClassVar[str] = OPERATORS
     target: str = field(metadata=_param("a target name", _action_id))
     reason: str | None = field(default=None, metadata=_param("a string", _reason))
 
