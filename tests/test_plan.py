@@ -9,6 +9,7 @@ release's rules, the release's own backend switches, and no latent problem left.
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -25,7 +26,7 @@ from logwatch.core.remedy.plan import Launch, Overlay, apply_plan, merge_ignore_
 from logwatch.core.snapshot.argv import parse_launch
 from logwatch.core.snapshot.model import GpuFacts, Snapshot
 from logwatch.host.capture import take_snapshot
-from logwatch.host.overlay import make_overlay, remove_overlay
+from logwatch.host.overlay import OverlayError, make_overlay, remove_overlay
 from logwatch.host.variants import variant_candidates
 from logwatch.host.vllm_cli_data import shipped_vocabulary
 from tests.conftest import SAMPLES
@@ -284,3 +285,36 @@ def test_plan_from_the_history(tmp_path: Path) -> None:
     assert none.returncode == 1 and "no failed launch no-such-launch" in none.stderr
     missing = logwatch("plan", "--db", str(tmp_path / "none.duckdb"))
     assert missing.returncode == 2 and "no database yet" in missing.stderr
+
+
+NOBODY = 65534
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="placing another user's link needs root")
+@pytest.mark.parametrize("planted", ["link", "writable"])
+def test_an_overlay_is_never_made_where_someone_else_could_choose_it(
+        tmp_path: Path, planted: str) -> None:
+    """The relaunch state directory's `overlays` as another user's link (to a directory of
+    theirs), or a state directory anyone may write in: the overlay is refused with what and
+    where, and nothing is written there (before, the overlay went wherever the link pointed,
+    and vLLM would have been relaunched on a model directory that user laid out)."""
+    root = models_dir(tmp_path, A16, W4A4_UNCOVERED)
+    plan = plan_relaunch([marlin_failure()], snapshot(root / A16, 100),
+                         variant_candidates(str(root / A16)))
+    assert plan is not None and plan.overlay is not None
+    state, theirs = tmp_path / "state", tmp_path / "theirs"
+    state.mkdir(mode=0o700)
+    theirs.mkdir()
+    os.chown(theirs, NOBODY, NOBODY)
+    if planted == "link":
+        (state / "overlays").symlink_to(theirs)
+        os.lchown(state / "overlays", NOBODY, NOBODY)
+        why = "symbolic link owned by uid 65534"
+    else:
+        state.chmod(0o777)
+        why = "writable by others"
+    with pytest.raises(OverlayError, match=f"relaunch state directory: .*{why}"):
+        make_overlay(state, plan)
+    assert list(theirs.iterdir()) == []
+    with pytest.raises(OverlayError, match=why):
+        remove_overlay(state, plan)

@@ -22,7 +22,7 @@ from pathlib import Path
 import pytest
 
 from logwatch.daemon.client import request, subscribe, wait_ready
-from logwatch.daemon.socket_trust import UnsafeSocketPath, check_directory
+from logwatch.host.trusted_dirs import UnsafeSocketPath, check_directory
 from tests.conftest import ROOT
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="files of other users need root")

@@ -39,7 +39,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)  # --help and usage errors import nothing more
     output.configure(args)  # the colour choice; stdout gathered for a pager
     from logwatch.core.signatures.library import LibraryError
-    from logwatch.daemon.socket_trust import UnsafePath
+    from logwatch.host.trusted_dirs import UnsafePath
     from logwatch.store.errors import DatabaseError
 
     try:

@@ -12,13 +12,8 @@ from pathlib import Path
 from typing import Any, cast
 
 from logwatch.daemon.protocol import PROTOCOL_VERSION, HelloAnswer
-from logwatch.daemon.socket_trust import (
-    UnsafeSocketPath,
-    check_peer,
-    check_socket,
-    peer_uid,
-    who_may_connect,
-)
+from logwatch.daemon.socket_trust import check_peer, check_socket, peer_uid, who_may_connect
+from logwatch.host.trusted_dirs import UnsafeSocketPath
 
 ANSWER_LIMIT = 64 << 20  # the longest answer read (a query's rows, up to the daemon's bound)
 # The longest event kept (a `lines` event is at most ~400 KB as JSON); a longer one is skipped

@@ -55,12 +55,8 @@ from logwatch.daemon.protocol import (
     to_message,
 )
 from logwatch.daemon.relaunches import Relaunches
-from logwatch.daemon.socket_trust import (
-    UnsafeSocketPath,
-    group_cannot_reach,
-    prepare_directory,
-    trusted_uids,
-)
+from logwatch.daemon.socket_trust import group_cannot_reach, prepare_directory
+from logwatch.host.trusted_dirs import UnsafeSocketPath, trusted_uids
 from logwatch.store.db import DatabaseError
 from logwatch.store.operator_sql import DEFAULT_LIMITS, QueryLimits, QueryResult, run_read_only
 

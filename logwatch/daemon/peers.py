@@ -19,7 +19,7 @@ import struct
 from dataclasses import dataclass
 
 from logwatch.daemon.protocol import OPERATORS, READERS, Request
-from logwatch.daemon.socket_trust import trusted_uids
+from logwatch.host.trusted_dirs import trusted_uids
 
 OWNER, OPERATOR, READER = "owner", "operator", "reader"
 MAY = {OWNER: frozenset({OPERATORS, READERS}), OPERATOR: frozenset({OPERATORS, READERS}),

@@ -11,83 +11,18 @@ in a server of their own, read our queries and answer with whatever they like.
 from __future__ import annotations
 
 import os
-import pwd
 import socket
 import stat
 import struct
 from pathlib import Path
 
+from logwatch.host.trusted_dirs import (
+    check_directory,
+    owner_name,
+    refusal,
+    trusted_uids,
+)
 from logwatch.paths import fallback_runtime_dir as fallback_runtime_dir  # re-exported
-
-
-class UnsafePath(Exception):
-    """A directory logwatch would write in could be controlled by someone else."""
-
-
-class UnsafeSocketPath(UnsafePath):
-    """The socket or a directory on its path could be controlled by someone else."""
-
-
-def trusted_uids() -> frozenset[int]:
-    return frozenset({os.geteuid(), 0})
-
-
-def _owner(uid: int) -> str:
-    try:
-        return f"uid {uid} ({pwd.getpwuid(uid).pw_name})"
-    except KeyError:
-        return f"uid {uid}"
-
-
-def _refuse(path: str, why: str, remedy: str, label: str = "") -> UnsafePath:
-    if label:
-        return UnsafePath(f"{label}: {path} {why}; {remedy}")
-    return UnsafeSocketPath(f"control socket: {path} {why}; {remedy}")
-
-
-def _check_entry(path: str, st: os.stat_result, last: bool, label: str) -> None:
-    if st.st_uid not in trusted_uids():
-        raise _refuse(path, f"belongs to {_owner(st.st_uid)}, not to you or root",
-                      "someone else may have made it to catch what is written there: remove "
-                      "it, or choose a directory of your own" if label else
-                      "someone else may have made it to catch your queries: remove it, or "
-                      "point XDG_RUNTIME_DIR or --socket at a directory of your own", label)
-    if not stat.S_ISDIR(st.st_mode):
-        raise _refuse(path, "is not a directory", "move it away", label)
-    writable = st.st_mode & (stat.S_IWGRP | stat.S_IWOTH)
-    if writable and (last or not st.st_mode & stat.S_ISVTX):
-        raise _refuse(path, f"is writable by others (mode {stat.S_IMODE(st.st_mode):04o})",
-                      f"anyone could put a link there: chmod go-w {path}" if label else
-                      f"anyone could replace the socket: chmod go-w {path}", label)
-
-
-def _walk(directory: str, holds_socket: bool, label: str = "") -> None:
-    parts = Path(directory).parts
-    for depth in range(1, len(parts) + 1):
-        path = os.path.join(*parts[:depth])
-        last = holds_socket and depth == len(parts)
-        st = os.lstat(path)
-        if stat.S_ISLNK(st.st_mode):
-            if last:
-                raise _refuse(path, f"is a symbolic link owned by {_owner(st.st_uid)}",
-                              "the directory must be a real directory: remove the link", label)
-            if st.st_uid not in trusted_uids():  # its owner can point it elsewhere later
-                raise _refuse(path, f"is a symbolic link owned by {_owner(st.st_uid)}",
-                              "remove it", label)
-            st = os.stat(path)
-        _check_entry(path, st, last, label)
-
-
-def check_directory(directory: Path, holds_socket: bool = True, label: str = "") -> None:
-    """Refuse (UnsafeSocketPath) a socket directory someone else could control; every directory
-    on the path is checked as written and as resolved. FileNotFoundError if it does not exist.
-    `holds_socket` False: a directory above it, which may be sticky like /tmp. `label`: what
-    the directory is for, when not the socket (UnsafePath then): the export's, say."""
-    written = os.path.abspath(directory)
-    _walk(written, holds_socket, label)
-    resolved = os.path.realpath(written)
-    if resolved != written:
-        _walk(resolved, holds_socket, label)
 
 
 def check_socket(path: Path) -> None:
@@ -96,9 +31,9 @@ def check_socket(path: Path) -> None:
     check_directory(path.parent)
     st = os.lstat(path)
     if not stat.S_ISSOCK(st.st_mode):
-        raise _refuse(str(path), "is not a socket", "is the daemon running? (see --socket)")
+        raise refusal(str(path), "is not a socket", "is the daemon running? (see --socket)")
     if st.st_uid not in trusted_uids():
-        raise _refuse(str(path), f"belongs to {_owner(st.st_uid)}, not to you or root",
+        raise refusal(str(path), f"belongs to {owner_name(st.st_uid)}, not to you or root",
                       "refusing to talk to a daemon someone else started there")
 
 
@@ -116,7 +51,7 @@ def who_may_connect(path: Path) -> str:
             group = grp.getgrgid(st.st_gid).gr_name
         except KeyError:
             group = str(st.st_gid)
-        names = ["root"] if st.st_uid == 0 else ["root", _owner(st.st_uid)]
+        names = ["root"] if st.st_uid == 0 else ["root", owner_name(st.st_uid)]
         bits = (stat.S_IWGRP if place == path else stat.S_IXGRP)
         if st.st_mode & bits:
             names.append(f"members of group {group}")
@@ -140,7 +75,7 @@ def peer_uid(sock: socket.socket | None) -> int | None:
 def check_peer(uid: int, path: Path) -> None:
     """The process that accepted our connection must run as us or root."""
     if uid not in trusted_uids():
-        raise _refuse(str(path), f"is served by a process of {_owner(uid)}",
+        raise refusal(str(path), f"is served by a process of {owner_name(uid)}",
                       "refusing to talk to a daemon someone else started")
 
 

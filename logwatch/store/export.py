@@ -57,7 +57,7 @@ def writable_only_by_us(out: Path) -> None:
     another user made, or a link they put there, would take root's Parquet wherever they
     chose. Every directory on the path must be ours or root's and writable by nobody else (a
     sticky /tmp above it is fine), the directory itself no link."""
-    from logwatch.daemon.socket_trust import check_directory
+    from logwatch.host.trusted_dirs import check_directory
 
     check_directory(out, label="export directory")
 
