@@ -215,6 +215,14 @@ def test_a_dry_run_decides_and_changes_nothing(tmp_path: Path) -> None:
     assert moves[-1][1].startswith("dry run: approved, not applied (`logwatch plan --launch ")
     assert launches == (1,) and not (tmp_path / "state").exists()
     assert out.count("logwatch run: started pid") == 1, out[-4000:]
+    # each move in words on stderr, among vLLM's lines; no JSON unless asked for
+    said = [line for line in out.splitlines() if line.startswith("logwatch run: relaunch ")]
+    assert said[0].startswith("logwatch run: relaunch vllm-1-") and " proposed for vllm: " \
+        in said[0], said
+    assert said[-1].startswith("logwatch run: relaunch refused: dry run: approved, not "
+                               "applied (`logwatch plan --launch "), said
+    assert len(said) == 3, said
+    assert not [line for line in out.splitlines() if line.lstrip().startswith("{")], out
 
 
 def test_ask_with_a_socket_that_cannot_serve_refuses_to_start(tmp_path: Path) -> None:

@@ -192,6 +192,10 @@ def build_parser() -> argparse.ArgumentParser:
                      help="show, never send: approve and reject are hidden")
 
     daemon = sub.add_parser("daemon", help="follow logs live and record findings in the history")
+    daemon.add_argument("--log-format", choices=("auto", "text", "json"), default="auto",
+                        help="logwatch's own log on stderr: text lines (each relaunch move "
+                        "one sentence), JSON, or auto: JSON to journald, text on a terminal, "
+                        "JSON otherwise (default)")
     daemon.add_argument("--file", action="append", default=[], metavar="PATH",
                         help="a log file to follow across rotations, or a quoted glob (every "
                         "file it matches, now or later; repeatable)")
@@ -261,6 +265,10 @@ def build_parser() -> argparse.ArgumentParser:
                           "$LOGWATCH_CONFIG, else /etc/logwatch/logwatch.toml when it exists)")
     run.add_argument("--dry-run", action="store_true",
                      help="with --relaunch: propose, decide and approve, then change nothing")
+    run.add_argument("--log-format", choices=("text", "json"), default=None,
+                     help="logwatch's own log on stderr, among vLLM's: text lines (each "
+                          "relaunch move one sentence; the default) or JSON (the default "
+                          "under journald)")
     run.add_argument("--stop-seconds", type=_positive_seconds, metavar="S", default=None,
                      help="after SIGTERM/SIGINT is forwarded, kill vLLM's process group "
                           "(SIGKILL) if it still runs S seconds later; a second signal kills "

@@ -38,7 +38,9 @@ def run_command(args: argparse.Namespace) -> int:
         warn(f"logwatch: run: --target {args.target!r}: letters, digits, '.', '_' and '-', "
              "at most 64 characters, starting with a letter or digit")
         return EXIT_USAGE
-    own_log.configure()
+    # text among vLLM's lines (each relaunch move one sentence); JSON to journald or on request
+    own_log.configure(fmt=args.log_format or ("auto" if own_log.under_journald(sys.stderr)
+                                              else "text"), prefix="logwatch run: ")
     own_log.bind(target=args.target)  # every event of this run names its target
     argv = args.argv[1:] if args.argv[:1] == ["--"] else args.argv
     if not argv:
