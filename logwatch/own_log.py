@@ -1,6 +1,8 @@
 """Configure structlog once, at the entry point: JSON to journald under systemd (detected by
 JOURNAL_STREAM naming our stderr), each line after its syslog priority (`<3>` for an error),
-readable console lines on a terminal, JSON otherwise.
+readable console lines on a terminal, JSON otherwise (`auto`); or text or JSON as asked
+(`--log-format`). In text, an event that carries `said` (a relaunch action's move, in words)
+is that one line.
 
 On a terminal every value (file names, log text, exception messages) is shown with its control
 characters visible; JSON escapes them itself and keeps the values as they were."""
@@ -45,6 +47,24 @@ def _visible_traceback(stream: TextIO, exc_info: Any) -> None:
     stream.write(visible(text.getvalue(), lines=True))
 
 
+LOG_FORMATS = ("auto", "text", "json")
+
+
+class _Said:
+    """Text: an event that carries `said` is that line alone; any other as the console
+    renderer writes it."""
+
+    def __init__(self, console: Any, prefix: str) -> None:
+        self.console = console
+        self.prefix = prefix
+
+    def __call__(self, logger: Any, method: str, event: MutableMapping[str, Any]) -> str:
+        said = event.get("said")
+        if isinstance(said, str) and said:
+            return self.prefix + said
+        return str(self.console(logger, method, event))
+
+
 # syslog priorities (sd-daemon(3)): a `<N>` before a line tells journald its priority, so
 # `journalctl -p err -u logwatch` finds the errors among the JSON lines
 PRIORITY = {"critical": 2, "error": 3, "warning": 4, "info": 6, "debug": 7}
@@ -62,18 +82,20 @@ class _JournalLine:
         return f"<{priority}>" + (line.decode() if isinstance(line, bytes) else line)
 
 
-def configure(stream: TextIO | None = None, level: int = logging.INFO) -> str:
+def configure(stream: TextIO | None = None, level: int = logging.INFO, fmt: str = "auto",
+              prefix: str = "logwatch: ") -> str:
     """Set up structlog for this process; returns the renderer chosen ("journal", "console",
-    "json")."""
+    "json"). `fmt`: "auto" (above), "text" (console lines, `said` events as `prefix` and
+    their words) or "json" (journald's when under it)."""
     stream = stream or sys.stderr
-    if under_journald(stream):
+    if fmt != "text" and under_journald(stream):
         renderers: list[Any] = [_JournalLine()]
         kind = "journal"
-    elif stream.isatty():
+    elif fmt == "text" or (fmt == "auto" and stream.isatty()):
         from logwatch.cli.output import colour  # --color, NO_COLOR: one decision
 
-        renderers = [_visible_values, structlog.dev.ConsoleRenderer(
-            colors=colour(stream), exception_formatter=_visible_traceback)]
+        renderers = [_visible_values, _Said(structlog.dev.ConsoleRenderer(
+            colors=colour(stream), exception_formatter=_visible_traceback), prefix)]
         kind = "console"
     else:
         renderers = [structlog.processors.JSONRenderer()]

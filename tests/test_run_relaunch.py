@@ -31,7 +31,7 @@ TOKEN = "hf_" + "Q7xv2LrT9pWm4ZkB8sNc1YdF6gHj3KaE0u"  # a Hugging Face token's s
 API_KEY = "sk-live-" + "4f8Jq2Lm9Xz7Rb1Tc6Vn3Hd5"  # vLLM's own --api-key
 
 
-def _start(tmp: Path, mode: str, port: int, *extra: str
+def _start(tmp: Path, mode: str, port: int, *extra: str, stats_interval: str = "1"
            ) -> tuple[subprocess.Popen[bytes], Path]:
     shutil.copytree(MODELS / W4A4_UNCOVERED, tmp / "model")
     vllm = standin_entry(tmp / "bin")
@@ -39,7 +39,8 @@ def _start(tmp: Path, mode: str, port: int, *extra: str
         f'[relaunch]\nstate_dir = "{tmp / "state"}"\nstart_seconds = 30\nsoak_seconds = 10\n')
     sock = tmp / "control.sock"
     env = {**os.environ, "LOGWATCH_STANDIN_GPU": "b200", "LOGWATCH_STANDIN_GPU_COUNT": "4",
-           "LOGWATCH_STANDIN_PACE": "0", "VLLM_LOG_STATS_INTERVAL": "1", "HF_TOKEN": TOKEN,
+           "LOGWATCH_STANDIN_PACE": "0", "VLLM_LOG_STATS_INTERVAL": stats_interval,
+           "HF_TOKEN": TOKEN,
            "PYTHONDONTWRITEBYTECODE": "1"}
     run = subprocess.Popen(
         [sys.executable, "-m", "logwatch", "run", "--relaunch", mode, "--quiet", *extra,
@@ -151,6 +152,55 @@ def test_a_relaunch_that_cannot_verify_is_stopped_and_the_run_ends(tmp_path: Pat
     assert list((tmp_path / "state" / "overlays").iterdir()) == []  # its overlay went with it
 
 
+def _until_ended(sock: Path) -> list[str]:
+    """The states the run's first action went through, until it succeeded or escalated."""
+    seen: list[ActionEvent] = []
+
+    async def scenario() -> list[str]:
+        async with client.subscribe(sock, ["action"]) as events:
+            status = await client.Client(sock).status()
+            ended = [a["state"] for a in status.get("relaunch", {}).get("ended", [])]
+            if ended:
+                return ended
+            await until_state(events, {"succeeded", "escalated"}, seen)
+            return [e.state for e in seen]
+
+    return asyncio.run(scenario())
+
+
+@pytest.mark.slow
+def test_a_relaunch_on_port_0_is_verified_where_vllm_said_it_serves(tmp_path: Path) -> None:
+    """`--port 0`: vLLM binds a free port and names it in `Starting vLLM server on
+    http://HOST:PORT`; verification asks that port, not 8000 (it used to fail there, roll the
+    relaunch back and let the run exit 0)."""
+    run, sock = _start(tmp_path, "auto", 0)
+    try:
+        states = _until_ended(sock)
+    finally:
+        run.send_signal(signal.SIGINT)  # the operator stops a launch that verified
+        out = _ended(run, 60)
+    assert states[-1] == "succeeded", out[-4000:]
+    assert run.returncode == 0, out[-4000:]
+    (moves,) = _history(tmp_path, "SELECT to_state FROM action_transitions "
+                                  "ORDER BY time, seq")
+    assert moves[-1] == ("succeeded",), moves
+
+
+@pytest.mark.slow
+def test_a_relaunch_that_fails_verification_ends_the_run_failed(tmp_path: Path) -> None:
+    """The relaunch serves but never logs a draft-acceptance reading (stats every 600 s):
+    verification fails, the rollback stops it cleanly (exit 0), and nothing verified is left
+    to run: the run's status is the failure's, not the stopped relaunch's 0."""
+    run, _ = _start(tmp_path, "auto", free_port(), stats_interval="600")
+    out = _ended(run)
+    (moves,) = _history(tmp_path, "SELECT to_state FROM action_transitions "
+                                  "ORDER BY time, seq")
+    assert [m[0] for m in moves][-4:] == ["verify_failed", "rolling_back", "rolled_back",
+                                          "escalated"], moves
+    assert run.returncode == 1, out[-4000:]  # the first launch's failure
+    assert "the relaunch did not verify and was stopped" in out, out[-4000:]
+
+
 @pytest.mark.slow
 def test_a_dry_run_decides_and_changes_nothing(tmp_path: Path) -> None:
     """`--dry-run`: the action is proposed, decided and approved, then dropped; no child is
@@ -165,6 +215,14 @@ def test_a_dry_run_decides_and_changes_nothing(tmp_path: Path) -> None:
     assert moves[-1][1].startswith("dry run: approved, not applied (`logwatch plan --launch ")
     assert launches == (1,) and not (tmp_path / "state").exists()
     assert out.count("logwatch run: started pid") == 1, out[-4000:]
+    # each move in words on stderr, among vLLM's lines; no JSON unless asked for
+    said = [line for line in out.splitlines() if line.startswith("logwatch run: relaunch ")]
+    assert said[0].startswith("logwatch run: relaunch vllm-1-") and " proposed for vllm: " \
+        in said[0], said
+    assert said[-1].startswith("logwatch run: relaunch refused: dry run: approved, not "
+                               "applied (`logwatch plan --launch "), said
+    assert len(said) == 3, said
+    assert not [line for line in out.splitlines() if line.lstrip().startswith("{")], out
 
 
 def test_ask_with_a_socket_that_cannot_serve_refuses_to_start(tmp_path: Path) -> None:

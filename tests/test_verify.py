@@ -17,7 +17,7 @@ from logwatch.core.signatures.block_scan import BlockScanner
 from logwatch.core.signatures.findings import Finding
 from logwatch.core.signatures.library import Library
 from logwatch.core.snapshot.argv import parse_launch
-from logwatch.relaunch.verify import endpoint, probe, served_name, wait_healthy
+from logwatch.relaunch.verify import endpoint, logged_port, probe, served_name, wait_healthy
 from logwatch.scan.blocks import read_blocks
 from tests.conftest import SAMPLES, roomy_matcher
 
@@ -149,3 +149,20 @@ def test_the_endpoint_and_name_come_from_the_launchs_own_argv() -> None:
     assert endpoint(spec) == "http://127.0.0.1:8011" and served_name(spec) == "qwen"
     plain = parse_launch(["vllm", "serve", "/models/q", "--host", "::"])
     assert endpoint(plain) == "http://[::1]:8000" and served_name(plain) == "/models/q"
+
+
+def test_the_port_is_the_one_vllm_logged_the_host_the_launchs_own(library: Library) -> None:
+    """`--port 0`: vLLM names the port it bound in `Starting vLLM server on http://...`;
+    the probes go there, on the launch's own --host: a log line never names the machine."""
+    spec = parse_launch(["vllm", "serve", "/models/q", "--port", "0"])
+    said = findings(library, HEAD.format(s=9, f="entry.py:80")
+                    + "Starting vLLM server on http://evil.example:41234\n" + STARTED)
+    assert logged_port(said) == 41234
+    assert endpoint(spec, logged_port(said)) == "http://127.0.0.1:41234"
+    older = findings(library, HEAD.format(s=9, f="api_server.py:1900")
+                     + "Starting vLLM API server 0 on http://0.0.0.0:8123\n")
+    assert logged_port(older) == 8123
+    for url in ("http://0.0.0.0:99999", "http://0.0.0.0:x", "http://0.0.0.0"):
+        bad = findings(library, HEAD.format(s=9, f="entry.py:80")
+                       + f"Starting vLLM server on {url}\n")
+        assert logged_port(bad) is None, url

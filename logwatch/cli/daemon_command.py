@@ -21,7 +21,7 @@ def daemon_command(args: argparse.Namespace) -> int:
 
     from logwatch import own_log
 
-    own_log.configure()
+    own_log.configure(fmt=args.log_format)
     from logwatch.daemon.builder import SourceFlags, build_sources
     from logwatch.daemon.service import Daemon
     from logwatch.paths import configured_db_path

@@ -192,6 +192,10 @@ def build_parser() -> argparse.ArgumentParser:
                      help="show, never send: approve and reject are hidden")
 
     daemon = sub.add_parser("daemon", help="follow logs live and record findings in the history")
+    daemon.add_argument("--log-format", choices=("auto", "text", "json"), default="auto",
+                        help="logwatch's own log on stderr: text lines (each relaunch move "
+                        "one sentence), JSON, or auto: JSON to journald, text on a terminal, "
+                        "JSON otherwise (default)")
     daemon.add_argument("--file", action="append", default=[], metavar="PATH",
                         help="a log file to follow across rotations, or a quoted glob (every "
                         "file it matches, now or later; repeatable)")
@@ -261,6 +265,14 @@ def build_parser() -> argparse.ArgumentParser:
                           "$LOGWATCH_CONFIG, else /etc/logwatch/logwatch.toml when it exists)")
     run.add_argument("--dry-run", action="store_true",
                      help="with --relaunch: propose, decide and approve, then change nothing")
+    run.add_argument("--log-format", choices=("text", "json"), default=None,
+                     help="logwatch's own log on stderr, among vLLM's: text lines (each "
+                          "relaunch move one sentence; the default) or JSON (the default "
+                          "under journald)")
+    run.add_argument("--stop-seconds", type=_positive_seconds, metavar="S", default=None,
+                     help="after SIGTERM/SIGINT is forwarded, kill vLLM's process group "
+                          "(SIGKILL) if it still runs S seconds later; a second signal kills "
+                          "it at once (default: [run] stop_seconds, 30)")
     run.add_argument("--signatures", action="append", type=Path, default=[], metavar="DIR",
                         help=SIGNATURES_HELP)
     run.add_argument("--library", type=Path, metavar="DIR", help=LIBRARY_HELP)
@@ -308,3 +320,14 @@ def _snapshot_arguments(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--gpu-capability", metavar="X.Y",
                        help="compute capability of the GPU vLLM ran on (e.g. 9.0 for H100/H200, "
                             "10.0 for B200); read with nvidia-smi when --pid/--unit is given")
+
+
+def _positive_seconds(text: str) -> float:
+    """A number of seconds more than 0 (argparse says so when it is not)."""
+    try:
+        value = float(text)
+    except ValueError:
+        value = 0.0
+    if not value > 0 or value == float("inf"):
+        raise argparse.ArgumentTypeError(f"{text!r}: a number of seconds more than 0")
+    return value

@@ -1,5 +1,6 @@
 """`logwatch run -- cmd ...`: run vLLM as a child and watch it as the daemon watches a
-target, relaunching it with --relaunch ask|auto; exits with the child's status."""
+target, relaunching it with --relaunch ask|auto; exits with the verdict: the child's status,
+unless a relaunch that did not verify was stopped (then the failure's)."""
 
 from __future__ import annotations
 
@@ -17,7 +18,8 @@ from logwatch.cli.output import warn
 
 
 def run_command(args: argparse.Namespace) -> int:
-    """`logwatch run -- cmd ...`: exits with the child's status (128+N if a signal ended it)."""
+    """`logwatch run -- cmd ...`: exits with the verdict (the child's status, 128+N if a
+    signal ended it; see the module docstring)."""
     import asyncio
     import os
 
@@ -36,7 +38,9 @@ def run_command(args: argparse.Namespace) -> int:
         warn(f"logwatch: run: --target {args.target!r}: letters, digits, '.', '_' and '-', "
              "at most 64 characters, starting with a letter or digit")
         return EXIT_USAGE
-    own_log.configure()
+    # text among vLLM's lines (each relaunch move one sentence); JSON to journald or on request
+    own_log.configure(fmt=args.log_format or ("auto" if own_log.under_journald(sys.stderr)
+                                              else "text"), prefix="logwatch run: ")
     own_log.bind(target=args.target)  # every event of this run names its target
     argv = args.argv[1:] if args.argv[:1] == ["--"] else args.argv
     if not argv:
@@ -47,7 +51,8 @@ def run_command(args: argparse.Namespace) -> int:
     gpu = (GpuFacts(capability=parse_capability(args.gpu_capability), source="--gpu-capability")
            if args.gpu_capability else capture_gpu())
     snapshot = take_snapshot(argv=argv, env=dict(os.environ), gpu=gpu)  # what is started
-    config = load_config(args.config)  # the history's path, [[notify]], [relaunch]
+    # the history's path, [[notify]], [relaunch], [run]
+    config = load_config(args.config, {"run.stop_seconds": args.stop_seconds})
     if args.config is not None and refused(config, "run"):  # the one asked for: as given
         return EXIT_USAGE
     db = args.db or configured_db_path(config.get("database.path"))
@@ -59,7 +64,8 @@ def run_command(args: argparse.Namespace) -> int:
              "not used (`logwatch check-config` says what)")
     umask = keep_files_private()  # for the history; vLLM keeps the umask it was given
     source = ProcessSource(argv, name=f"run:{args.target}", passthrough=not args.quiet,
-                           umask=umask)
+                           umask=umask, stop_seconds=float(config.get("run.stop_seconds")))
+    child: Any = None  # the relaunching child, with --relaunch
     with _run_store(db, args) as store:
         digest = snapshot.content_hash()
         daemon = Daemon([source], library, store, on_signal=source.forward,
@@ -74,8 +80,10 @@ def run_command(args: argparse.Namespace) -> int:
                                        "reaches this run only through its socket")
 
         async def supervise() -> int:
+            nonlocal child
             if relaunch is not None:
-                _relaunching_run(daemon, source, args.target, args.relaunch, relaunch, gpu)
+                child = _relaunching_run(daemon, source, args.target, args.relaunch, relaunch,
+                                         gpu)
             return await daemon.run()
 
         asyncio.run(supervise())
@@ -87,6 +95,10 @@ def run_command(args: argparse.Namespace) -> int:
           f"recorded (snapshot {daemon.snapshots.get(source.name, digest)})", file=sys.stderr)
     code = source.returncode if source.returncode is not None else 1
     code = 128 - code if code < 0 else code
+    if child is not None and not source.interrupted and child.failed_status(code) != code:
+        code = child.failed_status(code)
+        warn(f"logwatch run: the relaunch did not verify and was stopped, with no launch "
+             f"that verified to return to: exit {code}")
     analysis = daemon.launches.newest(source.name)
     if code != 0 and analysis is not None:  # the moment the operator wants the triage
         from logwatch.core.report.text import render_text
@@ -121,7 +133,7 @@ def _run_store(db: Path, args: argparse.Namespace) -> Any:
 
 
 def _relaunching_run(daemon: Any, source: Any, target: str, mode: str, settings: Any,
-                     gpu: Any) -> None:
+                     gpu: Any) -> Any:
     """`run --relaunch`: the daemon's relaunches, with the run's child as the executor
     (called on the event loop, before the daemon runs)."""
     import asyncio
@@ -153,6 +165,7 @@ def _relaunching_run(daemon: Any, source: Any, target: str, mode: str, settings:
                             daemon.signature_status, executor=lambda *_: child,
                             sources={source.name: target})
     daemon.relaunches = relaunches
+    return child
 
 
 def _run_relaunch_settings(args: argparse.Namespace, argv: list[str], config: Any,

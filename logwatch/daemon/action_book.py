@@ -22,6 +22,7 @@ from typing import Any, Protocol, TypeVar
 from logwatch.core.remedy.actions import OPERATOR_PREFIX, Action, transition
 from logwatch.core.remedy.plan import Plan
 from logwatch.core.remedy.policy import HistoryItem, Thresholds, breaker_open
+from logwatch.core.remedy.said import move_line
 from logwatch.relaunch.from_history import FailedLaunch, failed_launch_in
 from logwatch.store.actions import load_action, load_history, record_action
 from logwatch.store.db import Store
@@ -117,7 +118,7 @@ class ActionBook:
         self.by_state[action.state] = self.by_state.get(action.state, 0) + 1
         last = action.transitions[-1]
         self.told.log.info("action", id=action.id, target=action.target, state=action.state,
-                           actor=last.actor, reason=last.reason[:300])
+                           actor=last.actor, reason=last.reason[:300], said=move_line(action))
         self.told.publish("action", id=action.id, target=action.target, state=action.state,
                           actor=last.actor, reason=last.reason, plan=action.plan_hash,
                           signature=action.signature, time=last.time.isoformat())
@@ -166,4 +167,4 @@ class ActionBook:
 
     def note(self, text: str) -> None:
         self.told.events.append(text)
-        self.told.log.info("relaunch_note", note=text)
+        self.told.log.info("relaunch_note", note=text, said=text)

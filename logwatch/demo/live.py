@@ -17,7 +17,7 @@ from typing import Any
 
 from logwatch.demo.scenario import SPEC, workspace
 from logwatch.demo.standin_outcome import GPUS
-from logwatch.sources.process import dies_with_us
+from logwatch.sources.dies_with_parent import wrapped
 
 
 def _free_port() -> int:
@@ -40,14 +40,13 @@ def start_run(ws: dict[str, Path], gpu: str, policy: str = "auto"
            "LOGWATCH_STANDIN_PACE": "0.15", "VLLM_LOG_STATS_INTERVAL": "1"}
     capability = f"{GPUS[gpu].capability / 10:.1f}"
     log = (root / "run.log").open("wb")
-    run = subprocess.Popen(
+    run = subprocess.Popen(wrapped(  # the terminal closed on the demo: the run ends too
         [sys.executable, "-m", "logwatch", "run", "--relaunch", policy, "--quiet",
          "--config", str(config), "--db", str(ws["db"]), "--socket", str(sock),
          "--gpu-capability", capability, "--target", "demo", "--",
          str(ws["vllm"]), "serve", str(ws["model"]), "-tp", "4", "--speculative-config",
-         SPEC, "--port", str(_free_port())],
-        env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
-        preexec_fn=dies_with_us())  # the terminal closed on the demo: the run ends too
+         SPEC, "--port", str(_free_port())], env, signal.SIGTERM),
+        env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
     log.close()
     return run, sock
 

@@ -5,7 +5,9 @@ The source (sources/process.py) runs one child after another: when one ends it a
 action's thread: the plan applied to the child's real argv and environment, not to the recorded
 ones, whose secrets are masked), the last launch that verified after a rollback, or, once the
 daemon has nothing more for the target (nothing being planned, no action open), nothing: the
-run then ends with the child's status.
+run then ends. Its status is the verdict: a relaunch that did not verify, rolled back with
+nothing healthy to return to, is a failure even when the rollback stopped it cleanly
+(`failed_status`).
 
 Each child started this way gets its snapshot recorded before its first line is read, so its
 findings and launches link to what it really runs.
@@ -14,7 +16,6 @@ findings and launches link to what it really runs.
 from __future__ import annotations
 
 import asyncio
-import signal
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -25,7 +26,6 @@ from logwatch.host.targets import TargetSnapshot
 from logwatch.relaunch.systemd import RelaunchError
 from logwatch.sources.process import ProcessSource
 
-STOP_SECONDS = 30.0  # SIGTERM, then SIGKILL after this (vLLM frees GPU memory on TERM)
 START_SECONDS = 30.0  # the source starts the next child within this, or the start failed
 SETTLE_POLL_SECONDS = 0.2  # how often a finished child's run looks whether anything is left
 
@@ -43,7 +43,7 @@ class RunChild:
                  loop: asyncio.AbstractEventLoop,
                  snapshot_of: Callable[[Launch], TargetSnapshot],
                  record: Callable[[TargetSnapshot], None],
-                 settled: Callable[[], bool], stop_seconds: float = STOP_SECONDS) -> None:
+                 settled: Callable[[], bool]) -> None:
         """`launch`: the first child's argv and whole environment. `snapshot_of`: a
         snapshot of a launch (read on the action's thread); `record`: makes it the source's
         (event loop). `settled`: whether the daemon has nothing more for the target (every
@@ -51,11 +51,12 @@ class RunChild:
         self.source = source
         self.current = launch
         self.healthy: Launch | None = None  # the last launch that verified
+        self.unverified = False  # a relaunch rolled back with nothing healthy to put back
+        self.failure: int | None = None  # the last status of a child that failed (128+N)
         self._loop = loop
         self._snapshot_of = snapshot_of
         self._record = record
         self._settled = settled
-        self._stop_seconds = stop_seconds
         self._requests: asyncio.Queue[_Next] = asyncio.Queue()
         self._started = threading.Event()
         source.next_launch = self.next_launch
@@ -64,13 +65,15 @@ class RunChild:
     # -- the executor (the action's thread) -------------------------------------------------
     def start(self, plan: Plan, overlay_dir: str | None) -> Launch:
         after = apply_plan(plan, self.current, overlay_dir)
+        self.unverified = False
         self._stop_child()  # a failed child has ended already; one still running is stopped
         self._launch(after)
         return after
 
     def roll_back(self) -> None:
         """Stop the relaunch; start the last launch that verified, when there was one (the
-        failed one is not started again: the run then ends)."""
+        failed one is not started again: the run then ends, failed)."""
+        self.unverified = self.healthy is None
         self._stop_child()
         if self.healthy is not None:
             self._launch(self.healthy)
@@ -80,6 +83,14 @@ class RunChild:
 
     def done(self) -> None:
         self.healthy = self.current
+
+    def failed_status(self, code: int) -> int:
+        """The run's status once its last child ended with `code` (128+N for a signal) by
+        itself: that, or, after a relaunch that did not verify and was stopped, the status of
+        the failure it was to fix (1 when none is known)."""
+        if not self.unverified or code != 0:
+            return code
+        return self.failure or 1
 
     def _launch(self, launch: Launch) -> None:
         snapshot = self._snapshot_of(launch)
@@ -94,24 +105,23 @@ class RunChild:
                                 + (self.source.events[-1] if self.source.events else "?"))
 
     def _stop_child(self) -> None:
+        """SIGTERM to the child's group; the source kills it after its stop deadline."""
         if not self.source.running():
             return
-        self._loop.call_soon_threadsafe(self.source.signal_child, signal.SIGTERM)
-        deadline = time.monotonic() + self._stop_seconds
+        self._loop.call_soon_threadsafe(self.source.stop_child)
         while self.source.running():
-            if time.monotonic() > deadline:
-                self._loop.call_soon_threadsafe(self.source.signal_child, signal.SIGKILL)
-                deadline = time.monotonic() + self._stop_seconds
             time.sleep(0.05)  # the child's exit is seen on the event loop
 
     # -- the source (the event loop) --------------------------------------------------------
     async def next_launch(self, code: int) -> tuple[Sequence[str], Mapping[str, str]] | None:
         """After a child ended with `code`: the next one to start, or None to end."""
+        if code != 0:
+            self.failure = 128 - code if code < 0 else code
         while True:
             try:
                 following = await asyncio.wait_for(self._requests.get(), SETTLE_POLL_SECONDS)
             except TimeoutError:
-                if self._settled() or self.source.interrupted:
+                if self._settled() or self.source.ending:
                     return None
                 continue
             self._record(following.snapshot)

@@ -2,7 +2,11 @@
 (from wherever its output is read), and its server's answers on loopback (`/health`,
 `/v1/models`, one tiny completion), within timeouts.
 
-Only the launch's own `--host`/`--port` (from its argv) name the server; no proxy is used.
+The server is asked where vLLM said it serves: the port of its `Starting vLLM ... server on
+http://HOST:PORT` line (lifecycle.server_starting; `--port 0` binds a free one), else the
+launch's own `--port` (else 8000). The host is always the launch's own `--host` (loopback for
+all interfaces): a line of the log can never point the probes at another machine. No proxy is
+used.
 """
 
 from __future__ import annotations
@@ -10,6 +14,7 @@ from __future__ import annotations
 import json
 import time
 import urllib.error
+import urllib.parse
 import urllib.request
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -20,12 +25,14 @@ from logwatch.core.signatures.findings import Finding
 from logwatch.core.snapshot.argv import LaunchSpec
 
 DEFAULT_PORT = 8000  # vLLM's
+SERVER_STARTING = "lifecycle.server_starting"  # `Starting vLLM server on {url}`
 MAX_ANSWER_BYTES = 1 << 20
 _OPENER = urllib.request.build_opener(urllib.request.ProxyHandler({}))
 
 
-def endpoint(spec: LaunchSpec) -> str:
-    """The base URL a launch serves on, reached on loopback."""
+def endpoint(spec: LaunchSpec, logged_port: int | None = None) -> str:
+    """The base URL a launch serves on, reached on loopback: on `logged_port` when vLLM
+    said which, else on its --port."""
     host = spec.value("--host") or "127.0.0.1"
     if host in ("0.0.0.0", ""):
         host = "127.0.0.1"
@@ -34,7 +41,24 @@ def endpoint(spec: LaunchSpec) -> str:
     port = spec.value("--port") or str(DEFAULT_PORT)
     if not port.isdigit():
         port = str(DEFAULT_PORT)
+    if logged_port is not None:
+        port = str(logged_port)
     return f"http://[{host}]:{port}" if ":" in host else f"http://{host}:{port}"
+
+
+def logged_port(findings: Sequence[Finding]) -> int | None:
+    """The port of the last address the launch logged it serves on (None: none logged, or
+    not a port)."""
+    for finding in reversed(findings):
+        if finding.signature.id != SERVER_STARTING:
+            continue
+        try:
+            port = urllib.parse.urlsplit(finding.captures.get("url", "")).port
+        except ValueError:
+            continue
+        if port is not None and 0 < port < 65536:
+            return port
+    return None
 
 
 def served_name(spec: LaunchSpec) -> str | None:
@@ -124,7 +148,7 @@ def verify_launch(spec: LaunchSpec, findings: Callable[[], Sequence[Finding]],
             break
         time.sleep(POLL_SECONDS)  # the launch is loading, within its deadline
     name = served_name(spec) or ""
-    base = base or endpoint(spec)
+    base = base or endpoint(spec, logged_port(seen))
     answers = Probes(errors={"health": "the launch never logged that it serves"})
     if any(f.signature.id in SERVING_SIGNATURES for f in seen):
         wait_healthy(base, time.monotonic() + HEALTH_SECONDS)

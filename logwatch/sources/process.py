@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import ctypes
 import os
 import signal
 import sys
@@ -25,29 +24,23 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequenc
 from typing import BinaryIO
 
 from logwatch.core.safe_text.redact import redact_argv
+from logwatch.core.safe_text.visible import visible
 from logwatch.sources.base import Chunk
+from logwatch.sources.dies_with_parent import wrapped
 
 READ_BYTES = 1 << 16
-PR_SET_PDEATHSIG = 1  # linux/prctl.h
-
-
-def dies_with_us() -> Callable[[], None] | None:
-    """In the child before it runs vLLM: SIGTERM to it when logwatch dies, even by SIGKILL (a
-    supervisor restarted by systemd must not find the last vLLM still holding the GPUs and
-    the port). Linux only; elsewhere nothing."""
-    try:
-        prctl = ctypes.CDLL(None, use_errno=True).prctl  # looked up here, not after fork
-    except (OSError, AttributeError):
-        return None
-    return lambda: prctl(PR_SET_PDEATHSIG, signal.SIGTERM) and None
+STOP_SECONDS = 30.0  # after SIGTERM/SIGINT, a child still running is killed ([run] stop_seconds)
 
 
 class ProcessSource:
     replayable = False  # unread output blocks the child, and is never offered again
 
     def __init__(self, argv: Sequence[str], name: str = "run",
-                 passthrough: bool = True, umask: int = -1) -> None:
+                 passthrough: bool = True, umask: int = -1,
+                 stop_seconds: float = STOP_SECONDS) -> None:
         self.argv = list(argv)
+        self.stop_seconds = stop_seconds
+        self._deadline: asyncio.TimerHandle | None = None
         self.umask = umask  # the child's (-1: ours)
         self.name = name
         self.passthrough = passthrough
@@ -60,16 +53,45 @@ class ProcessSource:
         # the next child's (argv, environment) once one ended, or None to end
         self.next_launch: Callable[[int], Awaitable[
             tuple[Sequence[str], Mapping[str, str]] | None]] | None = None
-        self.interrupted = False  # a signal was forwarded: no next child
+        self.interrupted = False  # the operator's signal was forwarded: no next child
+        self.closed = False  # the run is ending: no next child either
 
     def forward(self, signum: int) -> None:
-        """Send a signal to the child's whole process group (from the operator: the run
-        ends with this child)."""
+        """A signal from the operator: the run ends with this child. The first is sent to
+        the child's whole process group; a second one, or the child still running
+        `stop_seconds` later, kills the group (SIGKILL), said on stderr."""
+        name = signal.Signals(signum).name
+        if self.interrupted:
+            self.kill_child(f"a second signal ({name})")
+            return
         self.interrupted = True
+        self.stop_child(signum)
+
+    def stop_child(self, signum: int = signal.SIGTERM) -> None:
+        """`signum` to the child's process group, SIGKILL after `stop_seconds` if it still
+        runs (a relaunch stopping it, or the operator)."""
+        if not self.running():
+            return
         self.signal_child(signum)
+        if self._deadline is None:
+            name = signal.Signals(signum).name
+            self._deadline = asyncio.get_running_loop().call_later(
+                self.stop_seconds, self.kill_child,
+                f"did not stop within {self.stop_seconds:g} s of {name}")
+
+    def kill_child(self, why: str) -> None:
+        """SIGKILL to the child's process group, said on stderr."""
+        if not self.running():
+            return
+        assert self.process is not None
+        said = f"pid {self.process.pid} {why}: SIGKILL to its process group"
+        self.events.append(said)
+        sys.stderr.write(visible(f"logwatch: {self.name}: {said}") + "\n")
+        sys.stderr.flush()
+        self.signal_child(signal.SIGKILL)
 
     def signal_child(self, signum: int) -> None:
-        """Send a signal to the child's process group (a relaunch stopping it)."""
+        """Send a signal to the child's process group."""
         if self.process is not None and self.process.returncode is None:
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.killpg(self.process.pid, signum)
@@ -77,8 +99,14 @@ class ProcessSource:
     def running(self) -> bool:
         return self.process is not None and self.process.returncode is None
 
+    @property
+    def ending(self) -> bool:
+        """No next child: the operator asked the run to stop, or it is ending."""
+        return self.interrupted or self.closed
+
     async def close(self) -> None:
-        self.forward(signal.SIGTERM)
+        self.closed = True
+        self.stop_child(signal.SIGTERM)
 
     async def _pump(self, stream: asyncio.StreamReader, echo: BinaryIO | None,
                     queue: asyncio.Queue[bytes | None]) -> None:
@@ -110,21 +138,22 @@ class ProcessSource:
             assert self.returncode is not None
             if self.on_exit is not None:
                 self.on_exit(self.returncode)
-            if self.next_launch is None or self.interrupted:
+            if self.next_launch is None or self.ending:
                 return
             following = await self.next_launch(self.returncode)
-            if following is None or self.interrupted:
+            if following is None or self.ending:
                 return
             argv, env = following
 
     async def _child(self, argv: Sequence[str], env: Mapping[str, str] | None
                      ) -> AsyncIterator[Chunk]:
         self.returncode = None
-        try:
+        self._deadline = None
+        try:  # through the shim: the child dies with us, even by SIGKILL
             self.process = process = await asyncio.create_subprocess_exec(
-                *argv, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
-                start_new_session=True, umask=self.umask,
-                env=dict(env) if env is not None else None, preexec_fn=dies_with_us())
+                *wrapped(argv, env), stdout=asyncio.subprocess.PIPE,
+                stderr=asyncio.subprocess.PIPE, start_new_session=True, umask=self.umask,
+                env=dict(env) if env is not None else None)
         except OSError as exc:
             self.returncode = 127
             self.events.append(f"cannot start {argv[0]}: {exc.strerror or exc}")
@@ -158,7 +187,14 @@ class ProcessSource:
         finally:
             for pump in pumps:
                 pump.cancel()
-            if process.returncode is None:
+            if self._deadline is not None:
+                self._deadline.cancel()
+            if process.returncode is None:  # the run stops: the child with it, whatever it takes
                 self.signal_child(signal.SIGTERM)
-                with contextlib.suppress(Exception):
-                    await asyncio.wait_for(process.wait(), 10)
+                try:
+                    await asyncio.wait_for(process.wait(), self.stop_seconds)
+                except TimeoutError:
+                    self.kill_child(f"did not stop within {self.stop_seconds:g} s of SIGTERM")
+                except BaseException:
+                    self.signal_child(signal.SIGKILL)
+                    raise

@@ -48,6 +48,10 @@ APPROVAL = "approval"
 NOT_CURRENT = "not_current"  # the failure is gone at execution time
 CONFIG_CHANGED = "config_changed"
 NOT_PENDING = "not_pending"  # asked about an action that has started or ended already
+REASON_CODES = frozenset({
+    NO_TARGETS, UNKNOWN_TARGET, POLICY_OFF, SIGNATURE_NOT_STABLE, LOW_CONFIDENCE, FAILED_CONFIG,
+    BUDGET_EXHAUSTED, BREAKER_OPEN, LOCK, GRACE_PERIOD, MAX_PER_HOUR, BACKOFF, APPROVAL,
+    NOT_CURRENT, CONFIG_CHANGED, NOT_PENDING})
 # Blocks that lift by themselves or by an operator event, without a new plan: the runner
 # keeps the action `blocked` on these and escalates or expires it on the others.
 RETRYABLE_BLOCKS = frozenset({LOCK, BREAKER_OPEN})

@@ -67,10 +67,13 @@ SCHEMA: dict[str, dict[str, tuple[type | tuple[type, ...], Any]]] = {
                  "start_seconds": ((int, float), 900.0), "soak_seconds": ((int, float), 60.0),
                  "approval_seconds": ((int, float), 3600.0), "breaker_failures": (int, 3),
                  "backoff_seconds": ((int, float), 60.0)},
+    # `logwatch run`: a child still running stop_seconds after SIGTERM/SIGINT was forwarded
+    # to it (or after a relaunch asked it to stop) is killed with its process group
+    "run": {"stop_seconds": ((int, float), 30.0)},
 }
 POSITIVE = frozenset({"idle_seconds", "query_seconds", "query_rows", "start_seconds",
                       "soak_seconds", "approval_seconds", "breaker_failures", "backoff_seconds",
-                      "every_minutes"})
+                      "every_minutes", "stop_seconds"})
 DROPIN_KINDS = ("persistent", "runtime")
 TARGET_KEYS = ("name", "source", "launch", "variants", "relaunch", "model_dir")
 SOURCE_KEYS: dict[str, type] = {
