@@ -46,8 +46,8 @@ class HelpScreen(ModalScreen[None]):
                         keys.append(shown)
         self.rows = [(" ".join(keys), what) for (_, what), keys in keys_of.items()]
         self.rows.append(("ctrl+p", "command palette (screens, SQL presets, approve/reject)"))
-        for keys, what in self.rows:
-            table.add_row(keys, what)
+        for shown_keys, what in self.rows:
+            table.add_row(shown_keys, what)
         with VerticalScroll(id="help"):
             yield Static(table)
 
