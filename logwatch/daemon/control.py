@@ -38,6 +38,7 @@ from logwatch.daemon.protocol import (
     HelloRequest,
     IncidentsRequest,
     ProtocolError,
+    RecentLinesRequest,
     RejectRequest,
     ReloadRequest,
     Request,
@@ -51,6 +52,7 @@ from logwatch.daemon.protocol import (
     parse_request,
     to_message,
 )
+from logwatch.daemon.recent_lines import RecentLines
 from logwatch.daemon.relaunches import Relaunches
 from logwatch.daemon.socket_trust import (
     UnsafeSocketPath,
@@ -161,6 +163,7 @@ class ControlServer:
                                            thread_name_prefix="logwatch-sql")
         self._running_queries = 0
         self._writers: set[asyncio.StreamWriter] = set()  # connected clients
+        self.recent = RecentLines()  # fed by the scan, whoever subscribes
 
     def wants(self, kind: str) -> bool:
         """Whether any subscriber takes this kind of event (skip building it otherwise)."""
@@ -342,6 +345,8 @@ class ControlServer:
                                            "queries_running": self._running_queries}}
         if isinstance(request, SignaturesRequest):
             return {"ok": True, **daemon.signature_states()}
+        if isinstance(request, RecentLinesRequest):
+            return {"ok": True, "lines": self.recent.read(request.limit)}
         if isinstance(request, ReloadRequest):
             daemon.reload()
             return {"ok": True, "events": daemon.events[-5:]}
