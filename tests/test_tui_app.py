@@ -18,6 +18,7 @@ import pytest
 
 from logwatch.tui.app import LogwatchApp
 from logwatch.tui.screens.dashboard import DashboardScreen
+from logwatch.tui.screens.help import HelpScreen
 from logwatch.tui.screens.history import HistoryScreen
 from logwatch.tui.screens.incident import IncidentScreen
 from logwatch.tui.state import DOWN, HISTORY, LIVE
@@ -289,3 +290,37 @@ def test_the_live_demo_runs_in_a_workspace_whose_name_has_a_quote(tmp_path: Path
     finally:
         run.send_signal(signal.SIGINT)
         run.wait(30)
+
+
+async def test_the_history_chart_ranks_root_causes_and_severity_before_counts(
+        history: Path, tmp_path: Path) -> None:
+    """The chart has eight rows: the critical root causes of the sample's two failed
+    launches are on it, first, and no info line (`lifecycle.*`, logged at every start)
+    stands above an error."""
+    app = LogwatchApp(tmp_path / "none.sock", history, clock=lambda: NOW)
+    async with app.run_test(size=(120, 36)) as pilot:
+        await _until(pilot, lambda: bool(app.board.targets))
+        await pilot.press("h")
+        screen = app.screen
+        assert isinstance(screen, HistoryScreen)
+        await _until(pilot, lambda: bool(screen.chart))
+        shown = [signature for signature, _, _ in screen.chart]
+        assert set(shown[:2]) == {"marlin.repack_tile_n", "weights.tensor_size_mismatch"}, \
+            shown
+        infos = [i for i, s in enumerate(shown) if s.startswith("lifecycle.")]
+        errors = [i for i, s in enumerate(shown) if s.startswith("engine.")]
+        assert errors and all(i > max(errors) for i in infos), shown
+
+
+async def test_help_lists_each_key_once(history: Path, tmp_path: Path) -> None:
+    """`G,end` is one binding for two keys: `?` listed `G Follow` twice."""
+    app = LogwatchApp(tmp_path / "none.sock", history, clock=lambda: NOW)
+    async with app.run_test(size=(120, 36)) as pilot:
+        await _until(pilot, lambda: bool(app.board.targets))
+        await pilot.press("l", "question_mark")
+        await _until(pilot, lambda: isinstance(app.screen, HelpScreen))
+        assert isinstance(app.screen, HelpScreen)
+        rows = app.screen.rows
+        follow = [keys for keys, what in rows if what == "Follow"]
+        assert len(follow) == 1 and "end" in follow[0], rows
+        assert len({what for _, what in rows}) == len(rows), rows

@@ -212,3 +212,18 @@ def test_a_result_exported_to_csv_holds_no_formula_and_never_overwrites(
     header, row = list(csv.reader(text.splitlines()))
     assert header == ["c1", "n", "list", "blob", "at", "ok"]
     assert row == ["'=HYPERLINK(\"http://x\")", "-2", '["a", 1]', "00ff", "'@SUM(A1)", "plain"]
+
+
+def test_the_timeline_ranks_root_causes_then_severity_then_counts() -> None:
+    hour = datetime(2026, 12, 2, 10)
+
+    def row(signature: str, count: int, severity: int, root: bool) -> dict[str, object]:
+        return {"signature": signature, "hour": hour, "incidents": count,
+                "severity_rank": severity, "root_cause": root}
+
+    rows = [row("lifecycle.version", 9, 3, False), row("engine.worker_failed", 5, 1, False),
+            row("weights.tensor_size_mismatch", 1, 0, True), row("nvfp4.fallback", 2, 2, False),
+            row("env.unknown_var", 7, 2, False)]
+    assert [sig for sig, _, _ in timeline(rows)] == [
+        "weights.tensor_size_mismatch", "engine.worker_failed", "env.unknown_var",
+        "nvfp4.fallback", "lifecycle.version"]

@@ -107,3 +107,52 @@ def test_closing_the_terminal_on_the_demo_ends_its_run_and_vllm(tmp_path: Path) 
     while left():
         assert time.monotonic() < deadline, f"still running: {left()}"
         time.sleep(0.2)  # polling the process table; the condition decides
+
+
+def test_the_live_log_under_no_color_is_drawn_and_the_tui_exits_0(tmp_path: Path) -> None:
+    """NO_COLOR: Textual draws every row in monochrome, which needs a style on each of
+    them; the live log's empty rows had none and `l` crashed the app (an AttributeError,
+    and an exit status of 0)."""
+    tui = Tmux(f"lwnocolor{id(tmp_path)}", f"cd {ROOT} && NO_COLOR=1 {sys.executable} -m "
+               f"logwatch tui --socket {tmp_path / 'none.sock'} --db {tmp_path / 'h.duckdb'}"
+               "; echo TUI-EXIT=$?; sleep 60", 80, 24)
+    try:
+        tui.until("no daemon", "Quit", timeout=60)
+        tui.keys("l")
+        screen = tui.until("lines in view", timeout=30)
+        assert "Traceback" not in screen and "TUI-EXIT" not in screen
+        tui.keys("q")
+        tui.until("TUI-EXIT=0", timeout=30)
+    finally:
+        tui.kill()
+
+
+CRASHING_TUI = """
+import sys
+from logwatch.cli.main import main
+from logwatch.tui.screens.log import LogScreen
+
+def draw(self):
+    raise RuntimeError("a bug in a screen")
+
+LogScreen.draw = draw  # the one fault planted: the rest is the real command
+sys.exit(main(sys.argv[1:]))
+"""
+
+
+def test_a_crash_of_the_tui_exits_non_zero(tmp_path: Path) -> None:
+    """Textual prints a crash's traceback and returns from run(): `logwatch tui` exited 0,
+    and a script or a unit that started it read a clean quit."""
+    script = tmp_path / "crashing_tui.py"
+    script.write_text(CRASHING_TUI)
+    tui = Tmux(f"lwcrash{id(tmp_path)}", f"cd {ROOT} && {sys.executable} {script} tui "
+               f"--socket {tmp_path / 'none.sock'} --db {tmp_path / 'h.duckdb'}"
+               "; echo TUI-EXIT=$?; sleep 60", 80, 24)
+    try:
+        tui.until("no daemon", "Quit", timeout=60)
+        tui.keys("l")
+        screen = tui.until("TUI-EXIT=", timeout=30)
+        assert "a bug in a screen" in screen
+        assert "TUI-EXIT=70" in screen
+    finally:
+        tui.kill()

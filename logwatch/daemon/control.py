@@ -41,6 +41,7 @@ from logwatch.daemon.protocol import (
     HelloRequest,
     IncidentsRequest,
     ProtocolError,
+    RecentLinesRequest,
     RejectRequest,
     ReloadRequest,
     Request,
@@ -54,6 +55,7 @@ from logwatch.daemon.protocol import (
     parse_request,
     to_message,
 )
+from logwatch.daemon.recent_lines import RecentLines
 from logwatch.daemon.relaunches import Relaunches
 from logwatch.daemon.socket_trust import group_cannot_reach, prepare_directory
 from logwatch.host.trusted_dirs import UnsafeSocketPath, trusted_uids
@@ -174,6 +176,7 @@ class ControlServer:
                                            thread_name_prefix="logwatch-sql")
         self._running_queries = 0
         self._writers: set[asyncio.StreamWriter] = set()  # connected clients
+        self.recent = RecentLines()  # fed by the scan, whoever subscribes
 
     def wants(self, kind: str) -> bool:
         """Whether any subscriber takes this kind of event (skip building it otherwise)."""
@@ -399,6 +402,8 @@ class ControlServer:
                                            "queries_running": self._running_queries}}
         if isinstance(request, SignaturesRequest):
             return {"ok": True, **daemon.signature_states()}
+        if isinstance(request, RecentLinesRequest):
+            return {"ok": True, "lines": self.recent.read(request.limit)}
         if isinstance(request, ReloadRequest):
             daemon.reload()
             return {"ok": True, "events": daemon.events[-5:]}

@@ -196,6 +196,8 @@ class ScanStreams:
         if chunk.path is not None:
             self.read_positions[chunk.source] = (chunk.path, chunk.offset + span)
         control = self.listeners.control
+        if control is not None:  # what a client that connects later is shown first
+            control.recent.add(chunk.source, stream.next_line, chunk.data, lines)
         if control is not None and control.wants("lines"):
             text = redact_head(chunk.data, LINES_EVENT_BYTES)
             control.publish("lines", source=chunk.source, first_line=stream.next_line,

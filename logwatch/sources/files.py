@@ -165,14 +165,20 @@ class FileSource:
                                                                 lambda: self._closed):
             yield self._chunk(generation, piece.data, offset, new, piece.span)
 
-    async def _truncated(self, generation: str, offset: int, current: os.stat_result
-                         ) -> AsyncIterator[Chunk]:
+    async def _truncated(self, generation: str, offset: int, current: os.stat_result,
+                         seen_size: int) -> AsyncIterator[Chunk]:
         """The file was truncated under us (copytruncate): the rest of our generation from
-        its rotated copy, and the generations rotated since, when they can be found."""
+        its rotated copy, and the generations rotated since, when they can be found.
+        `seen_size`: the most bytes the generation was seen to hold, so a tail is said lost
+        only when bytes of it were in fact never handed on."""
         unread = unread_after(self.path, generation, offset, current)
         if unread is None:
-            self.events.append(f"copytruncate: no rotated copy of {generation} found; its "
-                               "unread tail is lost")
+            lost = seen_size - offset
+            self.events.append(
+                f"copytruncate: no rotated copy of {generation} found; its unread tail, "
+                f"{lost:,} bytes from byte {offset:,}, is lost" if lost > 0 else
+                f"copytruncate: {self.path} truncated after {generation} was read to its "
+                f"end as last seen (byte {offset:,}); no rotated copy of it found")
             return
         async for chunk in self._read_unread(unread):
             yield chunk
@@ -246,6 +252,7 @@ class FileSource:
             if opened is None:
                 return
             fh, st = opened
+            seen_size = st.st_size  # the most bytes this generation was seen to hold
             splitter = LineSplitter()
             rotated_at: float | None = None
             while not self._closed:
@@ -254,14 +261,15 @@ class FileSource:
                     # truncated and written past our offset before we read again (reading
                     # was paused, or the writer was quick): the size never shows that
                     async for chunk in self._truncated(generation, offset,
-                                                       os.fstat(fh.fileno())):
+                                                       os.fstat(fh.fileno()), seen_size):
                         yield chunk
                     fh.seek(0)
-                    offset, new_generation = 0, True
+                    offset, new_generation, seen_size = 0, True, 0
                     splitter.reset()
                     continue
                 block = fh.read(READ_BYTES)
                 if block:
+                    seen_size = max(seen_size, os.fstat(fh.fileno()).st_size)
                     for piece in splitter.feed(block):
                         if new_generation:
                             generation = self._generation(fh, os.fstat(fh.fileno()))
@@ -280,12 +288,14 @@ class FileSource:
                         and now.st_dev == current.st_dev:
                     if now.st_size < offset + splitter.pending:  # copytruncate
                         if not new_generation:
-                            async for chunk in self._truncated(generation, offset, current):
+                            async for chunk in self._truncated(generation, offset, current,
+                                                               seen_size):
                                 yield chunk
                         fh.seek(0)
-                        offset, new_generation = 0, True
+                        offset, new_generation, seen_size = 0, True, 0
                         splitter.reset()
                         continue
+                    seen_size = max(seen_size, now.st_size)
                 else:  # renamed or deleted: drain the old file for a grace period
                     rotated_at = rotated_at or time.monotonic()
                     if time.monotonic() - rotated_at >= self.grace:
@@ -312,6 +322,7 @@ class FileSource:
                                 async for chunk in self._read_unread(unread):
                                     yield chunk
                             offset, new_generation, rotated_at = 0, True, None
+                            seen_size = st.st_size
                             splitter.reset()
                             continue
                 await wake.wait(min(self.poll_interval,

@@ -56,6 +56,7 @@ FLUSH_S = 0.1  # lines reach the screen at most this often
 REFRESH_S = 0.5  # the dashboard is read again at most this often
 IDLE_REFRESH_S = 5.0  # and this often when nothing happens (uptimes, lag)
 RETRY_S = 1.0  # between tries of a socket no daemon answers
+SEED_LINES = 500  # of each source, read before the TUI connected, shown first
 
 
 class LogwatchApp(App[None]):
@@ -252,6 +253,7 @@ class LogwatchApp(App[None]):
         self.load_signatures()
         if not was_down:
             self.run_worker(self._seed_activity(), group="seed")
+            self.run_worker(self._seed_lines(), group="seed-lines")
 
     async def _seed_activity(self) -> None:
         """What the history says happened lately, before this TUI connected."""
@@ -271,6 +273,21 @@ class LogwatchApp(App[None]):
         for entry in sorted(seeded + live, key=lambda e: e[0]):
             self.activity.entries.append(entry)
         self.broadcast(BoardChanged)
+
+    async def _seed_lines(self) -> None:
+        """The lines the daemon read before this TUI subscribed, before those since."""
+        backend = self.backend
+        if backend is None:
+            return
+        try:
+            recent = await backend.recent_lines(min(SEED_LINES, self.ring.capacity))
+        except BackendError:
+            return
+        older = [line for part in recent for line in split_lines(
+            str(part["source"]), int(part["first_line"]), str(part["text"]))]
+        self._flush_lines()  # the lines subscribed to so far: those the seed stops at
+        if self.ring.seed(older):
+            self.broadcast(LinesChanged)
 
     def _went_down(self) -> None:
         if self.connection.kind == DOWN:

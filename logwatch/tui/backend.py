@@ -42,6 +42,8 @@ class Backend(Protocol):
 
     async def signatures(self) -> dict[str, Any]: ...
 
+    async def recent_lines(self, limit: int) -> list[dict[str, Any]]: ...  # read before
+
     async def act(self, op: str, **params: Any) -> dict[str, Any]: ...
 
     async def close(self) -> None: ...
@@ -98,6 +100,17 @@ class SocketBackend:
             raise BackendError(str(answer.get("error")))
         return answer
 
+    async def recent_lines(self, limit: int) -> list[dict[str, Any]]:
+        """Each source's last lines, read before this client subscribed (none from a daemon
+        older than the request)."""
+        if "recent_lines" not in (self.hello.get("requests") or []):
+            return []
+        answer = await self._request("recent_lines", limit=limit)
+        if not answer.get("ok"):
+            raise BackendError(str(answer.get("error")))
+        lines: list[dict[str, Any]] = answer["lines"]
+        return lines
+
     async def act(self, op: str, **params: Any) -> dict[str, Any]:
         if op not in ("approve", "reject", "reset_breaker"):
             raise BackendError(f"{op}: not an operator's request")
@@ -151,6 +164,9 @@ class HistoryBackend:
             {"id": s.id, "version": s.version, "status": s.status, "severity": s.severity,
              "fatal": s.fatal, "category": s.category, "title": s.title, "path": s.path,
              "disabled": None} for s in library.signatures]}
+
+    async def recent_lines(self, limit: int) -> list[dict[str, Any]]:
+        return []  # the history keeps findings, not lines
 
     async def act(self, op: str, **params: Any) -> dict[str, Any]:
         raise BackendError("no daemon runs: there is nothing to approve or reject")

@@ -239,19 +239,25 @@ def sparkline(counts: Sequence[int]) -> str:
 def timeline(rows: Sequence[Mapping[str, Any]], hours: int = 48
              ) -> list[tuple[str, str, int]]:
     """The TIMELINE query's rows as (signature, sparkline over `hours` hours ending at the
-    newest hour seen, total)."""
+    newest hour seen, total): root causes first, then by worst severity, then by count (an
+    info line logged at every start outnumbers the failure that ended the launch)."""
     stamps = [t for r in rows if (t := _time(r["hour"])) is not None]
     if not stamps:
         return []
     end = max(stamps)
     by_signature: dict[str, list[int]] = {}
+    rank: dict[str, tuple[bool, int]] = {}  # (never a root cause, worst severity rank)
     for row in rows:
         hour = _time(row["hour"])
         if hour is None:
             continue
         slot = hours - 1 - int((end - hour).total_seconds() // 3600)
         if 0 <= slot < hours:
-            by_signature.setdefault(str(row["signature"]), [0] * hours)[slot] += int(
-                row["incidents"])
+            signature = str(row["signature"])
+            by_signature.setdefault(signature, [0] * hours)[slot] += int(row["incidents"])
+            held = rank.get(signature, (True, 3))
+            severity = row.get("severity_rank")
+            rank[signature] = (held[0] and not row.get("root_cause"),
+                               min(held[1], 3 if severity is None else int(severity)))
     return sorted(((sig, sparkline(c), sum(c)) for sig, c in by_signature.items()),
-                  key=lambda item: -item[2])
+                  key=lambda item: (*rank[item[0]], -item[2], item[0]))

@@ -135,6 +135,29 @@ class LineRing:
         self._trim()
         return len(batch)
 
+    def seed(self, older: Iterable[Line]) -> int:
+        """Lines read before the first ones that arrived, put before them: a line of a
+        source at or after that source's first line here is one the ring has already.
+        Returns how many were put in."""
+        first: dict[str, int] = {}
+        for line in self.lines:
+            first.setdefault(line.source, line.number)
+        batch = [line for line in older
+                 if line.source not in first or line.number < first[line.source]]
+        batch = batch[-self.capacity:]
+        if not batch:
+            return 0
+        self.lines[:0] = batch
+        self.base -= len(batch)  # the same seqs for the lines already here
+        if self._view is not None:
+            try:
+                self.set_filter(self.filter)
+            except FilterError as exc:  # as in add: not a frozen screen
+                self.dropped_filter = f"filter {self.filter.describe()} taken off: {exc}"
+                self.filter, self._patterns, self._view = LineFilter(), (None, None), None
+        self._trim()
+        return len(batch)
+
     def _trim(self) -> None:
         excess = len(self.lines) - self.capacity
         if excess <= 0 or excess < self.capacity // 8:  # trim in steps: O(1) amortised

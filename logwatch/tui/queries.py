@@ -73,8 +73,13 @@ QUALIFY row_number() OVER (PARTITION BY target ORDER BY updated DESC) = 1"""
 # hits per signature (the signatures screen), and per hour over the last day (history)
 SIGNATURE_HITS = """
 SELECT signature, count(*) AS hits, max(time) AS last FROM findings GROUP BY signature"""
+# (with each hour's worst severity and whether a root cause was among them: the chart
+# ranks by those before counts)
 TIMELINE = """
-SELECT signature, date_trunc('hour', first_time) AS hour, count(*) AS incidents
+SELECT signature, date_trunc('hour', first_time) AS hour, count(*) AS incidents,
+       min(CASE severity WHEN 'critical' THEN 0 WHEN 'error' THEN 1 WHEN 'warning' THEN 2
+           ELSE 3 END) AS severity_rank,
+       bool_or(coalesce(root_cause, false)) AS root_cause
 FROM incidents WHERE first_time IS NOT NULL
   AND first_time >= (SELECT max(first_time) FROM incidents) - INTERVAL 2 DAY
 GROUP BY ALL ORDER BY signature, hour"""

@@ -161,6 +161,17 @@ class SignaturesAnswer(TypedDict):
     signatures: list[SignatureState]
 
 
+class SourceLines(TypedDict):
+    source: str
+    first_line: int  # the number of text's first line
+    text: str  # whole lines, secrets masked
+
+
+class RecentLinesAnswer(TypedDict):
+    ok: Literal[True]
+    lines: list[SourceLines]  # a source's lines at most once, in no particular order
+
+
 class SubscribedAnswer(TypedDict):
     ok: Literal[True]
     subscribed: Literal[True]
@@ -327,6 +338,18 @@ class ResetBreakerRequest(Request):
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
+class RecentLinesRequest(Request):
+    """The last lines read from each source (at most `limit` per source, and 64 KiB; the
+    daemon keeps the last 500), secrets masked: what a client shows of the log before the
+    `lines` events it subscribed to. Its lines overlap those events where they meet: the
+    line numbers tell them apart."""
+
+    op: ClassVar[str] = "recent_lines"
+    answer: ClassVar[type] = RecentLinesAnswer
+    limit: int = field(default=200, metadata=_param("a whole number from 1 to 1000", _limit))
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
 class SubscribeRequest(Request):
     """Turn the connection into a stream of events of the kinds named (all when left out)."""
 
@@ -339,7 +362,7 @@ class SubscribeRequest(Request):
 REQUESTS: dict[str, type[Request]] = {cls.op: cls for cls in (
     HelloRequest, StatusRequest, SqlRequest, IncidentsRequest, SnapshotRequest,
     SignaturesRequest, ReloadRequest, ApproveRequest, RejectRequest, ResetBreakerRequest,
-    SubscribeRequest)}
+    RecentLinesRequest, SubscribeRequest)}
 OPS = tuple(REQUESTS)
 
 

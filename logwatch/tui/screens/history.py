@@ -22,6 +22,8 @@ from logwatch.tui.render import cell
 from logwatch.tui.screens.base import AppScreen
 from logwatch.tui.widgets.connection_bar import ConnectionBar
 
+CHART_ROWS = 8  # signatures on the chart: the root causes and the worst first
+
 
 class HistoryScreen(AppScreen):
     BINDINGS: ClassVar[list[BindingType]] = [
@@ -33,6 +35,7 @@ class HistoryScreen(AppScreen):
     def __init__(self) -> None:
         super().__init__()
         self.result: Rows | None = None
+        self.chart: list[tuple[str, str, int]] = []  # (signature, sparkline, total) shown
 
     def compose(self) -> ComposeResult:
         yield ConnectionBar()
@@ -61,9 +64,9 @@ class HistoryScreen(AppScreen):
         except BackendError as exc:
             self.query_one("#sparklines", Static).update(cell(str(exc), "red"))
             return
-        lines = timeline(rows)
+        lines = self.chart = timeline(rows)[:CHART_ROWS]
         text = Text("Incidents per hour, the history's last 48 h (oldest left)\n", style="bold")
-        for signature, spark, total in lines[:8]:
+        for signature, spark, total in lines:
             text.append(cell(f"{signature:<26.26}", ""))
             for hour in spark:  # an hour with none: a dim dot, so the 48 hours show
                 text.append("·" if hour == " " else hour, style="dim" if hour == " " else "red")

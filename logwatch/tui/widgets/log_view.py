@@ -21,6 +21,7 @@ _STYLES = {name: Style.parse(spec) if spec else Style() for name, spec in
 _CAPTURE = Style(reverse=True, bold=True)
 _CURSOR = Style(bgcolor="grey23")
 _GUTTER = Style(dim=True)
+_BLANK = Style()
 
 
 class LogView(ScrollView, can_focus=True):
@@ -97,11 +98,15 @@ class LogView(ScrollView, can_focus=True):
     def render_line(self, y: int) -> Strip:
         row = int(self.scroll_y) + y
         width = self.size.width
+        # every cell with a style, blanks too (an empty one: the widget's colours show, as
+        # before): under NO_COLOR Textual's monochrome filter reads each segment's colour,
+        # and a segment without a style crashed the app
+        background = _BLANK
         if row >= len(self.ring):
-            return Strip.blank(width)
+            return Strip.blank(width, background)
         line = self.ring.row(row)
         strip = Strip(self._segments(line, row == self.cursor))
-        return strip.crop_extend(int(self.scroll_x), int(self.scroll_x) + width, None)
+        return strip.crop_extend(int(self.scroll_x), int(self.scroll_x) + width, background)
 
     def _segments(self, line: Line, at_cursor: bool) -> list[Segment]:
         text = visible(as_drawn(line.text).expandtabs())
