@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from logwatch.core.diagnosis.analysis import LaunchAnalysis, analyse
-from logwatch.core.launches.lifecycle import FAILED, Launch, LaunchBook
+from logwatch.core.launches.lifecycle import CRASHED, FAILED, REPLACED, Launch, LaunchBook
 from logwatch.core.signatures.findings import Finding
 from logwatch.core.signatures.signature import Signature
 from logwatch.host.launch_snapshot import LaunchSnapshots
@@ -127,6 +127,11 @@ class LiveLaunches:
         self.book.restarted(source, line, generation)
 
     def _begin(self, launch: Launch) -> None:
+        previous = self.book.previous(launch)
+        if previous is not None and previous.outcome in (CRASHED, REPLACED):
+            # closed by this start (core.launches.lifecycle): written with it
+            self._dirty[launch_id(previous)] = previous
+            self._urgent.add(launch_id(previous))
         self.book.forget(launch.source)  # older ones are stored; memory stays bounded
         self._dirty[launch_id(launch)] = launch
         self._urgent.add(launch_id(launch))

@@ -242,6 +242,7 @@ class ScanRecorder:
             store.insert("scans", [{"id": scan_id, "started": now, "library_version": library,
                                     "inputs": [s.label for s in self.sources.values()],
                                     "stats": json.dumps(stats, default=str)}])
+            _sequence(store, launch_rows)
             store.insert("launches", launch_rows, conflict="REPLACE")
             store.insert("incidents", incident_rows, conflict="REPLACE")
             for batch in self._batches():
@@ -312,3 +313,14 @@ def snapshot_row(digest: str, body: dict[str, Any], now: datetime) -> dict[str, 
             "gpu_capability": (body.get("gpu") or {}).get("capability"),
             "vllm_version": body.get("vllm_version"),
             "body": json.dumps(body, sort_keys=True, default=str)}
+
+
+def _sequence(store: Store, launch_rows: list[dict[str, Any]]) -> None:
+    """Each launch's `seq` (schema 5): the one it had, else the next, in start order."""
+    known = dict(store.query("SELECT id, seq FROM launches WHERE list_contains(?, id)",
+                             [[row["id"] for row in launch_rows]]))
+    last = int(store.query("SELECT coalesce(max(seq), 0) FROM launches")[0][0])
+    for row in sorted(launch_rows, key=lambda r: r["number"]):
+        if known.get(row["id"]) is None:
+            last += 1
+        row["seq"] = known.get(row["id"]) or last
