@@ -106,14 +106,14 @@ def test_schema_3_migrates_and_keeps_what_it_held(tmp_path: Path) -> None:
     con.execute("INSERT INTO actions (id, state, created) VALUES ('old', 'proposed', ?)", [T0])
     con.close()
     with open_store(db) as store:
-        assert schema_version(store.con) == 5
-        assert store.query("SELECT id, outcome FROM launches") == [("l1", "failed")]
+        assert schema_version(store.con) == SCHEMA_VERSION
+        assert store.query("SELECT id, outcome, seq FROM launches") == [("l1", "failed", 1)]
         assert store.query("SELECT id, state, target, config_hash FROM actions") == [
             ("old", "proposed", None, None)]
         assert load_history(store, "qwen") == []  # an old row without a target is no one's
         record_action(store, attempt("a", T0, "succeeded"))
         assert len(load_history(store, "qwen")) == 1
     with open_store(db) as store:  # opening again migrates nothing
-        assert schema_version(store.con) == 5
+        assert schema_version(store.con) == SCHEMA_VERSION
         assert store.query("SELECT count(*) FROM action_transitions") == [(6,)]
         assert store.query("SELECT count(*) FROM quarantined") == [(0,)]  # schema 5

@@ -255,6 +255,7 @@ NOT_RUN: dict[str, str] = {
     "docs/architecture.md | ``` launch failed (event loop)": "a diagram, not a command",
     "docs/architecture.md | ``` source ──chunks──>": "a diagram, not a command",
     "docs/architecture.md | ``` bytes from a source": "a diagram, not a command",
+    "docs/architecture.md | ``` starting ──startup complete──>": "a diagram, not a command",
 }
 
 

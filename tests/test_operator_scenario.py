@@ -5,8 +5,8 @@ tensor-size mismatch. Then, with the daemon running:
 - `logwatch status` tells the truth: exit 1, the failed launches with their root cause, the
   journal source following, the database and socket in use (under the unit's directories);
 - the daemon's journal has the incidents at error priority (`journalctl -p err`);
-- a webhook on loopback and a hook script hear each new fatal problem once and the crash
-  loop once;
+- a webhook on loopback and a hook script hear one page for the first failed launch, naming
+  its root cause, and one for the crash loop: no page names a consequence;
 - the history is readable (`history`, `sql`) while the daemon holds it.
 
 The unit is the shipped file with three changes: ExecStart runs this checkout, the vLLM
@@ -149,19 +149,23 @@ def test_the_operators_scenario_under_systemd_user(systemd_user: dict[str, str],
                                  timeout=60, check=True).stdout
         assert str(state / "logwatch.duckdb") in started and str(sock) in started
 
-        # each new fatal problem once, the crash loop once, to both receivers
+        # one page for the first failed launch, naming its root cause (never a consequence:
+        # the workers' and the engine's "failed to start"), one for the crash loop, to both
+        # receivers; the launches of the loop page no more
         def delivered() -> bool:
             return (any(g["event"] == "crash_loop" for g in Receiver.got) and calls.exists()
                     and "crash_loop" in calls.read_text())
 
         wait_for(delivered, 60, lambda: f"the crash-loop notifications: {Receiver.got}")
-        fatal = [g["signature"] for g in Receiver.got if g["event"] == "fatal_incident"]
-        assert "weights.tensor_size_mismatch" in fatal and len(fatal) == len(set(fatal))
+        assert sorted(g["event"] for g in Receiver.got) == ["crash_loop", "launch_failed"]
+        page = next(g for g in Receiver.got if g["event"] == "launch_failed")
+        assert page["root_cause"] == "weights.tensor_size_mismatch" and page["title"]
+        assert page["launch"] in page["command"] and page["remedy"]
         assert {g["source"] for g in Receiver.got} == {source}
-        assert [g["event"] for g in Receiver.got].count("crash_loop") == 1
         hooked = [line.split("\t") for line in calls.read_text().splitlines()]
-        assert sorted(s for e, s, _ in hooked if e == "fatal_incident") == sorted(fatal)
-        assert [e for e, _, _ in hooked].count("crash_loop") == 1
+        assert sorted((e, c) for e, c, _ in hooked) == [
+            ("crash_loop", "weights.tensor_size_mismatch"),
+            ("launch_failed", "weights.tensor_size_mismatch")]
 
         # the history while the daemon holds it
         history = _cli("history", "--socket", str(sock))

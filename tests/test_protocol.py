@@ -215,8 +215,8 @@ def test_an_event_outside_the_vocabulary_raises_when_strict(server: ControlServe
         server.publish("incident", id="i1", signature="s", fatal=True, again=True, agian=1)
     with pytest.raises(ProtocolError, match="missing field"):
         server.publish("finding", source="f", line=3)
-    with pytest.raises(ProtocolError, match="outcome 'crashed' is not one of"):
-        server.publish("launch", id="l1", source="f", start_line=1, outcome="crashed",
+    with pytest.raises(ProtocolError, match="outcome 'exploded' is not one of"):
+        server.publish("launch", id="l1", source="f", start_line=1, outcome="exploded",
                        snapshot=None, root_cause=None, failed_before=0)
 
 

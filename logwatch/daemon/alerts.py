@@ -1,8 +1,15 @@
-"""The daemon's `[[notify]]` deliveries. What the daemon publishes is read here: a new
-fatal incident, a source's launches failing N times within M minutes (a crash loop), an
-action moving (a relaunch changing state). Each entry that listens to the event is told at
-most once per `every_seconds` for the same recurring problem (a signature, a source, an
-action's state): a crash-looping vLLM pages once, not once a launch.
+"""The daemon's `[[notify]]` deliveries: one page per failed launch, naming its root cause,
+one per crash loop, and each move of a relaunch.
+
+`launch_failed` is told once a failed launch is settled (every line it printed read): its
+title, root-cause signature, category, the remedy in one line, launch number, source and the
+command that shows its incidents. Consequences (a worker's or the engine's "failed to start"
+after the root cause) never page. `crash_loop`: N launches of a source failed or crashed
+within M minutes; it pages once per loop, and while it lasts the failed launches of that
+source do not page one by one; the loop ends when a launch of the source serves or stops,
+or fewer than N failed within the last M minutes. A `launch_failed` page is also told at
+most once per `every_seconds` for the same source and root cause, a relaunch's state once
+per `every_seconds`.
 
 A hook is run without a shell, its argv as configured; the event's fields reach it as
 LOGWATCH_* environment variables (control characters shown, never obeyed) and as JSON on
@@ -21,10 +28,36 @@ from collections import deque
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from logwatch.core.diagnosis.analysis import LaunchAnalysis
+from logwatch.core.launches.lifecycle import CRASHED, SERVING, STOPPED
 from logwatch.core.safe_text.visible import visible
 from logwatch.core.settings.notify_config import NotifyConfig
 
 RETRY_BASE_SECONDS = 0.5
+REMEDY_CHARS = 300  # a page's remedy: one line, at most this long
+
+
+def failure_page(row: dict[str, Any], analysis: LaunchAnalysis) -> dict[str, Any]:
+    """What a `launch_failed` page says of a failed launch: its written row (store.live) and
+    its analysis. The command is logwatch's own text around the launch's id (hex digits)."""
+    root = analysis.root_incident
+    remedy = ""
+    if root is not None:
+        remedies = [r for d in analysis.diagnoses if d.incident == analysis.root
+                    for r in d.remedies if r.applicable is not False]
+        remedy = remedies[0].summary if remedies else root.signature.remedy
+    remedy = " ".join(remedy.split())
+    if len(remedy) > REMEDY_CHARS:
+        remedy = remedy[:REMEDY_CHARS - 1] + "…"
+    exit_code = row.get("exit_code")
+    return {"source": row["source"], "launch": row["id"], "number": row["number"],
+            "title": root.signature.title if root is not None else (
+                f"exit code {exit_code}" if exit_code is not None else "unknown"),
+            "root_cause": root.signature.id if root is not None else None,
+            "category": root.signature.category if root is not None else None,
+            "remedy": remedy, "failed_before": row["failed_before"], "exit_code": exit_code,
+            "command": "logwatch sql \"SELECT * FROM incident_timeline WHERE launch_id = "
+                       f"'{row['id']}'\""}
 
 
 class Alerts:
@@ -35,49 +68,70 @@ class Alerts:
         self.clock = clock
         self._sent: dict[tuple[int, str, str], float] = {}  # (entry, event, key) -> when
         self._failed: dict[str, deque[tuple[float, str]]] = {}  # source -> (when, launch)
+        self._looping: set[tuple[int, str]] = set()  # (entry, source) paged for its loop
         self._tasks: set[asyncio.Task[None]] = set()
 
     def consider(self, kind: str, fields: dict[str, Any]) -> None:
-        """An event the daemon published (event loop)."""
-        for event, key, body in self._events(kind, fields):
-            for index, entry in enumerate(self.entries):
-                if event not in entry.on:
-                    continue
-                if event == "crash_loop" and not self._crash_loop(entry, fields):
-                    continue
-                now = self.clock()
-                last = self._sent.get((index, event, key))
-                if last is not None and now - last < entry.every_seconds:
-                    continue  # told about this problem lately
-                self._sent[(index, event, key)] = now
-                task = asyncio.get_running_loop().create_task(
-                    self._deliver(entry, {"event": event, **body}))
-                self._tasks.add(task)
-                task.add_done_callback(self._tasks.discard)
+        """An event the daemon published (event loop): a launch that crashed counts towards
+        a crash loop (a failed one counts once settled: `launch_failed`), one that serves or
+        stopped ends its source's loop; an action's move is told."""
+        if kind == "launch":
+            source, outcome = str(fields.get("source")), fields.get("outcome")
+            if outcome == CRASHED:
+                self._count_failure(source, str(fields.get("id")), {
+                    "source": source, "launch": fields.get("id"),
+                    "root_cause": fields.get("root_cause"),
+                    "failed_before": fields.get("failed_before")})
+            elif outcome in (SERVING, STOPPED):
+                self._failed.pop(source, None)
+                self._looping = {(n, s) for n, s in self._looping if s != source}
+        elif kind == "action":
+            self._tell("relaunch", f"{fields.get('id')}:{fields.get('state')}",
+                       {"event": "relaunch", **fields})
 
-    def _events(self, kind: str, fields: dict[str, Any]
-                ) -> list[tuple[str, str, dict[str, Any]]]:
-        """(event, the recurring problem it is about, what is told) for one publication."""
-        if kind == "incident" and fields.get("fatal"):
-            return [("fatal_incident", str(fields.get("signature")), dict(fields))]
-        if kind == "launch" and fields.get("outcome") == "failed":
-            source, launch = str(fields.get("source")), str(fields.get("id"))
-            failures = self._failed.setdefault(source, deque(maxlen=1000))
-            if launch not in {lid for _, lid in failures}:
-                failures.append((self.clock(), launch))
-            return [("crash_loop", source, {
-                "source": source, "launch": launch, "root_cause": fields.get("root_cause"),
-                "failed_before": fields.get("failed_before")})]
-        if kind == "action":
-            return [("relaunch", f"{fields.get('id')}:{fields.get('state')}", dict(fields))]
-        return []
+    def launch_failed(self, page: dict[str, Any]) -> None:
+        """A failed launch, settled (`failure_page`): one page, unless its source's crash
+        loop was paged (the loop says it), or this root cause of this source was paged
+        within `every_seconds`."""
+        source = str(page["source"])
+        self._count_failure(source, str(page["launch"]), {
+            key: page.get(key) for key in ("source", "launch", "number", "root_cause", "title",
+                                           "failed_before")})
+        self._tell("launch_failed", f"{source}\x1f{page.get('root_cause')}",
+                   {"event": "launch_failed", **page},
+                   skip=lambda index: (index, source) in self._looping)
 
-    def _crash_loop(self, entry: NotifyConfig, fields: dict[str, Any]) -> bool:
-        window = entry.crash_loop_minutes * 60
+    def _count_failure(self, source: str, launch: str, body: dict[str, Any]) -> None:
+        """A launch of `source` failed or crashed: a crash loop's page when it makes one."""
+        failures = self._failed.setdefault(source, deque(maxlen=1000))
+        if launch in {lid for _, lid in failures}:
+            return
         now = self.clock()
-        recent = [t for t, _ in self._failed.get(str(fields.get("source")), ())
-                  if now - t <= window]
-        return len(recent) >= entry.crash_loop_launches
+        failures.append((now, launch))
+        for index, entry in enumerate(self.entries):
+            recent = sum(1 for t, _ in failures if now - t <= entry.crash_loop_minutes * 60)
+            if recent < entry.crash_loop_launches:
+                self._looping.discard((index, source))  # a loop that was is over
+            elif "crash_loop" in entry.on and (index, source) not in self._looping:
+                self._looping.add((index, source))
+                self._send(entry, {"event": "crash_loop", "launches": recent, **body})
+
+    def _tell(self, event: str, key: str, body: dict[str, Any],
+              skip: Callable[[int], bool] = lambda _: False) -> None:
+        for index, entry in enumerate(self.entries):
+            if event not in entry.on or skip(index):
+                continue
+            now = self.clock()
+            last = self._sent.get((index, event, key))
+            if last is not None and now - last < entry.every_seconds:
+                continue  # told about this problem lately
+            self._sent[(index, event, key)] = now
+            self._send(entry, body)
+
+    def _send(self, entry: NotifyConfig, body: dict[str, Any]) -> None:
+        task = asyncio.get_running_loop().create_task(self._deliver(entry, body))
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
 
     async def _deliver(self, entry: NotifyConfig, body: dict[str, Any]) -> None:
         payload = json.dumps(body, default=str, sort_keys=True).encode()

@@ -12,9 +12,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from logwatch.core.diagnosis.analysis import LaunchAnalysis, analyse
-from logwatch.core.launches.lifecycle import FAILED, Launch, LaunchBook
+from logwatch.core.launches.lifecycle import CRASHED, FAILED, REPLACED, Launch, LaunchBook
 from logwatch.core.signatures.findings import Finding
 from logwatch.core.signatures.signature import Signature
+from logwatch.daemon.alerts import failure_page
 from logwatch.host.launch_snapshot import LaunchSnapshots
 from logwatch.store.live import LaunchWritten, LiveWriter, StoredLaunch, launch_id
 
@@ -46,6 +47,7 @@ class Notice:
     fields: dict[str, Any]
     failure: str | None = None
     publish: bool = True  # False: only the failure is new (its event went out before)
+    page: dict[str, Any] | None = None  # with a failure: what [[notify]] pages (alerts)
 
 
 class LiveLaunches:
@@ -127,6 +129,11 @@ class LiveLaunches:
         self.book.restarted(source, line, generation)
 
     def _begin(self, launch: Launch) -> None:
+        previous = self.book.previous(launch)
+        if previous is not None and previous.outcome in (CRASHED, REPLACED):
+            # closed by this start (core.launches.lifecycle): written with it
+            self._dirty[launch_id(previous)] = previous
+            self._urgent.add(launch_id(previous))
         self.book.forget(launch.source)  # older ones are stored; memory stays bounded
         self._dirty[launch_id(launch)] = launch
         self._urgent.add(launch_id(launch))
@@ -195,11 +202,11 @@ class LiveLaunches:
         state = (row["outcome"], row["root_signature"], row["failed_before"])
         changed = state != self._published.get(row["id"])
         self._published[row["id"]] = state
-        failure = None
+        failure = page = None
         if row["outcome"] == FAILED and row["id"] not in self._failures:
             if self._settled(row):
                 self._failures.add(row["id"])
-                failure = self._failed(row, analysis)
+                failure, page = self._failed(row, analysis), failure_page(row, analysis)
             else:  # written again after ANALYSE_SECONDS (or when the next launch begins)
                 current = self.book.current(row["source"])
                 self._dirty.setdefault(row["id"], current if current is not None
@@ -210,7 +217,7 @@ class LiveLaunches:
                 "id": row["id"], "source": row["source"], "start_line": row["start_line"],
                 "outcome": row["outcome"], "snapshot": row["snapshot_hash"],
                 "root_cause": row["root_signature"], "failed_before": row["failed_before"]},
-                failure, publish=changed))
+                failure, publish=changed, page=page))
         for diag in written.diagnoses:
             if diag["id"] not in self._diagnoses:
                 self._diagnoses.add(diag["id"])

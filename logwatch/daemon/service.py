@@ -266,6 +266,8 @@ class Daemon:
                          root_cause=fields["root_cause"],
                          failed_before=fields["failed_before"])
         self.status_now()
+        if self.alerts is not None and notice.page is not None:  # [[notify]]: one page
+            self.alerts.launch_failed(notice.page)
         if self.relaunches is not None:
             source = str(fields["source"])
             analysis = self.launches.newest(source)

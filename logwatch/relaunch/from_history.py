@@ -21,7 +21,7 @@ LAUNCH_QUERY = """
     SELECT l.id, l.source, l.number, s.body, l.snapshot_hash
     FROM launches l JOIN snapshots s ON s.hash = l.snapshot_hash
     WHERE l.outcome = 'failed' AND (CAST(? AS VARCHAR) IS NULL OR l.id = ?)
-    ORDER BY l.updated DESC, l.number DESC LIMIT 1"""
+    ORDER BY l.seq DESC NULLS LAST, l.number DESC LIMIT 1"""
 DIAGNOSES_QUERY = "SELECT body FROM diagnoses WHERE launch_id = ? ORDER BY recorded, id"
 
 

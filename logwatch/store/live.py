@@ -30,6 +30,7 @@ from logwatch.core.snapshot.model import Snapshot
 from logwatch.store.db import Store
 from logwatch.store.quarantine import Refused, culprits, is_content_error, rolled_back
 from logwatch.store.record import snapshot_row
+from logwatch.store.schema import NEXT_SEQ
 
 DIGESTS_KEPT = 256  # snapshot objects whose hash is remembered (one per launch state)
 
@@ -275,16 +276,13 @@ class LiveWriter:
         ids = [_id(lid, i.signature.id, "|".join(i.key)) for i in analysis.incidents]
         root = analysis.root_incident
         root_id = ids[analysis.root] if analysis.root is not None else None
+        seq = int(self.store.query(NEXT_SEQ, [lid])[0][0])
         failed_before = 0
         if root is not None:
-            # launches that began before this one: by start time, and a source's own in
-            # their order when the times are equal (a crash loop replaying the same log)
+            # launches recorded before this one (never by log time: it can go back)
             failed_before = int(self.store.query(
                 "SELECT count(*) FROM launches WHERE root_problem = ? AND id <> ? "
-                "AND (? IS NULL OR started IS NULL OR started < ? OR (started = ? AND "
-                "(source <> ? OR number < ?)))",
-                [root.problem, lid, launch.started, launch.started, launch.started,
-                 launch.source, launch.number])[0][0])
+                "AND seq < ?", [root.problem, lid, seq])[0][0])
         row = {"id": lid, "source_id": launch.generation, "source": launch.source,
                "number": launch.number, "start_line": launch.start_line,
                "last_line": launch.last_line, "seen_start": launch.seen_start,
@@ -293,7 +291,7 @@ class LiveWriter:
                "root_cause": root_id, "root_signature": root.signature.id if root else None,
                "root_problem": root.problem if root else None,
                "fatal_incidents": sum(1 for i in analysis.incidents if i.signature.fatal),
-               "failed_before": failed_before, "updated": now}
+               "failed_before": failed_before, "updated": now, "seq": seq}
         self.store.insert("launches", [row], conflict="REPLACE")
         self._synthetic_incidents(analysis, ids, lid, digest)
         settled = [[ids[n], i.signature.fatal] for n, i in enumerate(analysis.incidents)

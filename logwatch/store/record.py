@@ -242,6 +242,7 @@ class ScanRecorder:
             store.insert("scans", [{"id": scan_id, "started": now, "library_version": library,
                                     "inputs": [s.label for s in self.sources.values()],
                                     "stats": json.dumps(stats, default=str)}])
+            _sequence(store, launch_rows)
             store.insert("launches", launch_rows, conflict="REPLACE")
             store.insert("incidents", incident_rows, conflict="REPLACE")
             for batch in self._batches():
@@ -318,3 +319,14 @@ def _integer(value: Any) -> int | None:
     """A value for an INTEGER column: an int it holds, else None (a snapshot keeps what was
     read whole in its body)."""
     return value if isinstance(value, int) and -(1 << 31) <= value < (1 << 31) else None
+
+
+def _sequence(store: Store, launch_rows: list[dict[str, Any]]) -> None:
+    """Each launch's `seq` (schema 6): the one it had, else the next, in start order."""
+    known = dict(store.query("SELECT id, seq FROM launches WHERE list_contains(?, id)",
+                             [[row["id"] for row in launch_rows]]))
+    last = int(store.query("SELECT coalesce(max(seq), 0) FROM launches")[0][0])
+    for row in sorted(launch_rows, key=lambda r: r["number"]):
+        if known.get(row["id"]) is None:
+            last += 1
+        row["seq"] = known.get(row["id"]) or last

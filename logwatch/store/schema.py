@@ -6,7 +6,7 @@ ids are content-derived, so recording the same log twice adds nothing.
 
 from __future__ import annotations
 
-SCHEMA_VERSION = 5
+SCHEMA_VERSION = 6
 
 MIGRATIONS: dict[int, tuple[str, ...]] = {
     1: (
@@ -93,11 +93,28 @@ MIGRATIONS: dict[int, tuple[str, ...]] = {
             kind VARCHAR, signature VARCHAR, text VARCHAR, error VARCHAR,
             recorded TIMESTAMP)""",
     ),
+    # launches in the order the history first heard of them (`seq`, 1, 2, ... over every
+    # source): "the newest launch" is the last one recorded, never the one whose log time is
+    # the latest (a clock step, DST or a timezone change sends log time backwards); rows of
+    # older versions are numbered in the order they were last written
+    6: (
+        "ALTER TABLE launches ADD COLUMN seq BIGINT",
+        """UPDATE launches SET seq = ordered.n FROM (
+            SELECT id, row_number() OVER (ORDER BY updated NULLS FIRST, source, number) AS n
+            FROM launches) ordered
+        WHERE launches.id = ordered.id""",
+    ),
 }
+
+# a launch's `seq` when it is first written: the next one; kept when it is written again
+NEXT_SEQ = ("SELECT coalesce((SELECT seq FROM launches WHERE id = ?), "
+            "(SELECT coalesce(max(seq), 0) + 1 FROM launches))")
 
 # Recreated on every open, so they always match the code that reads them.
 VIEWS: dict[str, str] = {
-    # Which configurations failed, and how: one row per snapshot whose launches failed.
+    # Which configurations failed, and how: one row per snapshot whose launches failed
+    # (`failed`; a launch `crashed` after serving, or `replaced` while starting, is not a
+    # failure of its configuration).
     "failures_by_config": """
         SELECT s.hash AS snapshot, s.model, s.quant_scheme, s.tensor_parallel_size,
                s.uses_mtp, s.mtp_covered, s.gpu_name, s.gpu_capability, s.vllm_version,
@@ -112,16 +129,18 @@ VIEWS: dict[str, str] = {
         LEFT JOIN incidents i ON i.launch_id = l.id AND i.fatal
         WHERE l.outcome = 'failed'
         GROUP BY ALL""",
-    # Every start of vLLM, newest first: how it ended, why, and in which configuration.
+    # Every start of vLLM, newest (the last recorded) first: how it ended (starting, serving,
+    # stopped, failed, crashed, replaced: see core/launches/lifecycle.py), why, and in which
+    # configuration.
     "launch_history": """
         SELECT l.started, l.outcome, l.exit_code, l.root_signature, r.title AS root_title,
                l.failed_before, l.fatal_incidents, s.model, s.quant_scheme,
                s.tensor_parallel_size, s.gpu_capability, s.vllm_version, l.source,
-               l.start_line, l.id AS launch_id, l.snapshot_hash
+               l.start_line, l.id AS launch_id, l.snapshot_hash, l.number, l.seq
         FROM launches l
         LEFT JOIN snapshots s ON s.hash = l.snapshot_hash
         LEFT JOIN incidents r ON r.id = l.root_cause
-        ORDER BY l.started DESC NULLS LAST, l.start_line DESC""",
+        ORDER BY l.seq DESC NULLS LAST, l.number DESC""",
     # The same incident (signature and key captures) over launches: "crashed 6 times with
     # this Marlin error since 09:12, across two configurations".
     "problems": """

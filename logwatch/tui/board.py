@@ -23,7 +23,8 @@ _ENDED_STATES = {"succeeded": "healthy", "rolled_back": "rolled back",
 TONE = {"healthy": "good", "serving": "good", "starting": "busy", "relaunching": "busy",
         "verifying": "busy", "rolling back": "busy", "awaiting approval": "ask",
         "blocked": "ask", "failed": "bad", "rolled back": "bad", "rollback failed": "bad",
-        "breaker open": "bad", "stopped": "idle", "unknown": "idle"}
+        "breaker open": "bad", "stopped": "idle", "crashed": "bad", "replaced": "idle",
+        "unknown": "idle"}
 
 
 # an activity line's tone: an action's new state, a launch's outcome (live events and the
@@ -31,7 +32,7 @@ TONE = {"healthy": "good", "serving": "good", "starting": "busy", "relaunching":
 ACTION_TONE = {"succeeded": "good", "escalated": "bad", "rolled_back": "bad",
                "verify_failed": "bad", "rollback_failed": "bad", "awaiting_approval": "ask",
                "rejected": "idle", "expired": "idle"}
-LAUNCH_TONE = {"failed": "bad", "serving": "good"}
+LAUNCH_TONE = {"failed": "bad", "crashed": "bad", "serving": "good"}
 
 
 def target_of(source: str) -> str:

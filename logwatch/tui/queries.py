@@ -8,7 +8,8 @@ from __future__ import annotations
 import json
 import re
 
-# the newest launch of each source, with its configuration's facts
+# the newest launch of each source (by its number: never by log time, which can go back),
+# with its configuration's facts
 TARGETS = """
 SELECT l.source, l.id, l.number, l.outcome, l.started, l.updated, l.root_signature,
        l.failed_before, l.snapshot_hash, s.gpu_name, s.gpu_capability,
@@ -23,7 +24,7 @@ SELECT l.source, l.id, l.number, l.outcome, l.started, l.updated, l.root_signatu
        json_array_length(json_extract(s.body, '$.model.mtp.uncovered_bf16')) AS mtp_uncovered
 FROM launches l LEFT JOIN snapshots s ON s.hash = l.snapshot_hash
 QUALIFY row_number() OVER (PARTITION BY l.source
-                           ORDER BY l.started DESC NULLS LAST, l.number DESC) = 1
+                           ORDER BY l.number DESC, l.seq DESC NULLS LAST) = 1
 ORDER BY l.source"""
 
 # incidents of each source's newest launch: root cause first, then by severity
@@ -31,7 +32,7 @@ OPEN_INCIDENTS = """
 WITH newest AS (
   SELECT id FROM launches
   QUALIFY row_number() OVER (PARTITION BY source
-                             ORDER BY started DESC NULLS LAST, number DESC) = 1)
+                             ORDER BY number DESC, seq DESC NULLS LAST) = 1)
 SELECT i.id, i.severity, i.fatal, i.root_cause, i.signature, i.title, i.count,
        i.first_time, l.source, d.title AS diagnosis
 FROM incidents i JOIN newest n ON n.id = i.launch_id JOIN launches l ON l.id = i.launch_id
@@ -134,12 +135,13 @@ def snapshot_body(digest: str) -> str:
 
 
 def last_healthy_before(launch_id: str) -> str:
-    """The configuration of the newest launch of the same source that served, before it."""
+    """The configuration of the newest launch of the same source that served (and stopped,
+    or crashed later), before it."""
     return f"""
 SELECT h.snapshot_hash FROM launches h JOIN launches l ON l.id = {literal(launch_id)}
-WHERE h.source = l.source AND h.outcome IN ('serving', 'stopped') AND h.id <> l.id
+WHERE h.source = l.source AND h.outcome IN ('serving', 'stopped', 'crashed') AND h.id <> l.id
   AND h.snapshot_hash IS NOT NULL AND h.snapshot_hash <> l.snapshot_hash
-ORDER BY h.started DESC NULLS LAST LIMIT 1"""
+ORDER BY h.number DESC, h.seq DESC NULLS LAST LIMIT 1"""
 
 
 def launch_actions(target: str, number: int) -> str:

@@ -9,8 +9,23 @@ served make it theirs (vLLM warns about its environment before it prints its ver
 otherwise it began before the log did.
 
 Each launch keeps its own incidents, so the same Marlin error in two starts is two incidents
-(one *problem*, recurring): counts, snapshots and root causes stay per start. The outcome
-moves starting -> serving -> stopped, and to failed on a fatal finding or a non-zero exit.
+(one *problem*, recurring): counts, snapshots and root causes stay per start.
+
+A launch's outcome is one state machine (`TRANSITIONS`; `move` refuses any other step):
+
+    starting --startup complete--> serving --shutdown line, exit 0--> stopped
+    starting | serving | stopped --fatal finding, non-zero exit--> failed
+    starting --shutdown line, exit 0--> stopped
+    serving --a new start of its source--> crashed
+    starting --a new start of its source--> replaced
+
+A new start of the same source (its start lines, a new child or stdin run, a unit started
+again) closes the launch before it with the last line it had: one that served and never said
+it stopped died without a word (an OOM kill, `kill -9`, a node reboot) and is `crashed`; one
+still starting, with no fatal finding, was `replaced` (restarted before it came up: by its
+manager, an operator or a relaunch). Failed, stopped, crashed and replaced are final (a
+fatal finding in a teardown after the shutdown line still fails a stopped launch; an
+unrecognised one, like one request's error while serving, changes nothing).
 """
 
 from __future__ import annotations
@@ -29,7 +44,15 @@ SERVING_SIGNATURES = frozenset({"lifecycle.startup_complete"})
 STOPPED_SIGNATURES = frozenset({"lifecycle.shutdown"})
 
 STARTING, SERVING, FAILED, STOPPED = "starting", "serving", "failed", "stopped"
-OUTCOMES = (STARTING, SERVING, FAILED, STOPPED)
+CRASHED, REPLACED = "crashed", "replaced"
+OUTCOMES = (STARTING, SERVING, FAILED, STOPPED, CRASHED, REPLACED)
+ENDED = frozenset({FAILED, STOPPED, CRASHED, REPLACED})
+# outcome -> the outcomes it may move to
+TRANSITIONS: dict[str, frozenset[str]] = {
+    STARTING: frozenset({SERVING, STOPPED, FAILED, REPLACED}),
+    SERVING: frozenset({STOPPED, FAILED, CRASHED}),
+    STOPPED: frozenset({FAILED}),
+    FAILED: frozenset(), CRASHED: frozenset(), REPLACED: frozenset()}
 # Launches of a source kept in memory by a book that is told to forget (the daemon's): the
 # current one and the one before it (an `engine dead` after a restart still finds it).
 KEPT_LAUNCHES = 2
@@ -56,7 +79,19 @@ class Launch:
 
     @property
     def ended(self) -> bool:
-        return self.outcome in (FAILED, STOPPED)
+        return self.outcome in ENDED
+
+    def move(self, outcome: str) -> bool:
+        """Move to `outcome` if the state machine allows it; whether it moved."""
+        if outcome not in TRANSITIONS[self.outcome]:
+            return False
+        self.outcome = outcome
+        return True
+
+    def superseded(self) -> bool:
+        """A new start of its source began: close it (crashed if it served, replaced if it
+        was still starting); whether it moved."""
+        return self.move(CRASHED if self.outcome == SERVING else REPLACED)
 
     def frozen(self) -> Launch:
         """A copy that later findings do not change (analysed on another thread)."""
@@ -97,12 +132,22 @@ class LaunchBook:
 
     def begin(self, source: str, line: int, generation: str = "",
               seen_start: bool = True) -> Launch:
-        """A new launch of `source` from `line` on (a new child, a new stdin run)."""
+        """A new launch of `source` from `line` on (a new child, a new stdin run); the launch
+        before it is closed (`Launch.superseded`)."""
         number = self._numbers.get(source, 0) + 1
         self._numbers[source] = number
         launch = Launch(source, line, number, generation, seen_start, last_line=line)
-        self.by_source.setdefault(source, []).append(launch)
+        launches = self.by_source.setdefault(source, [])
+        if launches:
+            launches[-1].superseded()
+        launches.append(launch)
         return launch
+
+    def previous(self, launch: Launch) -> Launch | None:
+        """The launch of its source just before `launch`, while kept in memory."""
+        launches = self.by_source.get(launch.source, [])
+        index = next((n for n, known in enumerate(launches) if known is launch), 0)
+        return launches[index - 1] if index > 0 else None
 
     def renumber(self, launch: Launch, number: int) -> None:
         """Give a launch the number it had (a restarted daemon going on with it)."""
@@ -159,11 +204,11 @@ class LaunchBook:
                               and sig.category == FALLBACK_CATEGORY):
             # an unrecognised exception while serving (one request's) or in the teardown
             # does not end a launch
-            launch.outcome = FAILED
-        elif sig.id in SERVING_SIGNATURES and outcome == STARTING:
-            launch.outcome = SERVING
-        elif sig.id in STOPPED_SIGNATURES and outcome != FAILED:
-            launch.outcome = STOPPED
+            launch.move(FAILED)
+        elif sig.id in SERVING_SIGNATURES:
+            launch.move(SERVING)
+        elif sig.id in STOPPED_SIGNATURES:
+            launch.move(STOPPED)
         return Change(launch, incident, new_launch, len(launch.book.incidents) > before,
                       launch.outcome != outcome, incident.copies > copies_before)
 
@@ -173,10 +218,7 @@ class LaunchBook:
         if launch is None:
             return None
         launch.exit_code = code
-        if code not in (0, None) and launch.outcome != FAILED:
-            launch.outcome = FAILED
-        elif launch.outcome in (STARTING, SERVING):
-            launch.outcome = STOPPED
+        launch.move(FAILED if code not in (0, None) else STOPPED)
         return launch
 
     def launch_at(self, source: str, lineno: int) -> Launch | None:

@@ -1,8 +1,11 @@
 """`[[notify]]` entries of the configuration: where the daemon tells an operator about a
-new fatal incident, a crash loop (N failed launches of a source within M minutes) or a
-relaunch changing state. Two kinds: `hook`, an argv run without a shell (the event's fields
-as LOGWATCH_* environment variables and its JSON on stdin), and `webhook`, a JSON POST with a
-timeout and retries. Each is rate-limited per recurring problem (`every_seconds`)."""
+failed launch (one page, naming its root cause), a crash loop (N failed or crashed launches of
+a source within M minutes: one page per loop) or a relaunch changing state. Two kinds:
+`hook`, an argv run without a shell (the event's fields as LOGWATCH_* environment variables
+and its JSON on stdin), and `webhook`, a JSON POST with a timeout and retries. A failed
+launch's page and a relaunch's state are told at most once per `every_seconds` for the same
+source and root cause, the same action and state. `fatal_incident`, the event of earlier
+versions (one page per fatal incident, consequences included), is read as `launch_failed`."""
 
 from __future__ import annotations
 
@@ -10,7 +13,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-EVENTS = ("fatal_incident", "crash_loop", "relaunch")
+EVENTS = ("launch_failed", "crash_loop", "relaunch")
+RENAMED_EVENTS = {"fatal_incident": "launch_failed"}  # an older name -> the event it is now
 KINDS = ("hook", "webhook")
 # key -> the TOML types it takes (the defaults are NotifyConfig's)
 KEYS: dict[str, type | tuple[type, ...]] = {
@@ -64,7 +68,8 @@ def parse_notify(entry: Any, index: int, problem: Callable[[str, str, int], None
     if kind == "webhook" and not (url.startswith("http://") or url.startswith("https://")):
         problem(f"a webhook's url is http:// or https://, not {url!r}", "url", index)
         ok = False
-    on = values.get("on", list(EVENTS))
+    on = [RENAMED_EVENTS.get(e, e) if isinstance(e, str) else e
+          for e in values.get("on", list(EVENTS))]
     if not on or any(e not in EVENTS for e in on):
         problem(f"notify.on: some of {', '.join(EVENTS)}", "on", index)
         ok = False
@@ -81,4 +86,5 @@ def parse_notify(entry: Any, index: int, problem: Callable[[str, str, int], None
     numbers: dict[str, Any] = {k: float(v) if isinstance(KEYS[k], tuple) else v
                                for k, v in values.items()
                                if k not in ("kind", "argv", "url", "on")}
-    return NotifyConfig(kind=kind, argv=tuple(argv), url=url, on=tuple(on), **numbers)
+    return NotifyConfig(kind=kind, argv=tuple(argv), url=url, on=tuple(dict.fromkeys(on)),
+                        **numbers)

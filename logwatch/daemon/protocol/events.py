@@ -22,7 +22,8 @@ class CommittedFinding(TypedDict):
     signature: str
 
 
-Outcome = Literal["starting", "serving", "failed", "stopped"]
+# a launch's outcome: core/launches/lifecycle.py's state machine
+Outcome = Literal["starting", "serving", "failed", "stopped", "crashed", "replaced"]
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
