@@ -37,6 +37,25 @@ class Alerts:
         self._failed: dict[str, deque[tuple[float, str]]] = {}  # source -> (when, launch)
         self._tasks: set[asyncio.Task[None]] = set()
 
+    def told_before(self, fatal: Sequence[tuple[str, float]],
+                    failures: Sequence[tuple[str, str, float]]) -> None:
+        """What an earlier run of the daemon (under this or another name for a source) told:
+        each fatal signature and failed launch the history recorded lately, with when (wall
+        clock). A fatal problem is not told again within `every_seconds` of then, and a
+        crash loop that was told goes on being the same loop."""
+        ago = time.time() - self.clock()  # a wall-clock time -> this clock's
+        for source, launch, when in failures:
+            self._failed.setdefault(source, deque(maxlen=1000)).append((when - ago, launch))
+        for index, entry in enumerate(self.entries):
+            for signature, when in fatal:
+                if "fatal_incident" in entry.on:
+                    key = (index, "fatal_incident", signature)
+                    self._sent[key] = max(self._sent.get(key, float("-inf")), when - ago)
+            for source in {source for source, _, _ in failures}:
+                if "crash_loop" in entry.on and self._crash_loop(entry, {"source": source}):
+                    self._sent[(index, "crash_loop", source)] = max(
+                        when - ago for s, _, when in failures if s == source)
+
     def consider(self, kind: str, fields: dict[str, Any]) -> None:
         """An event the daemon published (event loop)."""
         for event, key, body in self._events(kind, fields):
