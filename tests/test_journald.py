@@ -166,9 +166,12 @@ def test_a_journal_followed_under_another_name_goes_on_where_it_stopped(tmp_path
     con = duckdb.connect(str(db), read_only=True)
     try:  # one position, the journal's, whatever the source was called
         keys = [r[0] for r in con.execute("SELECT source_id FROM checkpoints").fetchall()]
+        labels = con.execute("SELECT DISTINCT source FROM launches").fetchall()
     finally:
         con.close()
     assert keys == [f"journal:file={journal}"]
+    # one source in the history too: the flag's launches took the target's name (issue 35)
+    assert labels == [(f"vllm:journal:--file {journal}",)]
 
 
 @pytest.mark.slow

@@ -59,9 +59,13 @@ def daemon_command(args: argparse.Namespace) -> int:
                             start_at="end" if args.from_end else "start")
         sources = build_sources(flags, config.targets,
                                 LiveWriter(store, library).checkpoints())
-        from logwatch.host.targets import TargetSnapshots
+        from logwatch.host.targets import TargetSnapshots, unit_targets
 
-        targets = TargetSnapshots(config.targets)
+        # a unit named on the command line is snapshotted as a configured target's unit is
+        targets = TargetSnapshots([*unit_targets([(s.name, s.selector) for s in sources
+                                                  if isinstance(s, JournalSource)
+                                                  and s.name.startswith("journal:")]),
+                                   *config.targets])
         daemon = Daemon(sources, library, store, until_idle=args.until_idle,
                         reload_library=lambda: load_library(args), targets=targets)
         daemon.keep_days = float(config.get("database.keep_days") or 0)
@@ -142,3 +146,7 @@ def notify(daemon: Any, config: Any) -> None:
         from logwatch.daemon.alerts import Alerts
 
         daemon.alerts = Alerts(config.notify, daemon.log)
+        # what the history says was told lately is not told again after a restart
+        window = max(max(n.every_seconds, n.crash_loop_minutes * 60) for n in config.notify)
+        daemon.alerts.told_before(daemon.writer.recent_fatal(window),
+                                  daemon.writer.recent_failures(window))

@@ -71,6 +71,26 @@ class Alerts:
         self._looping: set[tuple[int, str]] = set()  # (entry, source) paged for its loop
         self._tasks: set[asyncio.Task[None]] = set()
 
+    def told_before(self, paged: Sequence[tuple[str, str, float]],
+                    failures: Sequence[tuple[str, str, float]]) -> None:
+        """What an earlier run of the daemon (under this or another name for a source) told:
+        each (source, root cause) of a failed launch the history recorded lately, and each
+        failed launch, with when (wall clock). A failed launch with that root cause is not
+        paged again within `every_seconds` of then, and a crash loop the failures already
+        made goes on being the same loop (not paged again, its launches not one by one)."""
+        ago = time.time() - self.clock()  # a wall-clock time -> this clock's
+        for source, launch, when in failures:
+            self._failed.setdefault(source, deque(maxlen=1000)).append((when - ago, launch))
+        now = self.clock()
+        for index, entry in enumerate(self.entries):
+            for source, root_cause, when in paged:
+                key = (index, "launch_failed", f"{source}\x1f{root_cause}")
+                self._sent[key] = max(self._sent.get(key, float("-inf")), when - ago)
+            for source, failed in self._failed.items():
+                recent = sum(1 for at, _ in failed if now - at <= entry.crash_loop_minutes * 60)
+                if recent >= entry.crash_loop_launches:
+                    self._looping.add((index, source))
+
     def consider(self, kind: str, fields: dict[str, Any]) -> None:
         """An event the daemon published (event loop): a launch that crashed counts towards
         a crash loop (a failed one counts once settled: `launch_failed`), one that serves or

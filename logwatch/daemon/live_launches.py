@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import threading
 import time
+from collections import deque
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -28,6 +29,10 @@ ANALYSE_SECONDS = 1.0
 # failure once no finding joined it for this long: its root cause is often printed after the
 # first fatal line (the TP workers' "failed to start", then their tracebacks)
 SETTLE_SECONDS = 3.0
+# a source is in a crash loop while this many of its launches failed within this many
+# minutes and none served since (the [[notify]] crash_loop defaults: one meaning everywhere)
+CRASH_LOOP_LAUNCHES = 3
+CRASH_LOOP_MINUTES = 10.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -83,6 +88,11 @@ class LiveLaunches:
         self._last_found: dict[str, float] = {}  # launch id -> when a finding last joined it
         self._final = False  # the last commit before stopping: every failure is told
         self._diagnoses: set[str] = set()  # diagnosis ids published
+        # source -> when (wall clock) each of its recent launches was told failed, seeded
+        # from the history so that a loop goes on across a restart of the daemon
+        self._failed_at: dict[str, deque[float]] = {}
+        for source, _, when in writer.recent_failures(CRASH_LOOP_MINUTES * 60):
+            self._failed_at.setdefault(source, deque(maxlen=100)).append(when)
         self.failed = 0  # launches seen failing since the daemon started
         self.last_failure: str | None = None  # the newest, as the operator reads it
 
@@ -104,6 +114,7 @@ class LiveLaunches:
         a restart is the one it had."""
         launch = self.book.begin(stored.source, stored.start_line, stored.generation,
                                  stored.seen_start)
+        launch.key = stored.id  # its id, whatever its source is called now (LiveWriter.adopt)
         self.book.renumber(launch, stored.number)
         for sig_id, captures, line, when, process, pid, rank, text, count in \
                 writer.launch_findings(stored.id):
@@ -212,6 +223,8 @@ class LiveLaunches:
                 self._dirty.setdefault(row["id"], current if current is not None
                                        and launch_id(current) == row["id"]
                                        else analysis.launch)
+        if row["outcome"] == "serving":  # a launch that serves ends its source's loop
+            self._failed_at.pop(row["source"], None)
         if changed or failure is not None:
             notices.append(Notice("launch", {
                 "id": row["id"], "source": row["source"], "start_line": row["start_line"],
@@ -251,6 +264,7 @@ class LiveLaunches:
 
     def _failed(self, row: dict[str, Any], analysis: LaunchAnalysis) -> str:
         self.failed += 1
+        self._failed_at.setdefault(row["source"], deque(maxlen=100)).append(time.time())
         root = analysis.root_incident
         why = root.signature.title if root is not None else (
             f"exit code {row['exit_code']}" if row["exit_code"] is not None else "unknown")
@@ -258,6 +272,16 @@ class LiveLaunches:
                  if row["failed_before"] else "")
         self.last_failure = f"{row['source']} launch #{row['number']} failed{again}: {why}"
         return self.last_failure
+
+    def crash_loop(self, source: str, now: float | None = None) -> dict[str, Any] | None:
+        """A source's crash loop, when it is in one: how many launches failed within
+        CRASH_LOOP_MINUTES with none serving since, and that window."""
+        now = time.time() if now is None else now
+        recent = [t for t in self._failed_at.get(source, ())
+                  if now - t <= CRASH_LOOP_MINUTES * 60]
+        if len(recent) < CRASH_LOOP_LAUNCHES:
+            return None
+        return {"failed": len(recent), "minutes": CRASH_LOOP_MINUTES}
 
     def newest(self, source: str) -> LaunchAnalysis | None:
         """The newest analysis of a source's launch (for `logwatch run`'s triage)."""
@@ -285,5 +309,6 @@ class LiveLaunches:
                         "failed_before": published[2] if published else 0,
                         "fatal_incidents": sum(1 for i in analysis.incidents
                                                if i.signature.fatal) if analysis else 0,
-                        "latent": [d.title for d in analysis.latent] if analysis else []})
+                        "latent": [d.title for d in analysis.latent] if analysis else [],
+                        "crash_loop": self.crash_loop(launch.source)})
         return out

@@ -91,6 +91,12 @@ class Daemon:
         self.library_reload = LibraryReload(library, reload_library, self)
         self.writer = LiveWriter(store, library)
         self.resume = self.writer.checkpoints()
+        # a stream followed under a new name keeps its launches: they take the name
+        # (a file's or a journal's stream is its identity; stdin's `stream` is its pipe)
+        named = [(s.name, getattr(s, "stream", None)) for s in sources]
+        for old, new in self.writer.adopt([(n, st) for n, st in named
+                                           if isinstance(st, str)]):
+            self.log.info("source_renamed", source=new, was=old)
         # which start of vLLM each finding belongs to; a source's current one goes on
         # across a restart of the daemon
         self.launches = LiveLaunches(

@@ -10,6 +10,8 @@ judgement over what the daemon observed of it, so every state is testable withou
 - held        the history cannot be written: reading waits for room (a record the history
               refuses for what it holds does not hold a source: it is quarantined, counted
               and said in the detail, and reading goes on);
+- crash_loop  read and up to date or not, the program behind it keeps failing: so many of
+              its launches failed within a few minutes, none serving since;
 - running / exited   the child of `logwatch run`.
 """
 
@@ -38,6 +40,7 @@ class Observed:
     returncode: int | None = None  # run: the child's status once it ended
     running: bool | None = None  # run: a child is running
     writes_behind: bool = False  # reading waits for the history's writes to make room
+    crash_loop: dict[str, Any] | None = None  # its launches' loop: {"failed", "minutes"}
 
 
 def _size(n: int) -> str:
@@ -88,6 +91,10 @@ def _state(o: Observed, held: bool) -> dict[str, Any]:
     if held:
         return {"state": "held", "detail": "the history is not writable: reading waits "
                                            "until a commit succeeds"}
+    if o.crash_loop:
+        return {"state": "crash_loop",
+                "detail": f"{o.crash_loop['failed']} launches failed in the last "
+                          f"{o.crash_loop['minutes']:g} min, none serving since"}
     if o.kind == "file" and o.size is not None:
         if o.read_to is not None and o.read_to > o.size and moving:  # not this file's offset
             return {"state": "catching_up", "detail": "reading an earlier (rotated) "

@@ -12,6 +12,7 @@ import os
 import stat
 import time
 from collections.abc import Mapping, Sequence, Sized
+from dataclasses import replace
 from typing import Any, Protocol
 
 from logwatch import __version__
@@ -121,6 +122,7 @@ def source_states(seen: Seen) -> list[dict[str, Any]]:
     held = seen.writes.state().get("writable") is False
     out = []
     for observed in (o for s in seen.sources for o in _observe(seen, s)):
+        observed = replace(observed, crash_loop=seen.launches.crash_loop(observed.name))
         stream = seen.streams.get(observed.name)
         out.append({"name": observed.name, "kind": observed.kind,
                     **({"path": observed.path} if observed.path else {}),

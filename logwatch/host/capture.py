@@ -10,6 +10,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from logwatch.core.quant.ignore_rules import one_version
 from logwatch.core.snapshot.argv import ArgvError, LaunchSpec, parse_launch
 from logwatch.core.snapshot.host_facts import (
     NVIDIA_SMI_QUERY,
@@ -172,12 +173,14 @@ def take_snapshot(argv: list[str] | str | None = None, env: Mapping[str, str] | 
         model, model_problems = read_model_dir(model_path, overrides)
         problems += model_problems
         sources["model"] = str(model_path)
-    version = log_facts.get("vllm_version")
-    if version:
+    logged = log_facts.get("vllm_version")
+    found = installed_vllm_version(launch.argv()) if launch is not None else None
+    version = one_version(logged, found[0] if found else None)
+    if found is not None and version == found[0]:
+        sources["vllm_version"] = found[1] + (" (the release vLLM's log names)"
+                                              if logged else "")
+    elif version:
         sources["vllm_version"] = "vLLM's own log lines"
-    elif launch is not None and (found := installed_vllm_version(launch.argv())) is not None:
-        version = found[0]
-        sources["vllm_version"] = found[1]
     raw_argv: list[str] = []
     if argv and launch is None:  # not a vLLM launch: still record what it was
         try:

@@ -7,13 +7,17 @@ For a target launched by a systemd unit, `changed()` reads the unit's Invocation
 makes a new one on every start) and, when it differs from the last one seen, takes the
 snapshot again. A target given as an argv cannot be watched this way: its snapshot stays the
 start-up one (`logwatch run` snapshots exactly what it starts).
+
+A unit the daemon follows is read the same way however it was named: `--journal-unit` and
+`--journal-user-unit` (`unit_targets`), and a journald target that names one unit and no
+launch of its own, are snapshotted from that unit as a target's `launch.unit` is.
 """
 
 from __future__ import annotations
 
 import subprocess
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from logwatch.core.settings.config import TargetConfig
@@ -30,6 +34,41 @@ class TargetSnapshot:
     body: dict[str, Any]
     invocation: str | None  # the unit's InvocationID it was taken under (None: no unit)
     snapshot: Snapshot | None = None  # the snapshot itself (digest and body are its own)
+
+
+def followed_unit(source: dict[str, Any]) -> tuple[str, bool] | None:
+    """The one unit a journald source reads, and whether it is a user unit (None: another
+    kind of source, a journal file or directory, or a pattern naming several units)."""
+    if source.get("kind") != "journald":
+        return None
+    for key, user in (("unit", False), ("user_unit", True)):
+        name = source.get(key)
+        if isinstance(name, str) and name and not any(c in name for c in "*?["):
+            return name, user
+    return None
+
+
+def with_unit_launch(target: TargetConfig) -> TargetConfig:
+    """A target whose journald source follows one unit and that says nothing of its launch:
+    its launch is that unit's (ExecStart, Environment, exit status), as if configured."""
+    unit = followed_unit(target.source)
+    if unit is None or target.launch.get("unit") or target.launch.get("argv"):
+        return target
+    return replace(target, launch={**target.launch, "unit": unit[0], "user": unit[1]})
+
+
+def unit_targets(journals: Sequence[tuple[str, Sequence[str]]]) -> list[TargetConfig]:
+    """The units named on the command line (`--journal-unit`, `--journal-user-unit`) as
+    targets named by their source: (source name, journalctl selector) in, one target for
+    each selector that is exactly one unit."""
+    out = []
+    for name, selector in journals:
+        if len(selector) == 2 and selector[0] in ("-u", "--user-unit"):
+            key = "unit" if selector[0] == "-u" else "user_unit"
+            source = {"kind": "journald", key: selector[1]}
+            if followed_unit(source) is not None:
+                out.append(with_unit_launch(TargetConfig(name, source)))
+    return out
 
 
 def unit_invocation(unit: str, user: bool) -> str | None:
@@ -51,7 +90,7 @@ class TargetSnapshots:
                  interval: float = CHECK_SECONDS) -> None:
         """`interval`: how often the daemon calls `changed()`."""
         self.interval = interval
-        self.targets = [t for t in targets
+        self.targets = [t for t in map(with_unit_launch, targets)
                         if t.launch.get("unit") or t.launch.get("argv") or t.model_dir]
         self._gpu_reader = gpu
         self._gpu: GpuFacts | None = None

@@ -14,7 +14,7 @@ import hashlib
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 import duckdb
@@ -119,6 +119,53 @@ class LiveWriter:
             "QUALIFY row_number() OVER (PARTITION BY source ORDER BY number DESC) = 1")
         return [StoredLaunch(r[0], r[1], r[2] or "", int(r[3] or 1), int(r[4]), int(r[5] or 0),
                              bool(r[6]), r[7], r[8]) for r in rows]
+
+    def adopt(self, followed: Sequence[tuple[str, str]]) -> list[tuple[str, str]]:
+        """Launches of a stream stored under another source name (a unit first followed with
+        `--journal-user-unit`, now a configured target's; a file moved into a target) take
+        the name it is followed under now: one history, its numbering, open incidents and
+        pages going on. `followed`: (source name, stream). The launch rows say which stream
+        they read: a journal's launches its stream (their source_id), a file's its path at
+        the end of their name (`file:/p`, `TARGET:file:/p`). Returns (old name, new name)
+        for each name taken over."""
+        moved: list[tuple[str, str]] = []
+        for name, stream in followed:
+            if not stream or (stream == name and not stream.startswith("file:")):
+                continue  # nothing to resume (a pipe, a child): its name is its identity
+            if stream.startswith("journal:"):
+                match, args = "source_id = ?", [stream]
+            else:
+                match, args = "(source = ? OR ends_with(source, ?))", [stream, f":{stream}"]
+            old = [r[0] for r in self.store.query(
+                f"SELECT DISTINCT source FROM launches WHERE {match} AND source <> ?",
+                [*args, name])]
+            if not old:
+                continue
+            self.store.con.execute(f"UPDATE launches SET source = ? WHERE {match} AND "
+                                   "source <> ?", [name, *args, name])
+            self.store.con.execute("UPDATE sources SET label = ? WHERE list_contains(?, label)",
+                                   [name, old])
+            moved += [(label, name) for label in old]
+        return moved
+
+    def recent_failures(self, seconds: float) -> list[tuple[str, str, float]]:
+        """(source, launch id, when it was written as a wall-clock time) of the launches
+        that failed within the last `seconds`, oldest first: a crash loop the daemon goes on
+        watching."""
+        since = datetime.now() - timedelta(seconds=seconds)  # `updated` is local time
+        rows = self.store.query("SELECT source, id, updated FROM launches WHERE outcome = "
+                                "'failed' AND updated >= ? ORDER BY updated", [since])
+        return [(str(r[0]), str(r[1]), r[2].timestamp()) for r in rows]
+
+    def recent_fatal(self, seconds: float) -> list[tuple[str, str, float]]:
+        """(source, root cause, when its launch was last written, wall clock) of the launches
+        that failed within the last `seconds`: what was paged lately."""
+        since = datetime.now() - timedelta(seconds=seconds)
+        rows = self.store.query(
+            "SELECT l.source, i.signature, max(l.updated) FROM incidents i JOIN launches l ON "
+            "l.id = i.launch_id WHERE i.root_cause AND l.outcome = 'failed' "
+            "AND l.updated >= ? GROUP BY l.source, i.signature", [since])
+        return [(str(r[0]), str(r[1]), r[2].timestamp()) for r in rows]
 
     def launch_findings(self, launch: str) -> list[tuple[Any, ...]]:
         """The first and last finding of each incident of a launch, in line order:

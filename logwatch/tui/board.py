@@ -23,8 +23,8 @@ _ENDED_STATES = {"succeeded": "healthy", "rolled_back": "rolled back",
 TONE = {"healthy": "good", "serving": "good", "starting": "busy", "relaunching": "busy",
         "verifying": "busy", "rolling back": "busy", "awaiting approval": "ask",
         "blocked": "ask", "failed": "bad", "rolled back": "bad", "rollback failed": "bad",
-        "breaker open": "bad", "stopped": "idle", "crashed": "bad", "replaced": "idle",
-        "unknown": "idle"}
+        "breaker open": "bad", "crash loop": "bad", "stopped": "idle", "crashed": "bad",
+        "replaced": "idle", "unknown": "idle"}
 
 
 # an activity line's tone: an action's new state, a launch's outcome (live events and the
@@ -162,6 +162,8 @@ def target_rows(rows: Sequence[Mapping[str, Any]], status: Mapping[str, Any] | N
         elif outcome == "failed" and last_actions.get(target) in _ENDED_STATES:
             state = _ENDED_STATES[last_actions[target]]
             state = "failed" if state == "healthy" else state
+        if state == "failed" and live.get(source, {}).get("crash_loop"):
+            state = "crash loop"  # failing again and again: the daemon's judgement
         started = _time(row.get("started"))
         capability = row.get("gpu_capability")
         sm = f"sm {int(capability) / 10:.1f}" if capability else ""

@@ -58,6 +58,20 @@ def parse_release(text: str | None) -> Release | None:
     return int(found.group(1)), int(found.group(2)), int(found.group(3) or 0)
 
 
+def one_version(logged: str | None, installed: str | None) -> str | None:
+    """The one version a snapshot records when vLLM's log and its installed package both say
+    one: the installed string when it is the same release (`0.32.0+cpu` for a log's `0.32.0`:
+    the local build tag kept as seen), else what the log says (what ran). Releases are
+    compared without the tag (parse_release)."""
+    if not logged or not installed:
+        return logged or installed
+
+    def public(text: str) -> str:
+        return text.strip().lstrip("vV").split("+", 1)[0]
+
+    return installed if public(installed) == public(logged) else logged
+
+
 def _matrix() -> tuple[Release, ...]:
     releases = [parse_release(text) for text in MATRIX_TEXT]
     return tuple(r for r in releases if r is not None)
