@@ -89,7 +89,7 @@ def test_a_unit_named_by_flag_is_read_like_a_target_and_keeps_its_history_as_one
     hook.chmod(0o755)
     calls = Path(f"{hook}.calls")
     notify = (f'[[notify]]\nkind = "hook"\nargv = ["{hook}"]\n'
-              'on = ["fatal_incident", "crash_loop"]\ncrash_loop_launches = 2\n')
+              'on = ["launch_failed", "crash_loop"]\ncrash_loop_launches = 2\n')
     flag_config, target_config = tmp_path / "flag.toml", tmp_path / "target.toml"
     flag_config.write_text(notify)
     target_config.write_text(f'[[targets]]\nname = "qwen"\n[targets.source]\nkind = "journald"\n'
@@ -130,7 +130,7 @@ def test_a_unit_named_by_flag_is_read_like_a_target_and_keeps_its_history_as_one
             assert snapshot["env"]["VLLM_LOGGING_LEVEL"] == "INFO", snapshot["env"]
             assert snapshot["env"].get("HF_TOKEN") == "***"
             assert "hf_unitsecret" not in body and "sk-unit-secret" not in body
-        assert "crash_loop" in paged and "fatal_incident" in paged, paged
+        assert "crash_loop" in paged and "launch_failed" in paged, paged
         con = duckdb.connect(str(db), read_only=True)  # as the flag's daemon left it
         try:
             numbers = [r[0] for r in con.execute(
