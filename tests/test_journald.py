@@ -189,3 +189,61 @@ def test_a_restart_reads_every_entry_written_while_it_was_down(tmp_path: Path) -
     assert second.returncode == 0, second.stderr
     assert "16 lines read" in second.stderr, second.stderr
     assert ("distributed.nccl_error", 17) in findings(db)
+
+
+def manager_exit(unit: str, how: str, status: int, usec: int) -> bytes:
+    """The entry systemd's manager writes when a unit's main process ends (its own pid, the
+    unit in UNIT=, EXIT_CODE and EXIT_STATUS), as `journalctl -u UNIT` shows it."""
+    word = {"exited": f"{status}/FAILURE" if status else "0/SUCCESS"}.get(how, str(status))
+    data = f"{unit}: Main process exited, code={how}, status={word}".encode()
+    fields = (f"__REALTIME_TIMESTAMP={usec}\n_BOOT_ID={BOOT_ID}\n_PID=1\n"
+              "SYSLOG_IDENTIFIER=systemd\n_SYSTEMD_UNIT=init.scope\n"
+              f"UNIT={unit}\nEXIT_CODE={how}\nEXIT_STATUS={status}\nPRIORITY=5\n").encode()
+    return fields + b"MESSAGE\n" + struct.pack("<Q", len(data)) + data + b"\n\n"
+
+
+@pytest.mark.slow
+def test_each_launch_of_a_unit_gets_its_exit_status_from_its_manager(tmp_path: Path) -> None:
+    """Three invocations of a unit, each ended as its manager wrote in the journal: exit 1
+    after a recognised failure, SIGTERM after it served (clean: stopped), SIGKILL while it
+    was starting with nothing recognised (failed, and the fallback names the status).
+    Before, `launches.exit_code` was always empty for a journald source, and the killed
+    launch stayed `starting` until the next start replaced it."""
+    journal, db = tmp_path / "j" / "vllm.journal", tmp_path / "h.duckdb"
+    journal.parent.mkdir()
+    t0 = int(time.time() * 1e6)
+    crash = ("ValueError: Invalid repository ID or local directory specified: "
+             "'/models/qwen3-32b-awq'.")
+    version = "INFO 12-04 10:00:00 [api_server.py:1043] vLLM API server version 0.11.0"
+    served = "INFO:     Application startup complete."
+    second = [version, served]
+    append(journal, [
+        export_entry(crash, t0, pid=100, invocation="a" * 32),
+        manager_exit("vllm.service", "exited", 1, t0 + 1),
+        *[export_entry(text, t0 + 5_000_000 + i, pid=200, invocation="b" * 32)
+          for i, text in enumerate(second)],
+        manager_exit("vllm.service", "killed", 15, t0 + 6_000_000),
+        export_entry(version, t0 + 9_000_000, pid=300, invocation="c" * 32),
+        manager_exit("vllm.service", "killed", 9, t0 + 9_500_000)])
+    result = daemon(journal, db)
+    assert result.returncode == 0, result.stderr
+    con = duckdb.connect(str(db), read_only=True)
+    try:
+        launches = con.execute("SELECT number, outcome, exit_code, root_signature "
+                               "FROM launches ORDER BY number").fetchall()
+    finally:
+        con.close()
+    assert launches == [(1, "failed", 1, "model.not_found"),
+                        (2, "stopped", -15, None),
+                        (3, "failed", -9, "generic.exit_status")], launches
+
+
+def test_only_a_managers_exit_entry_is_an_exit() -> None:
+    from logwatch.sources.journald import main_process_exit
+
+    assert main_process_exit({"EXIT_CODE": "exited", "EXIT_STATUS": "0"}) == (0, True)
+    assert main_process_exit({"EXIT_CODE": "exited", "EXIT_STATUS": "137"}) == (137, False)
+    assert main_process_exit({"EXIT_CODE": "killed", "EXIT_STATUS": "15"}) == (-15, True)
+    assert main_process_exit({"EXIT_CODE": "dumped", "EXIT_STATUS": "11"}) == (-11, False)
+    assert main_process_exit({"MESSAGE": "EXIT_STATUS=1"}) is None
+    assert main_process_exit({"EXIT_CODE": "exited", "EXIT_STATUS": "9" * 30}) is None

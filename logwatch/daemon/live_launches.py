@@ -158,6 +158,7 @@ class LiveLaunches:
                     and current is not None:
                 return Placed(launch_id(current), copy=True)  # counted before the restart
             del self._replayed[finding.source]
+        self.settle_exits(finding.source, finding.record_lineno - 1)  # ended before it
         change = self.book.observe(finding, generation)
         self.recognised.add(finding.source)
         if change.new_launch:
@@ -173,6 +174,16 @@ class LiveLaunches:
         """A `run` child ended with `code`: so did its launch."""
         launch = self.book.exited(source, code)
         if launch is not None:
+            self._dirty[launch_id(launch)] = launch
+            self._urgent.add(launch_id(launch))
+
+    def exited_at(self, source: str, line: int, status: int, clean: bool) -> None:
+        """The manager said the main process of the launch in force at `line` ended: given
+        to it once the findings before `line` are placed (`place`, `settle_exits`)."""
+        self.book.exited_at(source, line, status, clean)
+
+    def settle_exits(self, source: str, through: int | None = None) -> None:
+        for launch in self.book.settle_exits(source, through):
             self._dirty[launch_id(launch)] = launch
             self._urgent.add(launch_id(launch))
 

@@ -181,11 +181,14 @@ class ScanStreams:
     def handle(self, chunk: Chunk) -> None:
         stream = self._stream_for(chunk)
         stream.scanner.reference = datetime.now()  # a line's year: the year it arrived in
-        entry_first = stream.next_line
+        first_line = entry_first = stream.next_line
         for end, cursor in chunk.marks:
             line = stream.next_line + chunk.data.count(b"\n", 0, end - chunk.offset)
             stream.marks.append((end, entry_first, line, cursor))
             entry_first = line
+        for ended in chunk.exits:  # the unit's main process ended: its launch, once placed
+            self.launches.exited_at(chunk.source, first_line + chunk.data.count(
+                b"\n", 0, ended.offset - chunk.offset) - 1, ended.status, ended.clean)
         for offset in chunk.launches:  # the unit was started again: a launch from there
             self.launches.restarted(chunk.source, stream.next_line + chunk.data.count(
                 b"\n", 0, offset - chunk.offset), chunk.generation)
@@ -215,6 +218,17 @@ class ScanStreams:
                 stream.holding_since = stream.last_data
             self._wake_when_held(stream)
         self._collect(chunk.source, stream, found)
+        if chunk.exits:
+            self._main_process_ended(chunk.source, stream)
+
+    def _main_process_ended(self, source: str, stream: Stream) -> None:
+        """The unit's manager said its main process ended (journald): what the scanner holds
+        back is placed (nothing of that process comes after), then each exit not given out
+        yet goes to the launch in force at its line."""
+        self._collect(source, stream, stream.scanner.flush())
+        stream.settled, stream.holding_since = True, None
+        self.launches.settle_exits(source)
+        self.writes.soon()
 
     def _hold_ends(self, stream: Stream) -> float | None:
         """When the hit a stream's scanner holds back is to be settled as it stands."""

@@ -41,6 +41,20 @@ class Chunk:
     # (`file_stream`, `journal_stream`); "" where there is nothing to resume (a pipe, a
     # child, tests): the source's name stands in
     stream: str = ""
+    # journald: (offset just after the manager's entry, status, clean) where the manager said
+    # the unit's main process ended: the launch in force there ended so (see `Exit`)
+    exits: tuple[Exit, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class Exit:
+    """The unit's main process ended, as its manager told the journal: `status` is the exit
+    status, or minus the signal that killed it; `clean` as systemd judges a service's end
+    (exit 0, or SIGHUP, SIGINT, SIGTERM or SIGPIPE)."""
+
+    offset: int
+    status: int
+    clean: bool
 
 
 def source_name(text: str) -> str:
@@ -79,7 +93,8 @@ def slices(chunk: Chunk, size: int) -> list[Chunk]:
                             end - start + extra if extra and end == len(chunk.data) else None,
                             chunk.first_line if start == 0 else None,
                             tuple(o for o in chunk.launches if first <= o < last),
-                            chunk.stream))
+                            chunk.stream,
+                            tuple(e for e in chunk.exits if first < e.offset <= last)))
         start = end
     return pieces
 

@@ -10,6 +10,11 @@ systemd names them, `vllm` being `vllm.service`) with their scope (system, or th
 `--user-unit`), on this machine (its machine id); or the journal file or directory (resolved).
 It is also the generation in finding ids, so following the same journal under another name
 neither reads it again nor records anything twice.
+
+The unit's manager writes into the same selection when the unit's main process ends (systemd's
+"Main process exited, code=exited, status=1/FAILURE", with the fields EXIT_CODE and
+EXIT_STATUS): each such entry is handed on as an `Exit` after its line, so the launch in force
+there gets its exit status.
 """
 
 from __future__ import annotations
@@ -24,13 +29,15 @@ from collections.abc import AsyncIterator, Sequence
 from pathlib import Path
 from typing import Any
 
-from logwatch.sources.base import Chunk
+from logwatch.sources.base import Chunk, Exit
 
 MAX_ENTRIES_PER_CHUNK = 2000
 BACKOFF_S = (1.0, 2.0, 5.0, 15.0, 30.0)
 _CURSOR_TIME = re.compile(r"(?:^|;)t=([0-9a-f]+)(?:;|$)")
 UNIT_SUFFIXES = (".service", ".socket", ".target", ".device", ".mount", ".automount", ".swap",
                  ".timer", ".path", ".slice", ".scope")
+# how systemd judges a service's end: exit 0, or one of these signals (SuccessExitStatus=)
+CLEAN_SIGNALS = frozenset({1, 2, 13, 15})  # SIGHUP, SIGINT, SIGPIPE, SIGTERM
 MACHINE_ID_FILES = (Path("/etc/machine-id"), Path("/var/lib/dbus/machine-id"))
 _SELECTOR_KEYS = {"-u": "unit", "--unit": "unit", "--user-unit": "user_unit",
                   "--file": "file", "-D": "directory", "--directory": "directory",
@@ -96,6 +103,21 @@ def message_bytes(entry: dict[str, Any]) -> bytes | None:
         return message.encode("utf-8", errors="surrogateescape")
     if isinstance(message, list) and all(isinstance(b, int) and 0 <= b < 256 for b in message):
         return bytes(message)
+    return None
+
+
+def main_process_exit(entry: dict[str, Any]) -> tuple[int, bool] | None:
+    """(status, clean) of a manager's entry saying a unit's main process ended: the exit
+    status, or minus the signal that killed it; None for any other entry."""
+    how, status = entry.get("EXIT_CODE"), entry.get("EXIT_STATUS")
+    if not isinstance(how, str) or not isinstance(status, str) or not status.isdigit() \
+            or len(status) > 3:
+        return None
+    number = int(status)
+    if how == "exited":
+        return number, number == 0
+    if how in ("killed", "dumped"):
+        return -number, how == "killed" and number in CLEAN_SIGNALS
     return None
 
 
@@ -180,12 +202,14 @@ class JournalSource:
                     batch = await self._read_batch(process.stdout)
                     if batch is None:
                         break
-                    data, marks, starts = batch
+                    data, marks, starts, exits = batch
                     got_any = True
                     yield Chunk(self.name, self.generation, data, self.offset, first,
                                 tuple((self.offset + end, cursor) for end, cursor in marks),
                                 launches=tuple(self.offset + at for at in starts),
-                                stream=self.stream)
+                                stream=self.stream,
+                                exits=tuple(Exit(self.offset + end, status, clean)
+                                            for end, status, clean in exits))
                     self.offset += len(data)
                     first = False
             except BaseException:  # stopped or cancelled: end journalctl, reap it once
@@ -213,12 +237,15 @@ class JournalSource:
             await asyncio.sleep(delay)
 
     async def _read_batch(self, stream: asyncio.StreamReader
-                          ) -> tuple[bytes, list[tuple[int, str]], list[int]] | None:
+                          ) -> tuple[bytes, list[tuple[int, str]], list[int],
+                                     list[tuple[int, int, bool]]] | None:
         """Entries available now (at least one, waiting for it), with each entry's end and
-        cursor, and where a new invocation of the unit began; None at end of output."""
+        cursor, where a new invocation of the unit began, and where its manager said its
+        main process ended (end, status, clean); None at end of output."""
         parts: list[bytes] = []
         marks: list[tuple[int, str]] = []
         starts: list[int] = []
+        exits: list[tuple[int, int, bool]] = []
         size = 0
         while len(marks) < MAX_ENTRIES_PER_CHUNK:
             if marks and not stream._buffer:  # type: ignore[attr-defined]
@@ -229,7 +256,7 @@ class JournalSource:
                 self.events.append("a journal entry over 16 MiB was skipped")
                 continue
             if not raw:
-                return (b"".join(parts), marks, starts) if marks else None
+                return (b"".join(parts), marks, starts, exits) if marks else None
             try:
                 entry = json.loads(raw)
             except ValueError:
@@ -248,7 +275,10 @@ class JournalSource:
             text = message.rstrip(b"\n") + b"\n"
             parts.append(text)
             size += len(text)
+            ended = main_process_exit(entry)
+            if ended is not None:
+                exits.append((size, *ended))
             if isinstance(cursor, str):
                 marks.append((size, cursor))
                 self.cursor = cursor
-        return b"".join(parts), marks, starts
+        return b"".join(parts), marks, starts, exits

@@ -120,6 +120,8 @@ class LaunchBook:
         # lines where a source's program was started again (a new unit invocation), not yet
         # reached by a finding: (line, generation)
         self._restarts: dict[str, list[tuple[int, str]]] = {}
+        # journald: (line, status, clean) of exits its manager said, not yet given out
+        self._exits: dict[str, list[tuple[int, int, bool]]] = {}
 
     def restarted(self, source: str, line: int, generation: str = "") -> None:
         """The program behind `source` was started again at `line`: a finding from there on
@@ -220,6 +222,34 @@ class LaunchBook:
         launch.exit_code = code
         launch.move(FAILED if code not in (0, None) else STOPPED)
         return launch
+
+    def exited_at(self, source: str, line: int, status: int, clean: bool) -> None:
+        """The manager said (journald, at `line`) that the main process of the launch in
+        force there ended with `status` (minus a signal). Kept until the findings before
+        `line` are placed: `settle_exits` gives it to that launch."""
+        self._exits.setdefault(source, []).append((line, status, clean))
+
+    def settle_exits(self, source: str, through: int | None = None) -> list[Launch]:
+        """The exits said at or before line `through` (all with None), each given to the
+        launch in force at its line: the status kept, and an end the manager does not count
+        as clean fails it. When the unit was started again between that launch's start and
+        the exit, the exit is of an invocation nothing was read of: dropped. The launches
+        they ended."""
+        queued = self._exits.get(source)
+        if not queued:
+            return []
+        due = [e for e in queued if through is None or e[0] <= through]
+        self._exits[source] = [e for e in queued if e not in due]
+        ended = []
+        for line, status, clean in due:
+            launch = self.launch_at(source, line)
+            if launch is None or any(launch.start_line < at <= line
+                                     for at, _ in self._restarts.get(source, ())):
+                continue
+            launch.exit_code = status
+            launch.move(STOPPED if clean else FAILED)
+            ended.append(launch)
+        return ended
 
     def launch_at(self, source: str, lineno: int) -> Launch | None:
         """The launch in force at a line: the last one that started at or before it."""
