@@ -191,13 +191,16 @@ def test_a_restart_reads_every_entry_written_while_it_was_down(tmp_path: Path) -
     assert ("distributed.nccl_error", 17) in findings(db)
 
 
-def manager_exit(unit: str, how: str, status: int, usec: int) -> bytes:
-    """The entry systemd's manager writes when a unit's main process ends (its own pid, the
-    unit in UNIT=, EXIT_CODE and EXIT_STATUS), as `journalctl -u UNIT` shows it."""
+def manager_exit(unit: str, how: str, status: int, usec: int,
+                 writer: str = "init.scope") -> bytes:
+    """The entry systemd's manager writes when a unit's main process ends (its message id,
+    the unit in UNIT=, EXIT_CODE and EXIT_STATUS), as `journalctl -u UNIT` shows it;
+    `writer`: the unit journald says wrote it (the manager's own: init.scope)."""
     word = {"exited": f"{status}/FAILURE" if status else "0/SUCCESS"}.get(how, str(status))
     data = f"{unit}: Main process exited, code={how}, status={word}".encode()
     fields = (f"__REALTIME_TIMESTAMP={usec}\n_BOOT_ID={BOOT_ID}\n_PID=1\n"
-              "SYSLOG_IDENTIFIER=systemd\n_SYSTEMD_UNIT=init.scope\n"
+              f"SYSLOG_IDENTIFIER=systemd\n_SYSTEMD_UNIT={writer}\n"
+              "MESSAGE_ID=98e322203f7a4ed290d09fe03c09fe15\n"
               f"UNIT={unit}\nEXIT_CODE={how}\nEXIT_STATUS={status}\nPRIORITY=5\n").encode()
     return fields + b"MESSAGE\n" + struct.pack("<Q", len(data)) + data + b"\n\n"
 
@@ -219,6 +222,10 @@ def test_each_launch_of_a_unit_gets_its_exit_status_from_its_manager(tmp_path: P
     second = [version, served]
     append(journal, [
         export_entry(crash, t0, pid=100, invocation="a" * 32),
+        # neither another unit's end (a journal file holds every unit's) nor an entry a
+        # process inside the unit wrote with the manager's fields is vLLM's exit
+        manager_exit("logrotate.service", "exited", 1, t0 + 1),
+        manager_exit("vllm.service", "exited", 3, t0 + 1, writer="vllm.service"),
         manager_exit("vllm.service", "exited", 1, t0 + 1),
         *[export_entry(text, t0 + 5_000_000 + i, pid=200, invocation="b" * 32)
           for i, text in enumerate(second)],
@@ -238,12 +245,30 @@ def test_each_launch_of_a_unit_gets_its_exit_status_from_its_manager(tmp_path: P
                         (3, "failed", -9, "generic.exit_status")], launches
 
 
-def test_only_a_managers_exit_entry_is_an_exit() -> None:
-    from logwatch.sources.journald import main_process_exit
+def test_only_a_managers_exit_entry_about_the_unit_is_an_exit() -> None:
+    from logwatch.sources.journald import PROCESS_EXIT_MESSAGE_ID, main_process_exit, unit_of
 
-    assert main_process_exit({"EXIT_CODE": "exited", "EXIT_STATUS": "0"}) == (0, True)
-    assert main_process_exit({"EXIT_CODE": "exited", "EXIT_STATUS": "137"}) == (137, False)
-    assert main_process_exit({"EXIT_CODE": "killed", "EXIT_STATUS": "15"}) == (-15, True)
-    assert main_process_exit({"EXIT_CODE": "dumped", "EXIT_STATUS": "11"}) == (-11, False)
-    assert main_process_exit({"MESSAGE": "EXIT_STATUS=1"}) is None
-    assert main_process_exit({"EXIT_CODE": "exited", "EXIT_STATUS": "9" * 30}) is None
+    unit = unit_of({"_SYSTEMD_INVOCATION_ID": "a" * 32, "_SYSTEMD_UNIT": "vllm.service"})
+    assert unit == ("UNIT", "vllm.service")
+    user = unit_of({"_SYSTEMD_INVOCATION_ID": "a" * 32, "_SYSTEMD_UNIT": "user@0.service",
+                    "_SYSTEMD_USER_UNIT": "vllm.service"})
+    assert user == ("USER_UNIT", "vllm.service")
+    assert unit_of({"_SYSTEMD_UNIT": "init.scope"}) is None  # the manager's own
+
+    def ended(how: str, status: str, **more: str) -> dict[str, str]:
+        return {"MESSAGE_ID": PROCESS_EXIT_MESSAGE_ID, "UNIT": "vllm.service",
+                "_SYSTEMD_UNIT": "init.scope", "EXIT_CODE": how, "EXIT_STATUS": status, **more}
+
+    assert main_process_exit(ended("exited", "0"), unit) == (0, True)
+    assert main_process_exit(ended("exited", "137"), unit) == (137, False)
+    assert main_process_exit(ended("killed", "15"), unit) == (-15, True)
+    assert main_process_exit(ended("dumped", "11"), unit) == (-11, False)
+    assert main_process_exit(ended("exited", "9" * 30), unit) is None
+    assert main_process_exit(ended("exited", "1"), None) is None  # no vLLM line read yet
+    assert main_process_exit(ended("exited", "1", UNIT="logrotate.service"), unit) is None
+    assert main_process_exit(ended("exited", "1", _SYSTEMD_UNIT="vllm.service"), unit) is None
+    assert main_process_exit({**ended("exited", "1"), "MESSAGE_ID": "x"}, unit) is None
+    user_end = {**ended("exited", "1", _SYSTEMD_UNIT="user@0.service"), "USER_UNIT":
+                "vllm.service"}
+    assert main_process_exit(user_end, user) == (1, False)
+    assert main_process_exit({**user_end, "_SYSTEMD_USER_UNIT": "vllm.service"}, user) is None

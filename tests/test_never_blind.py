@@ -168,7 +168,8 @@ def test_ten_thousand_hostile_lines_never_hold_the_source(tmp_path: Path) -> Non
             source = source_of(st)
             states.add(source["state"])
             assert st["database"]["writable"] is True, (seed, st["database"])
-            return (source["state"] == "following" and source.get("behind_bytes") == 0
+            return (source["state"] in ("following", "crash_loop")
+                    and source.get("behind_bytes") == 0
                     and not st["pending"] and st["findings_recorded"] > 0)
 
         began = time.monotonic()
@@ -241,3 +242,48 @@ def test_a_reader_that_dies_is_said_and_the_exit_status_says_it(
     done = logwatch_text("daemon", *daemon_args(log, db), "--no-socket", "--until-idle", "1")
     assert done.returncode == 70, done.stderr
     assert "reader_failed" in done.stderr and "the source broke" in done.stderr
+
+
+LONG_MODEL_ARGS = ("(APIServer pid=101) INFO 12-04 10:00:01 [startup.py:75] non-default args: "
+                   "{'model_tag': '/models/" + "Q" * 4200 + "', 'tensor_parallel_size': 2}")
+RAY_REPEATED = ("(EngineCore_DP0 pid=12) ERROR 12-04 10:00:02 [core.py:700] EngineCore failed "
+                "to start. [repeated " + "9" * 5000 + "x across cluster]")
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("line", [LONG_MODEL_ARGS, RAY_REPEATED], ids=["model-path", "repeated"])
+def test_what_a_start_line_names_never_blinds_the_daemon_or_the_scan(
+        tmp_path: Path, line: str) -> None:
+    """A model path no file system takes (vLLM logs it in every start's non-default args;
+    analysing the launch looked it up, and the error read as the history being unwritable,
+    holding the source for good) and a Ray repeat count of 5,000 digits (`int` refused it
+    inside the scan, and the slice's Marlin failures were passed over): the daemon records
+    the Marlin failure after each, and `logwatch scan` reports it."""
+    log, db = tmp_path / "vllm.log", tmp_path / "h.duckdb"
+    log.write_bytes(b"\n".join([START, line.encode(), *marlin_failure()]) + b"\n")
+    done = until_idle(log, db)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "database_unwritable" not in done.stderr and "scan_failed" not in done.stderr
+    assert marlin_lines(db) == [9]
+    scan = subprocess.run([sys.executable, "-m", "logwatch", "--no-pager", "scan", str(log)],
+                          cwd=ROOT, capture_output=True, text=True, timeout=120, check=False)
+    assert scan.returncode == 1 and "size_n is not divisible" in scan.stdout, scan.stderr
+
+
+def test_a_run_whose_watching_failed_does_not_exit_0(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`logwatch run` of a child that fails and exits 0 while no commit of what it printed
+    ever landed (the history unwritable all along): the run's status says so (75, as the
+    daemon's), not the child's 0."""
+    from logwatch.store.live import LiveWriter
+    from tests.inprocess import logwatch_text
+
+    def unwritable(self: LiveWriter, *args: Any, **kwargs: Any) -> int:
+        raise duckdb.IOException("IO Error: could not write file: No space left on device")
+
+    monkeypatch.setattr(LiveWriter, "commit", unwritable)
+    printed = "\n".join(line.decode() for line in marlin_failure())
+    done = logwatch_text("run", "--db", str(tmp_path / "h.duckdb"), "--", sys.executable,
+                         "-c", f"print({printed!r})")
+    assert done.returncode == 75, done.stderr
+    assert "not all recorded" in done.stderr

@@ -142,7 +142,7 @@ def test_a_relaunch_that_cannot_verify_is_stopped_and_the_run_ends(tmp_path: Pat
         out = _ended(run)
     transitions, outcomes = _history(
         tmp_path, "SELECT to_state FROM action_transitions ORDER BY time, seq",
-        "SELECT outcome, root_title FROM launch_history ORDER BY started")
+        "SELECT outcome, root_title FROM launch_history ORDER BY seq")
     moves = [r[0] for r in transitions]
     assert moves == ["proposed", "approved", "applying", "restarting", "verifying",
                      "verify_failed", "rolling_back", "rolled_back", "escalated"], out[-4000:]

@@ -86,7 +86,7 @@ def run_command(args: argparse.Namespace) -> int:
                                          gpu)
             return await daemon.run()
 
-        asyncio.run(supervise())
+        watched = asyncio.run(supervise())
     for event in source.events + daemon.events:
         warn(f"logwatch run: {event}")
     if daemon.needs_socket and daemon.control is None:  # refused before anything started
@@ -99,6 +99,10 @@ def run_command(args: argparse.Namespace) -> int:
         code = child.failed_status(code)
         warn(f"logwatch run: the relaunch did not verify and was stopped, with no launch "
              f"that verified to return to: exit {code}")
+    if code == 0 and watched != 0:  # the child was fine, its watching was not: say so
+        code = watched
+        warn(f"logwatch run: the child ended well, but what it printed was not all recorded "
+             f"(see above): exit {code}")
     analysis = daemon.launches.newest(source.name)
     if code != 0 and analysis is not None:  # the moment the operator wants the triage
         from logwatch.core.report.text import render_text

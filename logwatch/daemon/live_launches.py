@@ -16,6 +16,7 @@ from logwatch.core.diagnosis.analysis import LaunchAnalysis, analyse
 from logwatch.core.launches.lifecycle import CRASHED, FAILED, REPLACED, Launch, LaunchBook
 from logwatch.core.signatures.findings import Finding
 from logwatch.core.signatures.signature import Signature
+from logwatch.core.snapshot.model import Snapshot
 from logwatch.daemon.alerts import failure_page
 from logwatch.host.launch_snapshot import LaunchSnapshots
 from logwatch.store.live import LaunchWritten, LiveWriter, StoredLaunch, launch_id
@@ -69,6 +70,8 @@ class LiveLaunches:
         the root cause, and a plan made from it is made from half the evidence."""
         self.snapshots = snapshots
         self.book = LaunchBook()
+        # (source, launch number, error) of analyses that failed (told by the write path)
+        self.analysis_failures: list[tuple[str, int, str]] = []
         # source -> (generation, line): findings up to there were counted before a restart
         # of the daemon (it reads again from its last checkpoint, a little before)
         self._replayed: dict[str, tuple[str, int]] = {}
@@ -211,9 +214,26 @@ class LiveLaunches:
             self._urgent.add(lid)
 
     def analyse(self, launches: list[Launch]) -> list[LaunchAnalysis]:
-        """On the database thread: each launch judged against its snapshot."""
-        return [analyse(launch, self.snapshots.for_launch(launch.source, launch.captures))
-                for launch in launches]
+        """On the database thread: each launch judged against its snapshot. Whatever taking
+        the snapshot or judging raises (a fault of ours, a model path the log names that
+        cannot be read here) is kept in `analysis_failures` and the launch is written all
+        the same, judged without a snapshot, or with its incidents alone: what a log says
+        never keeps its launch from the history (a failure here used to read as the
+        history being unwritable, and held the source for good)."""
+        return [self._judged(launch) for launch in launches]
+
+    def _judged(self, launch: Launch) -> LaunchAnalysis:
+        try:
+            return analyse(launch, self.snapshots.for_launch(launch.source, launch.captures))
+        except Exception as exc:
+            failed = f"{type(exc).__name__}: {str(exc)[:300]}"
+        self.analysis_failures.append((launch.source, launch.number, failed))
+        bare = Snapshot(problems=(f"no snapshot: {failed}",))
+        try:
+            return analyse(launch, bare)
+        except Exception:
+            incidents = list(launch.book.incidents.values())
+            return LaunchAnalysis(launch, incidents, None, [], bare)
 
     def written(self, written: LaunchWritten) -> list[Notice]:
         """A launch's state is durable (event-loop thread): what to tell."""

@@ -81,6 +81,7 @@ class Writes:
         self._new_incidents: list[tuple[str, str, bool, str | None, bool, str | None]] = []
         self._new_launches: list[LaunchWritten] = []
         self._new_quarantined: list[Refused] = []
+        self._analysis_failures: list[tuple[str, int, str]] = []
         # records the history refused for their content, by source: (how many, the last line)
         self.quarantined: dict[str, tuple[int, int]] = {}
         self.flush_now = Wakeup()  # the batcher's: write or settle something now
@@ -211,6 +212,8 @@ class Writes:
             self._problems.update(problem for problem, _ in new.values())
             self._new_launches.extend(self.writer.last_launches)
             self._new_quarantined.extend(self.writer.last_quarantined)
+            self._analysis_failures.extend(self.launches.analysis_failures)
+            self.launches.analysis_failures.clear()
             wall = time.time()
             for point in points:
                 self.checkpoint_times[point.source] = wall
@@ -231,6 +234,10 @@ class Writes:
             told.status_now()
         self.update_room()
         self._tell_quarantined()
+        for where, number, error in self._analysis_failures:
+            self.told.log.error("analysis_failed", source=where, launch=number,
+                                error=visible(error), recorded="without its snapshot")
+        self._analysis_failures = []
         for incident, signature, fatal, launch, again, source in self._new_incidents:
             told.publish("incident", id=incident, signature=signature, fatal=fatal,
                          launch=launch, again=again, source=source)

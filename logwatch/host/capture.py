@@ -160,12 +160,12 @@ def take_snapshot(argv: list[str] | str | None = None, env: Mapping[str, str] | 
             problems.append(str(exc))
     log_facts = dict(log_facts or {})
     served = launch.model if launch else None
-    if served_first and served and Path(served).is_dir():
+    if served_first and served and _is_dir(served):
         model_path: str | None = served
     else:
         model_path = model_dir or served
     logged_model = log_facts.get("model")
-    if model_path is None and isinstance(logged_model, str) and Path(logged_model).is_dir():
+    if model_path is None and isinstance(logged_model, str) and _is_dir(logged_model):
         model_path = logged_model  # the log's model path exists here: read it too
     overrides = launch.hf_overrides if launch else log_facts.get("hf_overrides")
     model = None
@@ -197,3 +197,13 @@ def take_snapshot(argv: list[str] | str | None = None, env: Mapping[str, str] | 
                             {**snapshot.sources, "launch": "vLLM's own log lines"},
                             snapshot.problems)
     return snapshot
+
+
+def _is_dir(path: str) -> bool:
+    """Whether a path read from a command line or a log is a directory here; a name too long
+    for the system, or one under a directory we may not search, is none (Python 3.11's
+    `is_dir` raises for those: a model path a log names must never stop its reading)."""
+    try:
+        return Path(path).is_dir()
+    except (OSError, ValueError):
+        return False

@@ -98,7 +98,11 @@ def read_model_dir(path: str | Path, hf_overrides: dict[str, Any] | None = None
     """Model facts and the problems met; facts are None only when there is no directory."""
     directory = Path(path)
     problems: list[str] = []
-    if not directory.is_dir():
+    try:
+        found = directory.is_dir()
+    except (OSError, ValueError) as exc:  # too long a name, a directory we may not search
+        return None, [f"{directory}: cannot read it: {exc}"]
+    if not found:
         return None, [f"{directory}: model directory not found (a hub id is not read: "
                       "logwatch never downloads)"]
     digests: Digests = {}

@@ -14,7 +14,10 @@ neither reads it again nor records anything twice.
 The unit's manager writes into the same selection when the unit's main process ends (systemd's
 "Main process exited, code=exited, status=1/FAILURE", with the fields EXIT_CODE and
 EXIT_STATUS): each such entry is handed on as an `Exit` after its line, so the launch in force
-there gets its exit status.
+there gets its exit status. Those fields can be set by any process that logs, so only an entry
+with the manager's message id, about the unit vLLM's lines come from, and not written from
+inside that unit (journald's own `_SYSTEMD_UNIT`/`_SYSTEMD_USER_UNIT` say where an entry came
+from) is an exit; a journal file's other units' exits are not vLLM's.
 """
 
 from __future__ import annotations
@@ -36,6 +39,8 @@ BACKOFF_S = (1.0, 2.0, 5.0, 15.0, 30.0)
 _CURSOR_TIME = re.compile(r"(?:^|;)t=([0-9a-f]+)(?:;|$)")
 UNIT_SUFFIXES = (".service", ".socket", ".target", ".device", ".mount", ".automount", ".swap",
                  ".timer", ".path", ".slice", ".scope")
+# systemd's SD_MESSAGE_UNIT_PROCESS_EXIT: "Main process exited, code=..., status=..."
+PROCESS_EXIT_MESSAGE_ID = "98e322203f7a4ed290d09fe03c09fe15"
 # how systemd judges a service's end: exit 0, or one of these signals (SuccessExitStatus=)
 CLEAN_SIGNALS = frozenset({1, 2, 13, 15})  # SIGHUP, SIGINT, SIGPIPE, SIGTERM
 MACHINE_ID_FILES = (Path("/etc/machine-id"), Path("/var/lib/dbus/machine-id"))
@@ -106,9 +111,30 @@ def message_bytes(entry: dict[str, Any]) -> bytes | None:
     return None
 
 
-def main_process_exit(entry: dict[str, Any]) -> tuple[int, bool] | None:
-    """(status, clean) of a manager's entry saying a unit's main process ended: the exit
-    status, or minus the signal that killed it; None for any other entry."""
+def unit_of(entry: dict[str, Any]) -> tuple[str, str] | None:
+    """The unit a process's entry came from, as the manager's entries name it: ("UNIT",
+    name) or ("USER_UNIT", name), from journald's own fields; None for an entry of no unit's
+    process (the manager's own have no invocation id)."""
+    if not isinstance(entry.get("_SYSTEMD_INVOCATION_ID"), str):
+        return None
+    for field in ("USER_UNIT", "UNIT"):
+        name = entry.get(f"_SYSTEMD_{field}")
+        if isinstance(name, str):
+            return field, name
+    return None
+
+
+def main_process_exit(entry: dict[str, Any], unit: tuple[str, str] | None
+                      ) -> tuple[int, bool] | None:
+    """(status, clean) of the manager's entry saying the main process of `unit` (where
+    vLLM's lines come from: `unit_of`) ended: the exit status, or minus the signal that
+    killed it; None for any other entry, one about another unit, or one written from inside
+    the unit itself."""
+    if unit is None or entry.get("MESSAGE_ID") != PROCESS_EXIT_MESSAGE_ID:
+        return None
+    field, name = unit
+    if entry.get(field) != name or entry.get(f"_SYSTEMD_{field}") == name:
+        return None
     how, status = entry.get("EXIT_CODE"), entry.get("EXIT_STATUS")
     if not isinstance(how, str) or not isinstance(status, str) or not status.isdigit() \
             or len(status) > 3:
@@ -141,6 +167,7 @@ class JournalSource:
         self.start_at = start_at
         self.events: list[str] = []
         self._invocation: str | None = None  # the unit invocation of the last entry read
+        self._unit: tuple[str, str] | None = None  # the unit the last process entry came from
         self._process: asyncio.subprocess.Process | None = None
         self._since_usec: int | None = None
 
@@ -275,9 +302,10 @@ class JournalSource:
             text = message.rstrip(b"\n") + b"\n"
             parts.append(text)
             size += len(text)
-            ended = main_process_exit(entry)
+            ended = main_process_exit(entry, self._unit)
             if ended is not None:
                 exits.append((size, *ended))
+            self._unit = unit_of(entry) or self._unit
             if isinstance(cursor, str):
                 marks.append((size, cursor))
                 self.cursor = cursor

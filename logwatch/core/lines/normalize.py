@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 
 from logwatch.core.lines.year_inference import closest_datetime
+from logwatch.core.numbers import bounded_number
 
 # Raw ANSI CSI sequences, caret notation left by copy-paste, and remnants whose ESC was
 # stripped somewhere along the way ("[36m", "[0;0m").
@@ -177,7 +178,7 @@ def unwrap(raw: str, reference: datetime) -> Unwrapped:
     if "repeated" in text:
         m = _RAY_REPEATED.search(text)
         if m:
-            repeated = int(m.group("n"))
+            repeated = bounded_number(m.group("n")) or 1  # a count no cluster has: once
             text = text[: m.start()]
             wrappers.append("ray-repeated")
     for _ in range(8):  # wrappers nest (CI gutter around docker around journald); bounded

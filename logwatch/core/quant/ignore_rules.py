@@ -52,7 +52,9 @@ class MixedShards(ValueError):
 
 def parse_release(text: str | None) -> Release | None:
     """`0.20.2`, `v0.20.2rc1`, `0.20.2+cu128` -> (0, 20, 2); None when absent or unreadable."""
-    found = re.search(r"(\d+)\.(\d+)(?:\.(\d+))?", text or "")
+    # at most 6 digits a part: a version that long is no release, and `int` of thousands of
+    # digits (a version line in a hostile log) is refused by Python itself
+    found = re.search(r"(?<!\d)(\d{1,6})\.(\d{1,6})(?:\.(\d{1,6}))?(?!\d)", text or "")
     if not found:
         return None
     return int(found.group(1)), int(found.group(2)), int(found.group(3) or 0)

@@ -75,7 +75,7 @@ def split_layers(dims: dict[str, int], tp: int) -> list[SplitLayer]:
 
 
 def _version(text: str | None) -> tuple[int, int] | None:
-    found = re.match(r"(\d+)\.(\d+)", text or "")
+    found = re.match(r"(\d{1,6})\.(\d{1,6})(?!\d)", text or "")
     return (int(found.group(1)), int(found.group(2))) if found else None
 
 

@@ -244,7 +244,7 @@ def mtp_layout(config: dict[str, Any], tensor_names: Sequence[str],
         draft = {}
         for m, p in modules.items():
             found = _LAYER.match(m + ".")
-            if found and int(found.group(1)) >= hidden:
+            if found and len(found.group(1)) <= 9 and int(found.group(1)) >= hidden:
                 draft[m] = p
     else:
         return None
