@@ -17,6 +17,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -109,11 +110,11 @@ def shared() -> Iterator[Path]:
     shutil.rmtree(path, ignore_errors=True)
 
 
-def _config(shared: Path, users: Users, extra: str = "") -> Path:
+def _config(shared: Path, users: Users, extra: str = "", idle: float = 1) -> Path:
     config = shared / "root-only" / "logwatch.toml"
     config.parent.mkdir(mode=0o755)
     config.write_text(f'[socket]\ngroup = "{users.readers}"\noperators_group = '
-                      f'"{users.operators}"\nidle_seconds = 1\n{extra}')
+                      f'"{users.operators}"\nidle_seconds = {idle}\n{extra}')
     return config
 
 
@@ -296,3 +297,56 @@ def test_logwatch_run_takes_the_socket_groups(shared: Path, users: Users) -> Non
     finally:
         run.send_signal(signal.SIGTERM)
         run.wait(timeout=60)
+
+
+_SILENT = """
+import socket, sys
+held = []
+for _ in range(int(sys.argv[2])):
+    s = socket.socket(socket.AF_UNIX)
+    try:
+        s.connect(sys.argv[1])
+    except OSError:  # the backlog full for a moment: the flood goes on
+        continue
+    held.append(s)
+print(len(held), flush=True)
+sys.stdin.read()
+"""
+
+
+def test_a_flood_of_silent_connections_takes_no_more_than_its_share(
+        shared: Path, users: Users) -> None:
+    """300 connections from one reader that never ask anything: past its 16, each refusal
+    waiting for a request held a descriptor for 5 s, without bound (a flood took every
+    descriptor the daemon had: root's status and its own sources starved). Now at most 32
+    wait; the rest are answered and closed at once, and root's status answers meanwhile."""
+    config = _config(shared, users, idle=60)
+    log = shared / "root-only" / "vllm.log"
+    log.write_bytes((SAMPLES / "healthy_033_startup.log").read_bytes())
+    daemon = Running("--config", str(config), "--file", str(log), "--db",
+                     str(shared / "root-only" / "h.duckdb"), sock=_socket_dir(shared))
+    flood: subprocess.Popen[str] | None = None
+    try:
+        daemon.wait_ready()
+        flood = subprocess.Popen([*_as_argv(users.reader), sys.executable, "-c", _SILENT,
+                                  str(daemon.sock), "300"], cwd=ROOT, env=_env(),
+                                 stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                 stderr=subprocess.PIPE, text=True)
+        assert flood.stdout is not None
+        connected = int(flood.stdout.readline() or "0")
+        assert connected > 100, flood.stderr.read() if flood.stderr else ""
+        # held, waiting, its own files: within 3 s (a refusal waited 5 s for its request)
+        deadline, descriptors = time.monotonic() + 3, 0
+        while time.monotonic() < deadline:
+            descriptors = len(os.listdir(f"/proc/{daemon.proc.pid}/fd"))
+            if descriptors < 16 + 32 + 60:
+                break
+            time.sleep(0.05)
+        assert descriptors < 16 + 32 + 60, descriptors
+        answer = asyncio.run(request(daemon.sock, "status", timeout=10))
+        assert answer["ok"] is True, answer
+    finally:
+        if flood is not None:
+            flood.kill()
+            flood.wait(timeout=30)
+        daemon.stop()

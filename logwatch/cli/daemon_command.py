@@ -5,6 +5,7 @@ waits for no socket query (`logwatch run` ends the same way)."""
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import sys
 from pathlib import Path
@@ -22,6 +23,7 @@ def daemon_command(args: argparse.Namespace) -> int:
     from logwatch import own_log
 
     own_log.configure(fmt=args.log_format)
+    _descriptors_to_the_hard_limit()
     from logwatch.daemon.builder import SourceFlags, build_sources
     from logwatch.daemon.service import Daemon
     from logwatch.paths import configured_db_path
@@ -150,3 +152,16 @@ def notify(daemon: Any, config: Any) -> None:
         window = max(max(n.every_seconds, n.crash_loop_minutes * 60) for n in config.notify)
         daemon.alerts.told_before(daemon.writer.recent_fatal(window),
                                   daemon.writer.recent_failures(window))
+
+
+def _descriptors_to_the_hard_limit() -> None:
+    """Open files up to the hard limit (systemd gives a service 1024 soft, 512 Ki hard): each
+    client, followed file and journalctl takes some, and a crowd of connections must find the
+    daemon with room for its sources and root's connection."""
+    import resource
+
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    wanted = hard if hard != resource.RLIM_INFINITY else 1 << 16
+    if soft != resource.RLIM_INFINITY and soft < wanted:
+        with contextlib.suppress(ValueError, OSError):
+            resource.setrlimit(resource.RLIMIT_NOFILE, (wanted, hard))

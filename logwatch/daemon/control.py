@@ -124,6 +124,9 @@ OWNER_CLIENTS = 64
 IDLE_SECONDS = 60.0  # socket.idle_seconds: a connection that asks nothing for so long goes
 ANSWER_BUFFER_BYTES = 64 << 20
 REFUSAL_WAIT = 5.0  # seconds a refused connection has to send the request it is answered
+# refused connections waiting for their request at once; past that, each is answered and
+# closed at once (a flood of silent connections must not take the daemon's descriptors)
+REFUSALS_WAITING = 32
 
 
 def _json(value: Any) -> Any:
@@ -168,6 +171,7 @@ class ControlServer:
         self.idle_seconds = idle_seconds
         self._held: dict[int | None, int] = {}  # uid -> connections open
         self._turned_away: set[int | None] = set()  # users not let in (logged once each)
+        self._refusing = 0  # refused connections waiting for their request (REFUSALS_WAITING)
         self.subscribers: set[Subscriber] = set()
         self._server: asyncio.base_events.Server | None = None
         self._clients: set[asyncio.Task[None]] = set()
@@ -294,9 +298,14 @@ class ControlServer:
             if turned_away is not None:  # the answer to its first request (a client writes
                 self._release(peer)  # first: an answer before it, then a close, is lost)
                 counted = False
-                with contextlib.suppress(TimeoutError, ValueError):
-                    await asyncio.wait_for(reader.readline(), min(self.idle_seconds,
-                                                                  REFUSAL_WAIT))
+                if self._refusing < REFUSALS_WAITING:
+                    self._refusing += 1
+                    try:
+                        with contextlib.suppress(TimeoutError, ValueError):
+                            await asyncio.wait_for(reader.readline(), min(self.idle_seconds,
+                                                                          REFUSAL_WAIT))
+                    finally:
+                        self._refusing -= 1
                 await self._send(writer, turned_away)
                 return
             while True:
