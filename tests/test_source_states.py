@@ -150,3 +150,19 @@ def test_status_judges_only_what_the_daemon_follows(tmp_path: Path) -> None:
         assert "demo_marlin_and_mtp" not in shown.stdout
     finally:
         assert daemon.stop() == 0, daemon.stderr
+
+
+def test_a_crash_loop_still_says_how_far_the_source_is_read() -> None:
+    """A crash loop is the program's state; whether its log is read to the end stays said
+    (`behind_bytes`, `reading`): a monitor waiting for "caught up" saw neither, and waited
+    for good (the hostile-lines fuzz, whose planted failures make a loop, did)."""
+    loop = {"failed": 4, "minutes": 10.0}
+    up_to_date = judge(Observed("a", "file", "/l", exists=True, size=100, read_to=100,
+                                idle_s=9, crash_loop=loop), False)
+    assert up_to_date["state"] == "crash_loop" and up_to_date["reading"] == "following"
+    assert up_to_date["behind_bytes"] == 0
+    assert up_to_date["detail"] == ("4 launches failed in the last 10 min, none serving "
+                                    "since; up to date")
+    behind = judge(Observed("a", "file", "/l", exists=True, size=4 << 20, read_to=1 << 20,
+                            idle_s=0.1, crash_loop=loop), False)
+    assert behind["reading"] == "catching_up" and behind["behind_bytes"] == 3 << 20

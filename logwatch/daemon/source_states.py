@@ -91,10 +91,17 @@ def _state(o: Observed, held: bool) -> dict[str, Any]:
     if held:
         return {"state": "held", "detail": "the history is not writable: reading waits "
                                            "until a commit succeeds"}
-    if o.crash_loop:
-        return {"state": "crash_loop",
+    if o.crash_loop:  # the program's state first; how far it is read stays said
+        reading = _reading(o, moving)
+        return {**reading, "state": "crash_loop", "reading": reading["state"],
                 "detail": f"{o.crash_loop['failed']} launches failed in the last "
-                          f"{o.crash_loop['minutes']:g} min, none serving since"}
+                          f"{o.crash_loop['minutes']:g} min, none serving since; "
+                          f"{reading['detail']}"}
+    return _reading(o, moving)
+
+
+def _reading(o: Observed, moving: bool) -> dict[str, Any]:
+    """How far a source that can be read is read: catching up, lagging or following."""
     if o.kind == "file" and o.size is not None:
         if o.read_to is not None and o.read_to > o.size and moving:  # not this file's offset
             return {"state": "catching_up", "detail": "reading an earlier (rotated) "
