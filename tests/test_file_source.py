@@ -280,3 +280,33 @@ def test_slicing_a_chunk_keeps_its_span_and_first_line() -> None:
     assert sum(len(p.data) if p.span is None else p.span for p in pieces) == chunk.span
     assert [p.first_line for p in pieces] == [40] + [None] * (len(pieces) - 1)
     assert pieces[-1].span == len(pieces[-1].data) + 4700
+
+
+def test_from_the_end_is_the_end_when_the_daemon_is_made_not_when_it_first_reads(
+        tmp_path: Path) -> None:
+    """`--from-end`: lines written after the daemon was made (and said it was ready) but
+    before its reader first opened the file are read. Before, the end was taken at the
+    first read, so those lines were skipped (seen as a flaky README example under load)."""
+    import asyncio
+
+    from logwatch.sources.base import Chunk
+    from logwatch.sources.files import FileSource
+
+    log = tmp_path / "vllm.log"
+    log.write_bytes(spec_line(0) + spec_line(1))
+    source = FileSource(log, poll_interval=0.05, start_at="end")
+    with open(log, "ab") as writing:  # written before the reader ever ran
+        writing.write(spec_line(2))
+
+    async def main() -> list[Chunk]:
+        got: list[Chunk] = []
+        async for chunk in source.chunks():
+            got.append(chunk)
+            if any(c.data for c in got):
+                break
+        await source.close()
+        return got
+
+    anchor, new = asyncio.run(asyncio.wait_for(main(), 30))
+    assert (anchor.data, anchor.offset, anchor.first_line) == (b"", 2 * len(spec_line(0)), 3)
+    assert new.data == spec_line(2)

@@ -18,6 +18,7 @@ rotations while the daemon was down leave one between them that nothing else wou
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import time
 from collections.abc import AsyncIterator
@@ -44,11 +45,12 @@ class FilePosition:
     line: int
 
 
-def _end_of_last_line(fh: IO[bytes]) -> tuple[int, int]:
-    """(the offset just after the last newline, the number of the line that starts there)."""
+def _end_of_last_line(fh: IO[bytes], limit: int | None = None) -> tuple[int, int]:
+    """(the offset just after the last newline in the first `limit` bytes (all of them with
+    None), the number of the line that starts there)."""
     fh.seek(0)
     pos = offset = lines = 0
-    while block := fh.read(READ_BYTES):
+    while block := fh.read(READ_BYTES if limit is None else min(READ_BYTES, limit - pos)):
         if (count := block.count(b"\n")) > 0:
             lines += count
             offset = pos + block.rfind(b"\n") + 1
@@ -126,6 +128,13 @@ class FileSource:
         self._refused: str | None = None  # the last refusal said, not repeated on each try
         self._resumed = False  # the checkpoint's generation is the current file
         self._log = get_logger("logwatch.sources")
+        # "end": the end as it is now, when the daemon is made (before it says it is ready),
+        # not when its reader first opens the file: lines written in between are read
+        self._end_at_start: tuple[int, int, int] | None = None  # (device, inode, size)
+        if start_at == "end" and resume is None:
+            with contextlib.suppress(OSError):
+                st = os.stat(self.path)
+                self._end_at_start = (st.st_dev, st.st_ino, st.st_size)
 
     async def close(self) -> None:
         self._closed = True
@@ -235,7 +244,10 @@ class FileSource:
                     new_generation = False
                     opened[0].seek(offset)
             elif self.start_at == "end" and opened is not None:
-                offset, line = await asyncio.to_thread(_end_of_last_line, opened[0])
+                then = self._end_at_start
+                limit = then[2] if then is not None and then[:2] == (
+                    opened[1].st_dev, opened[1].st_ino) else None
+                offset, line = await asyncio.to_thread(_end_of_last_line, opened[0], limit)
                 opened[0].seek(offset)
                 if offset:  # (no complete line yet: nothing to skip, read it from 0)
                     generation, new_generation = self._generation(*opened), False
