@@ -53,9 +53,10 @@ def test_json_report_schema() -> None:
     report = json.loads(result.stdout)
     assert set(report) == {"library_version", "launches", "incidents", "root_cause", "stats",
                            "diagnoses", "snapshots", "incomplete", "verdict", "unrecognised",
-                           "unrecognised_others"}
+                           "unrecognised_others", "scan_faults"}
     assert report["verdict"] == "failed" and report["unrecognised"] == []
     assert report["incomplete"] == []  # inputs that shrank while they were read
+    assert report["scan_faults"] == []  # records a fault of the scan's passed over
     root = report["incidents"][report["root_cause"]]
     for key in ("signature", "signature_version", "category", "severity", "fatal", "count",
                 "first_seen", "last_seen", "processes", "ranks", "captures", "evidence",

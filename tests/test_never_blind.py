@@ -287,3 +287,39 @@ def test_a_run_whose_watching_failed_does_not_exit_0(
                          "-c", f"print({printed!r})")
     assert done.returncode == 75, done.stderr
     assert "not all recorded" in done.stderr
+
+
+def test_a_record_the_scan_fails_on_costs_that_record_only(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A fault of the scan's on one record (injected: no known line causes one now) passes
+    over that record alone: the Marlin failure in the same slice is still found, by the
+    daemon and by `logwatch scan`, and both say the record they passed over. Before, the
+    daemon passed over the whole 256 KiB slice, and the scan stopped with a traceback."""
+    from logwatch.core.signatures.block_scan import BlockScanner
+    from tests.inprocess import caught_up, daemon_until, logwatch_text
+
+    match = BlockScanner._match
+
+    def failing(self: BlockScanner, records: Any, literal_ids: Any = None) -> Any:
+        if any(POISON.decode() in line.message for r in records for line in r.lines):
+            raise ValueError("the scan broke on this record")
+        return match(self, records, literal_ids)
+
+    monkeypatch.setattr(BlockScanner, "_match", failing)
+    log, db = tmp_path / "vllm.log", tmp_path / "h.duckdb"
+    poisoned = b"(EngineCore_DP0 pid=7) ERROR 12-04 10:00:02 [core.py:700] RuntimeError: " + POISON
+    log.write_bytes(b"\n".join([START, poisoned, *marlin_failure()]) + b"\n")
+    seen: dict[str, Any] = {}
+
+    def recorded(daemon: Any) -> bool:
+        seen.update(daemon.status())
+        return caught_up(1)(daemon)
+
+    done = daemon_until(recorded, *daemon_args(log, db), "--no-socket")
+    assert done.returncode == 0, done.stderr
+    assert marlin_lines(db) == [9]
+    assert seen["scan_failures"] == {f"file:{log}": 1}
+    assert "scan_failed" in done.stderr and "line 2" in done.stderr
+    scan = logwatch_text("--no-pager", "scan", str(log))
+    assert scan.returncode == 1 and "size_n is not divisible" in scan.stdout, scan.stderr
+    assert f"{log}:2: the scan failed on this record and passed over it" in scan.stderr

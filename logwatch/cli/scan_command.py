@@ -65,6 +65,9 @@ def scan_command(args: argparse.Namespace) -> int:
                  + ", ".join(f"{n} new {t}" for t, n in added.items()))
     for gap in report["incomplete"]:
         warn(f"logwatch: warning: {incomplete_warning(gap)}")
+    for fault in report.get("scan_faults") or []:
+        warn(f"logwatch: warning: {visible(fault['source'])}:{fault['line']}: the scan failed "
+             f"on this record and passed over it ({visible(fault['error'])}); please report it")
     # what --pid/--unit/--cmdline/--model-dir asked for and could not be read: said here,
     # once, not only in the report's configuration section of each launch
     for problem in dict.fromkeys(p for snapshot in (report.get("snapshots") or {}).values()

@@ -1,9 +1,10 @@
 """Reading the sources: one task per source feeds its chunks to the streams being scanned, in
 slices, yielding to the loop between them and waiting while the writes lag behind.
 
-A slice the scan fails on (a fault of logwatch's, whatever the line) is said in the daemon's
-log with its source and byte range, counted in `status`, and passed over: reading goes on, so
-no line can stop the source (the failures counted are the ones to report as bugs).
+A slice the scan fails on outside any one record (a fault of logwatch's; one record's fault
+costs that record only: core/signatures/block_scan.py) is said in the daemon's log with its
+source and byte range, counted in `status`, and passed over: reading goes on, so no line can
+stop the source (the failures counted are the ones to report as bugs).
 """
 
 from __future__ import annotations
@@ -23,7 +24,6 @@ from logwatch.sources.base import Chunk, Source, slices
 SLICE_BYTES = 256 << 10
 BUSY_SECONDS = 0.05
 PAUSE_SECONDS = 0.002
-MAX_FAILURES_LOGGED = 20  # per source; status counts them all
 
 
 class Readers:
@@ -35,7 +35,6 @@ class Readers:
         self.stopped = stopped
         self.log = log
         self._busy = 0.0  # seconds of scanning since the readers last paused (see _breathe)
-        self.scan_failures: dict[str, int] = {}  # source -> slices the scan failed on
 
     async def read(self, source: Source) -> None:
         log = self.log.bind(source=source.name)
@@ -68,11 +67,9 @@ class Readers:
                 break
 
     def _scan_failed(self, log: Any, piece: Chunk, exc: Exception) -> None:
-        count = self.scan_failures[piece.source] = self.scan_failures.get(piece.source, 0) + 1
-        if count <= MAX_FAILURES_LOGGED:
-            log.error("scan_failed", generation=piece.generation, offset=piece.offset,
-                      end=piece.offset + len(piece.data), error=f"{type(exc).__name__}: "
-                      f"{str(exc)[:300]}", passed_over=True)
+        self.scan_streams.scan_failed(
+            piece.source, f"{piece.generation} bytes {piece.offset}-"
+            f"{piece.offset + len(piece.data)}", f"{type(exc).__name__}: {str(exc)[:300]}")
 
     async def _breathe(self, busy: float) -> None:
         """After a slice of `busy` seconds of scanning: yield to the loop, and after

@@ -15,6 +15,7 @@ from datetime import datetime
 from typing import Any, Protocol
 
 from logwatch.core.safe_text.redact import redact_head
+from logwatch.core.safe_text.visible import visible
 from logwatch.core.signatures.block_scan import BlockScanner
 from logwatch.core.signatures.findings import Finding
 from logwatch.core.signatures.matcher import Matcher
@@ -28,6 +29,7 @@ from logwatch.store.live import Checkpoint, LiveFinding
 # A source silent this long is settled: records still open are closed as they stand. A
 # traceback arrives as one burst of writes; a dying vLLM goes silent after its last line.
 QUIET_SECONDS = 0.5
+MAX_FAILURES_LOGGED = 20  # scan faults said per source; status counts them all
 # A hit whose record may still go on is reported after this long even while the log keeps
 # flowing: the lines of one record (a traceback, interleaved ranks) arrive within
 # milliseconds of each other; waiting for proof from later lines costs seconds at low rates.
@@ -76,6 +78,9 @@ class Listeners(Protocol):
     @property
     def relaunches(self) -> Relaunches | None: ...
 
+    @property
+    def log(self) -> Any: ...  # the daemon's own log (a record the scan failed on)
+
 
 class ScanStreams:
     """Every source's stream being scanned, and what was read of each since the start."""
@@ -97,6 +102,8 @@ class ScanStreams:
         self.line_hold = line_hold
         self.streams: dict[str, Stream] = {}
         self.lines = 0
+        # source -> records (or slices: reading.py) a fault of the scan's passed over
+        self.scan_failures: dict[str, int] = {}
         # for metrics: per-source lines and read positions
         self.lines_by_source: dict[str, int] = {}
         self.read_positions: dict[str, tuple[str, int]] = {}
@@ -147,6 +154,8 @@ class ScanStreams:
         return None
 
     def _collect(self, source: str, stream: Stream, found: list[Finding]) -> None:
+        for line, error in stream.scanner.take_faults():
+            self.scan_failed(source, f"line {line}", error)
         control, relaunches = self.listeners.control, self.listeners.relaunches
         if control is not None:
             for f in found:
@@ -229,6 +238,14 @@ class ScanStreams:
         stream.settled, stream.holding_since = True, None
         self.launches.settle_exits(source)
         self.writes.soon()
+
+    def scan_failed(self, source: str, where: str, error: str) -> None:
+        """A fault of the scan's passed over a record (or a slice) of `source`: counted, and
+        said in the daemon's log (the first MAX_FAILURES_LOGGED of a source)."""
+        count = self.scan_failures[source] = self.scan_failures.get(source, 0) + 1
+        if count <= MAX_FAILURES_LOGGED:
+            self.listeners.log.error("scan_failed", source=source, where=where,
+                                     error=visible(error), passed_over=True)
 
     def _hold_ends(self, stream: Stream) -> float | None:
         """When the hit a stream's scanner holds back is to be settled as it stands."""

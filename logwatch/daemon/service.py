@@ -201,7 +201,7 @@ class Daemon:
     # what the socket's status and metrics ask (status_view.py)
     @property
     def scan_failures(self) -> dict[str, int]:
-        return self.readers.scan_failures
+        return self.scan_streams.scan_failures
 
     def status(self) -> dict[str, Any]:
         return daemon_status(self)

@@ -142,6 +142,7 @@ def scan_inputs(inputs: Sequence[ScanInput], library: Library, engine: str = "au
     total_bytes = 0 if None in sizes else sum(s or 0 for s in sizes)  # 0: unknown (a pipe)
     done_bytes = 0
     modes: list[str] = []
+    faults: list[dict[str, Any]] = []
     incomplete: list[dict[str, Any]] = []
     vllm_seen = False  # any line vLLM wrote, in the head of some input
     for item, size in zip(inputs, sizes, strict=True):
@@ -174,6 +175,8 @@ def scan_inputs(inputs: Sequence[ScanInput], library: Library, engine: str = "au
                     recorder.scanned(item.label, scanner.stats.bytes)
         except (EOFError, OSError, zlib.error, gzip.BadGzipFile) as exc:
             raise InputError(f"{item.label}: cannot read: {exc}") from exc
+        faults.extend({"source": item.label, "line": line, "error": error}
+                      for line, error in scanner.take_faults())
         if size is not None and read is not None and read < size:
             incomplete.append({"source": item.label, "expected_bytes": size, "read_bytes": read})
         done_bytes += size if size is not None else scanner.stats.bytes
@@ -193,6 +196,7 @@ def scan_inputs(inputs: Sequence[ScanInput], library: Library, engine: str = "au
     )
     report = report_dict(library.version, result.analyses, stats, result.digest)
     report["incomplete"] = incomplete
+    report["scan_faults"] = faults  # records a fault of the scan's passed over (bugs to report)
     report["unrecognised"] = [g.to_dict() for g in unrecognised.ordered()]
     report["unrecognised_others"] = unrecognised.others
     if recorder is not None:  # each finding links to its launch's snapshot

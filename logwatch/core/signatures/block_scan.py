@@ -91,6 +91,14 @@ class BlockScanner:
         self._recheck: tuple[int, int] | None = None
         self._holding: Holding | None = None
         self._settled = (0, start_line)  # (bytes, line) of the last flush
+        # (line, error) of hits whose record the pipeline failed on: a fault of logwatch's,
+        # whatever the line; that record is passed over, the rest of the block is scanned.
+        # The caller takes and tells them (`take_faults`).
+        self.faults: list[tuple[int, str]] = []
+
+    def take_faults(self) -> list[tuple[int, str]]:
+        faults, self.faults = self.faults, []
+        return faults
 
     def feed(self, block: bytes) -> list[Finding]:
         self.stats.bytes += len(block)
@@ -179,26 +187,17 @@ class BlockScanner:
                     and last_line - hit[0] < self._recheck[1]):
                 pending, holding = index, "record"  # too little new data to settle it yet
                 break
-            single = self._single_line_record(lines, hit, forced)
-            if single == _LATER:
-                pending, holding = index, "line"
-                break
-            if isinstance(single, Record):  # proven alone: no other record overlaps it
-                self._held.extend(self._match([single], literals.get(hit[0])))
+            try:
+                waits = self._settle_hit(lines, hit, forced, literals)
+            except Exception as exc:  # a fault of ours: this record only is passed over
+                self._covered.add(hit[0])
+                self.faults.append((hit[0], f"{type(exc).__name__}: {str(exc)[:300]}"))
                 continue
-            record = self._header_run(lines, hit, forced)
-            if record is None:
-                record = self._record_around(lines, hit, forced)
-            if record is None:
-                pending, holding = index, "record"
-                self._recheck = (hit[0], max(2 * (last_line - hit[0]), INITIAL_CONTEXT))
+            if waits is not None:
+                pending, holding = index, waits
+                if waits == "record":
+                    self._recheck = (hit[0], max(2 * (last_line - hit[0]), INITIAL_CONTEXT))
                 break
-            self._covered.update(line.lineno for line in record.lines)
-            for finding in self._match([record]):
-                key = (finding.signature.id, finding.lineno)
-                if key not in self._emitted:
-                    self._emitted.add(key)
-                    self._held.append(finding)
         self.stats.lines_parsed += lines.parsed
         if pending is None:
             self._recheck = None
@@ -234,6 +233,29 @@ class BlockScanner:
         if self.parsed_lines:
             self.parsed_lines = {n: ln for n, ln in self.parsed_lines.items() if n >= first}
         return findings
+
+    def _settle_hit(self, lines: BufferLines, hit: tuple[int, int], forced: bool,
+                    literals: dict[int, set[int]]) -> Holding | None:
+        """Match the record around one hit, its findings held in line order; or what it
+        waits for ("line", "record") when the data after it may still change it."""
+        single = self._single_line_record(lines, hit, forced)
+        if single == _LATER:
+            return "line"
+        if isinstance(single, Record):  # proven alone: no other record overlaps it
+            self._held.extend(self._match([single], literals.get(hit[0])))
+            return None
+        record = self._header_run(lines, hit, forced)
+        if record is None:
+            record = self._record_around(lines, hit, forced)
+        if record is None:
+            return "record"
+        self._covered.update(line.lineno for line in record.lines)
+        for finding in self._match([record]):
+            key = (finding.signature.id, finding.lineno)
+            if key not in self._emitted:
+                self._emitted.add(key)
+                self._held.append(finding)
+        return None
 
     def _record_around(self, lines: BufferLines, hit: tuple[int, int],
                        final: bool) -> Record | None:
