@@ -235,3 +235,19 @@ def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
+
+
+def run_children(pid: int) -> list[int]:
+    """The commands a `logwatch run` process `pid` started (pgrep -P), without the watcher of
+    each one's process group (sources/dies_with_parent.py) that runs beside it."""
+    found = subprocess.run(["pgrep", "-P", str(pid)], capture_output=True, text=True,
+                           check=False).stdout.split()
+    children = []
+    for child in map(int, found):
+        try:
+            if b"group watcher" in Path(f"/proc/{child}/cmdline").read_bytes():
+                continue
+        except OSError:
+            continue
+        children.append(child)
+    return children

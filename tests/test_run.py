@@ -11,7 +11,7 @@ from pathlib import Path
 import duckdb
 import pytest
 
-from tests.conftest import ROOT, SAMPLES
+from tests.conftest import ROOT, SAMPLES, run_children
 from tests.inprocess import logwatch
 
 
@@ -189,8 +189,7 @@ def test_vllm_does_not_outlive_a_killed_run(tmp_path: Path) -> None:
         while not ready.exists():
             assert time.monotonic() < deadline and run_.poll() is None, "the child never ran"
             time.sleep(0.05)  # polling for the child's own sign of life
-        (child,) = subprocess.run(["pgrep", "-P", str(run_.pid)], capture_output=True,
-                                  text=True, check=False).stdout.split()
+        (child,) = run_children(run_.pid)
         run_.kill()
         run_.wait(30)
         deadline = time.monotonic() + 30

@@ -23,7 +23,7 @@ import pytest
 from logwatch.daemon import client
 from logwatch.daemon.protocol import ActionEvent
 from logwatch.demo.scenario import standin_entry
-from tests.conftest import ROOT, free_port
+from tests.conftest import ROOT, free_port, run_children
 from tests.live_actions import logwatch_cli, until_state
 from tests.test_plan import MODELS, SPEC, W4A4_UNCOVERED
 
@@ -79,9 +79,7 @@ def _history(tmp: Path, *queries: str) -> list[list[Any]]:
 
 
 def _children(run: subprocess.Popen[bytes]) -> list[int]:
-    found = subprocess.run(["pgrep", "-P", str(run.pid)], capture_output=True, text=True,
-                           check=False).stdout.split()
-    return [int(pid) for pid in found]
+    return run_children(run.pid)
 
 
 @pytest.mark.slow

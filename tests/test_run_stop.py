@@ -14,13 +14,14 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import ROOT, free_port
+from tests.conftest import ROOT, free_port, run_children
 
 
 def _stubborn(ready: Path, port: int) -> str:
-    """A child that binds `port`, says so in `ready`, and prints a line per SIGTERM it
-    ignores."""
-    return ("import pathlib, signal, socket, sys, time\n"
+    """A child that binds `port`, starts a helper of its own that ignores SIGTERM too (as
+    vLLM's EngineCore is: in the child's process group), says both pids in `ready`, and
+    prints a line per SIGTERM it ignores."""
+    return ("import os, pathlib, signal, socket, subprocess, sys, time\n"
             "def ignored(*_):\n"
             "    try:\n"
             "        print('ignored SIGTERM', flush=True)\n"
@@ -29,7 +30,9 @@ def _stubborn(ready: Path, port: int) -> str:
             "signal.signal(signal.SIGTERM, ignored)\n"
             "signal.signal(signal.SIGINT, ignored)\n"
             f"s = socket.socket(); s.bind(('127.0.0.1', {port})); s.listen(1)\n"
-            f"pathlib.Path({str(ready)!r}).write_text('x')\n"
+            "helper = subprocess.Popen([sys.executable, '-c', 'import signal, time; "
+            "signal.signal(signal.SIGTERM, signal.SIG_IGN); time.sleep(3600)'])\n"
+            f"pathlib.Path({str(ready)!r}).write_text(str(helper.pid))\n"
             "while True: time.sleep(1)\n")
 
 
@@ -43,8 +46,7 @@ def _start(tmp: Path, port: int, *extra: str) -> tuple[subprocess.Popen[bytes], 
     while not ready.exists():
         assert time.monotonic() < deadline and run.poll() is None, "the child never ran"
         time.sleep(0.05)  # polling for the child's own sign of life
-    children = subprocess.run(["pgrep", "-P", str(run.pid)], capture_output=True, text=True,
-                              check=False).stdout.split()
+    children = run_children(run.pid)
     assert len(children) == 1, children
     return run, int(children[0])
 
@@ -142,19 +144,26 @@ def test_the_stop_deadline_flag(tmp_path: Path) -> None:
 
 @pytest.mark.slow
 def test_a_run_killed_with_sigkill_leaves_no_child_holding_its_port(tmp_path: Path) -> None:
+    """Neither the child nor what it started in its process group (as vLLM's EngineCore and
+    workers are) outlives a run killed with SIGKILL: before, the death signal reached the
+    child only, and its helper lived on, orphaned (holding the GPUs, with real vLLM)."""
     port = free_port()
     run, child = _start(tmp_path, port)
+    _until(lambda: (tmp_path / "ready").read_text().isdigit(), 15, "the helper's pid")
+    helper = int((tmp_path / "ready").read_text())
     try:
         run.kill()
         run.wait(30)
         _until(lambda: _gone(child), 15, "the child outlived its killed run")
+        _until(lambda: _gone(helper), 15, "the child's helper outlived the killed run")
         _until(lambda: _port_free(port), 15, "the child's port stayed held")
     finally:
         if run.poll() is None:
             run.kill()
-        if not _gone(child):
-            import os
-            os.kill(child, signal.SIGKILL)
+        import os
+        for pid in (child, helper):
+            if not _gone(pid):
+                os.kill(pid, signal.SIGKILL)
 
 
 def test_check_config_knows_the_stop_deadline(tmp_path: Path) -> None:

@@ -5,13 +5,21 @@ the command itself). No `preexec_fn` runs in a process that has threads.
 
 SIGKILL, not SIGTERM: a vLLM stuck in NCCL teardown ignores SIGTERM, and a supervisor
 restarted by systemd must not find the last vLLM still holding the GPUs and the port.
+
+The death signal reaches the command only, not what it started (vLLM's EngineCore and its
+workers, in the command's process group). A watcher (`GroupWatch`) covers them: a tiny process
+of its own session holding the read end of a pipe only we write to; when we die, however, the
+pipe closes and it kills the command's whole process group. We stop it before we reap the
+command, so it never outlives the group it watches.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import signal
+import subprocess
 import sys
 from collections.abc import Mapping, Sequence
 
@@ -60,3 +68,45 @@ def wrapped(argv: Sequence[str], env: Mapping[str, str] | None,
     ctype = (env if env is not None else os.environ).get("LC_CTYPE")
     return [sys.executable, "-I", "-S", "-c", SHIM, str(os.getpid()), str(int(death)),
             "-" if ctype is None else "+" + ctype, *argv]
+
+
+# argv: PGID. Reads its stdin (a pipe only the run writes to) until the run is gone, then
+# kills the group. A marker line first: a test tells the watcher from the command by it.
+WATCHER = """\
+# logwatch: the run's child group watcher
+import os, signal, sys
+group = int(sys.argv[1])
+while os.read(0, 4096):
+    pass
+try:
+    os.killpg(group, signal.SIGKILL)
+except OSError:
+    pass
+"""
+
+
+class GroupWatch:
+    """Kill process group `group` with SIGKILL if this process dies before `stop()`."""
+
+    def __init__(self, group: int) -> None:
+        read_end, self._write_end = os.pipe()  # neither inherited by the command
+        try:
+            self._watcher: subprocess.Popen[bytes] | None = subprocess.Popen(
+                [sys.executable, "-I", "-S", "-c", WATCHER, str(group)], stdin=read_end,
+                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+        except OSError:
+            self._watcher = None  # the death signal still covers the command itself
+        finally:
+            os.close(read_end)
+
+    def stop(self) -> None:
+        """The group is ours to end now: the watcher goes first (before the command is
+        reaped, so that a pid of the group is never another's when it acts)."""
+        watcher, self._watcher = self._watcher, None
+        if watcher is not None:
+            with contextlib.suppress(ProcessLookupError):
+                watcher.kill()
+            watcher.wait()
+        if self._write_end >= 0:
+            os.close(self._write_end)
+            self._write_end = -1

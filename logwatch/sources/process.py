@@ -26,7 +26,7 @@ from typing import BinaryIO
 from logwatch.core.safe_text.redact import redact_argv
 from logwatch.core.safe_text.visible import visible
 from logwatch.sources.base import Chunk
-from logwatch.sources.dies_with_parent import wrapped
+from logwatch.sources.dies_with_parent import GroupWatch, shim_available, wrapped
 
 READ_BYTES = 1 << 16
 STOP_SECONDS = 30.0  # after SIGTERM/SIGINT, a child still running is killed ([run] stop_seconds)
@@ -162,6 +162,8 @@ class ProcessSource:
             return
         if self.on_start is not None:
             self.on_start()
+        # the command's group dies with us too (vLLM's EngineCore and workers in it)
+        watch = GroupWatch(process.pid) if shim_available() else None
         self.generation = f"run:{process.pid}:{time.time_ns()}"
         self.events.append(f"started pid {process.pid}: {' '.join(redact_argv(argv))}")
         assert process.stdout is not None and process.stderr is not None
@@ -181,6 +183,8 @@ class ProcessSource:
                 offset += len(data)
                 first = False
             self.returncode = await process.wait()
+            if watch is not None:
+                watch.stop()
             how = (f"killed by signal {-self.returncode}" if self.returncode < 0
                    else f"exit code {self.returncode}")
             self.events.append(f"pid {process.pid} ended: {how}")
@@ -198,3 +202,5 @@ class ProcessSource:
                 except BaseException:
                     self.signal_child(signal.SIGKILL)
                     raise
+            if watch is not None:
+                watch.stop()
