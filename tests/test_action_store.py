@@ -95,7 +95,7 @@ def test_a_failed_write_leaves_nothing_behind(tmp_path: Path) -> None:
 
 
 def test_schema_3_migrates_and_keeps_what_it_held(tmp_path: Path) -> None:
-    assert SCHEMA_VERSION == 6
+    assert SCHEMA_VERSION == 7
     db = tmp_path / "old.duckdb"
     con = duckdb.connect(str(db))
     for version in (1, 2, 3):  # migrations are never edited: this is what schema 3 wrote

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import shlex
 import subprocess
 import sys
@@ -22,6 +23,7 @@ from logwatch.core.settings.config import parse_config
 from logwatch.daemon.client import request, wait_ready
 from tests.conftest import ROOT, SAMPLES
 from tests.following import daemon_process, wait_for
+from tests.hostile_log import marlin_failure
 
 
 class Receiver(BaseHTTPRequestHandler):
@@ -190,3 +192,39 @@ def test_logwatch_run_tells_the_configurations_hook_of_its_childs_failure(tmp_pa
     assert [(e, s) for e, s, _ in hooked] == [("launch_failed", "weights.tensor_size_mismatch")]
     assert len({json.loads(body)["launch"] for _, _, body in hooked}) == 1  # the one run
     assert {json.loads(body)["source"] for _, _, body in hooked} == {"run:vllm"}
+
+
+@pytest.mark.slow
+def test_a_failure_recorded_but_never_paged_is_paged_at_the_next_start_once(
+        tmp_path: Path) -> None:
+    """A failed launch the history holds but no page was decided for (the daemon stopped,
+    or was killed, between recording the failure and paging it: here, it ran with no
+    [[notify]] at all) is paged when a daemon with [[notify]] starts, marked late; the start
+    after that pages nothing again. Before, such a failure was never paged."""
+    log, db = tmp_path / "vllm.log", tmp_path / "h.duckdb"
+    log.write_bytes(b"\n".join(
+        [b"INFO 12-04 10:00:00 [__init__.py:239] Automatically detected platform cuda.",
+         *marlin_failure()]) + b"\n")
+    first = subprocess.run([sys.executable, "-m", "logwatch", "daemon", "--file", str(log),
+                            "--db", str(db), "--no-socket", "--config", os.devnull,
+                            "--until-idle", "1"], cwd=ROOT, capture_output=True, text=True,
+                           timeout=120, check=False)
+    assert first.returncode == 0, first.stderr
+    server, notify = receivers(tmp_path)
+    config = tmp_path / "lw.toml"
+    config.write_text(notify)
+    calls = tmp_path / "hook.sh.calls"
+    try:
+        for _ in range(2):
+            again = subprocess.run([sys.executable, "-m", "logwatch", "daemon", "--file",
+                                    str(log), "--db", str(db), "--no-socket", "--config",
+                                    str(config), "--until-idle", "1"], cwd=ROOT,
+                                   capture_output=True, text=True, timeout=120, check=False)
+            assert again.returncode == 0, again.stderr
+    finally:
+        server.shutdown()
+    hooked = _paged(calls)
+    assert [(e, c) for e, c, _ in hooked] == [("launch_failed", "marlin.repack_tile_n")], hooked
+    page = hooked[0][2]
+    assert page["late"] is True and page["number"] == 1 and page["title"], page
+    assert [g["event"] for g in Receiver.got] == ["launch_failed"], Receiver.got

@@ -145,13 +145,15 @@ def notify(daemon: Any, config: Any) -> None:
     """The configuration's [[notify]] entries told what the daemon (or the run) publishes;
     none from a configuration with problems (its alerts would be guesses)."""
     if config.notify and not config.problems:
-        from logwatch.daemon.alerts import Alerts
+        from logwatch.daemon.alerts import Alerts, history_page
 
         daemon.alerts = Alerts(config.notify, daemon.log)
         # what the history says was told lately is not told again after a restart
         window = max(max(n.every_seconds, n.crash_loop_minutes * 60) for n in config.notify)
         daemon.alerts.told_before(daemon.writer.recent_fatal(window),
                                   daemon.writer.recent_failures(window))
+        # failures recorded just before the last run stopped, never paged: paged now
+        daemon.untold = [history_page(row) for row in daemon.writer.untold_failures(window)]
 
 
 def _descriptors_to_the_hard_limit() -> None:

@@ -46,15 +46,28 @@ def failure_page(row: dict[str, Any], analysis: LaunchAnalysis) -> dict[str, Any
         remedies = [r for d in analysis.diagnoses if d.incident == analysis.root
                     for r in d.remedies if r.applicable is not False]
         remedy = remedies[0].summary if remedies else root.signature.remedy
+    return _page(row, root.signature.title if root is not None else None,
+                 root.signature.id if root is not None else None,
+                 root.signature.category if root is not None else None, remedy)
+
+
+def history_page(row: dict[str, Any]) -> dict[str, Any]:
+    """The page of a failed launch as the history kept it (LiveWriter.untold_failures): paged
+    late, after a restart, so `late` says so."""
+    return {**_page(row, row.get("title"), row.get("root_cause"), row.get("category"),
+                    str(row.get("remedy") or "")), "late": True}
+
+
+def _page(row: dict[str, Any], title: str | None, root_cause: str | None,
+          category: str | None, remedy: str) -> dict[str, Any]:
     remedy = " ".join(remedy.split())
     if len(remedy) > REMEDY_CHARS:
         remedy = remedy[:REMEDY_CHARS - 1] + "…"
     exit_code = row.get("exit_code")
     return {"source": row["source"], "launch": row["id"], "number": row["number"],
-            "title": root.signature.title if root is not None else (
-                f"exit code {exit_code}" if exit_code is not None else "unknown"),
-            "root_cause": root.signature.id if root is not None else None,
-            "category": root.signature.category if root is not None else None,
+            "title": title or (f"exit code {exit_code}" if exit_code is not None
+                               else "unknown"),
+            "root_cause": root_cause, "category": category,
             "remedy": remedy, "failed_before": row["failed_before"], "exit_code": exit_code,
             "command": "logwatch sql \"SELECT * FROM incident_timeline WHERE launch_id = "
                        f"'{row['id']}'\""}

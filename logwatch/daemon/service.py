@@ -78,6 +78,9 @@ class Daemon:
         # [export]: (directory, host, minutes between exports), None: no export
         self.export: tuple[Path, str, float] | None = None
         self.alerts: Any = None  # daemon.alerts.Alerts, with [[notify]] entries
+        # pages of failed launches the history holds that no page was decided for (the last
+        # run stopped in between): decided once this run has started
+        self.untold: list[dict[str, Any]] = []
         self.on_signal = on_signal  # `logwatch run`: SIGTERM/SIGINT go to the child instead
         self.targets = targets  # configured targets: snapshots retaken when a unit restarts
         self.notifier = notifier or Notifier()
@@ -273,7 +276,7 @@ class Daemon:
                          failed_before=fields["failed_before"])
         self.status_now()
         if self.alerts is not None and notice.page is not None:  # [[notify]]: one page
-            self.alerts.launch_failed(notice.page)
+            self._page(notice.page)
         if self.relaunches is not None:
             source = str(fields["source"])
             analysis = self.launches.newest(source)
@@ -294,6 +297,21 @@ class Daemon:
         """A signature's status in the library loaded now ("unknown" when it is not)."""
         found = next((s for s in self.library.signatures if s.id == signature), None)
         return found.status if found is not None else "unknown"
+
+    def _page(self, page: dict[str, Any]) -> None:
+        """[[notify]] decides the page of a failed launch; that it did is then recorded (on
+        the database thread), so a restart neither pages it again nor misses it."""
+        self.alerts.launch_failed(page)
+
+        def record() -> None:
+            try:
+                self.in_store(lambda _: self.writer.record_told(
+                    str(page["launch"]), str(page["source"]), page.get("root_cause")))
+            except Exception as exc:  # paged all the same; a restart may page it again
+                self.log.error("page_not_recorded", launch=page["launch"],
+                               error=str(exc)[:300])
+
+        self.writes.thread.submit(record)
 
     def in_store(self, fn: Callable[[Store], T]) -> T:
         """`fn` with the daemon's store, one DuckDB call at a time (any thread)."""
@@ -344,6 +362,10 @@ class Daemon:
                       library=self.library.version, resume=len(self.resume),
                       database=str(self.writer.store.path),
                       socket=str(self.control.path) if self.control is not None else None)
+        if self.alerts is not None:
+            for page in self.untold:
+                self._page(page)
+        self.untold = []
         readers = [asyncio.create_task(self.readers.read(s)) for s in self.sources]
         all_read = asyncio.create_task(self.readers.read_all(readers))
         batcher = asyncio.create_task(self._batcher())

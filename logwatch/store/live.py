@@ -158,14 +158,37 @@ class LiveWriter:
         return [(str(r[0]), str(r[1]), r[2].timestamp()) for r in rows]
 
     def recent_fatal(self, seconds: float) -> list[tuple[str, str, float]]:
-        """(source, root cause, when its launch was last written, wall clock) of the launches
-        that failed within the last `seconds`: what was paged lately."""
+        """(source, root cause, when it was told, wall clock) of the failed launches whose
+        page [[notify]] decided within the last `seconds`: what was paged lately."""
         since = datetime.now() - timedelta(seconds=seconds)
         rows = self.store.query(
-            "SELECT l.source, i.signature, max(l.updated) FROM incidents i JOIN launches l ON "
-            "l.id = i.launch_id WHERE i.root_cause AND l.outcome = 'failed' "
-            "AND l.updated >= ? GROUP BY l.source, i.signature", [since])
+            "SELECT source, root_cause, max(told) FROM told WHERE told >= ? "
+            "GROUP BY source, root_cause", [since])
         return [(str(r[0]), str(r[1]), r[2].timestamp()) for r in rows]
+
+    def record_told(self, launch: str, source: str, root_cause: str | None) -> None:
+        """[[notify]] decided the page of a failed launch (sent it, or held it back)."""
+        self.store.insert("told", [{"launch_id": launch, "source": source,
+                                    "root_cause": root_cause, "told": datetime.now()}],
+                          conflict="REPLACE")
+
+    def untold_failures(self, seconds: float) -> list[dict[str, Any]]:
+        """The launches that failed within the last `seconds` and that no page was decided
+        for (the daemon stopped between recording the failure and paging it), oldest first,
+        as the history kept them (alerts.history_page makes their pages)."""
+        since = datetime.now() - timedelta(seconds=seconds)
+        rows = self.store.query("""
+            SELECT l.source, l.id, l.number, r.title, l.root_signature, r.category,
+                   (SELECT d.summary FROM diagnoses d WHERE d.incident_id = l.root_cause
+                    ORDER BY d.confidence DESC LIMIT 1),
+                   l.failed_before, l.exit_code
+            FROM launches l LEFT JOIN incidents r ON r.id = l.root_cause
+            WHERE l.outcome = 'failed' AND l.updated >= ?
+              AND l.id NOT IN (SELECT launch_id FROM told)
+            ORDER BY l.seq""", [since])
+        keys = ("source", "id", "number", "title", "root_cause", "category", "remedy",
+                "failed_before", "exit_code")
+        return [dict(zip(keys, row, strict=True)) for row in rows]
 
     def launch_findings(self, launch: str) -> list[tuple[Any, ...]]:
         """The first and last finding of each incident of a launch, in line order:

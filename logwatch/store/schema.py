@@ -6,7 +6,7 @@ ids are content-derived, so recording the same log twice adds nothing.
 
 from __future__ import annotations
 
-SCHEMA_VERSION = 6
+SCHEMA_VERSION = 7
 
 MIGRATIONS: dict[int, tuple[str, ...]] = {
     1: (
@@ -103,6 +103,14 @@ MIGRATIONS: dict[int, tuple[str, ...]] = {
             SELECT id, row_number() OVER (ORDER BY updated NULLS FIRST, source, number) AS n
             FROM launches) ordered
         WHERE launches.id = ordered.id""",
+    ),
+    # what the daemon's [[notify]] decided for each failed launch (paged, or held back as part
+    # of a paged crash loop or a problem paged lately), once decided: a failure recorded just
+    # before the daemon died is paged at its next start, one decided on is not paged again
+    7: (
+        """CREATE TABLE told (
+            launch_id VARCHAR PRIMARY KEY, source VARCHAR, root_cause VARCHAR,
+            told TIMESTAMP)""",
     ),
 }
 
