@@ -19,7 +19,8 @@ import struct
 from dataclasses import dataclass
 
 from logwatch.daemon.protocol import OPERATORS, READERS, Request
-from logwatch.host.trusted_dirs import trusted_uids
+from logwatch.daemon.socket_trust import peer_credentials
+from logwatch.host.trusted_dirs import owner_name, trusted_uids
 
 OWNER, OPERATOR, READER = "owner", "operator", "reader"
 MAY = {OWNER: frozenset({OPERATORS, READERS}), OPERATOR: frozenset({OPERATORS, READERS}),
@@ -63,24 +64,7 @@ def _resolve(key: str, name: str | None) -> tuple[str, int] | None:
 
 
 def user_text(uid: int | None) -> str:
-    if uid is None:
-        return "an unknown user"
-    try:
-        return f"uid {uid} ({pwd.getpwuid(uid).pw_name})"
-    except KeyError:
-        return f"uid {uid}"
-
-
-def _credentials(sock: socket.socket | None) -> tuple[int, int] | None:
-    """(uid, gid) of the peer, as the kernel says."""
-    if sock is None or not hasattr(socket, "SO_PEERCRED"):
-        return None
-    try:
-        creds = sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i"))
-    except OSError:
-        return None
-    _, uid, gid = struct.unpack("3i", creds)
-    return uid, gid
+    return "an unknown user" if uid is None else owner_name(uid)
 
 
 def _supplementary(sock: socket.socket, uid: int, gid: int) -> frozenset[int]:
@@ -97,7 +81,7 @@ def _supplementary(sock: socket.socket, uid: int, gid: int) -> frozenset[int]:
 
 def identify(sock: socket.socket | None, groups: Groups) -> Peer:
     """Who connected, and as what."""
-    creds = _credentials(sock)
+    creds = peer_credentials(sock)
     if creds is None or sock is None:
         return Peer(None, frozenset(), None)
     uid, gid = creds

@@ -299,19 +299,11 @@ class Daemon:
         return found.status if found is not None else "unknown"
 
     def _page(self, page: dict[str, Any]) -> None:
-        """[[notify]] decides the page of a failed launch; that it did is then recorded (on
-        the database thread), so a restart neither pages it again nor misses it."""
+        """[[notify]] decides the page of a failed launch; that it did is recorded with the
+        next commit, so a restart neither pages it again nor misses it."""
         self.alerts.launch_failed(page)
-
-        def record() -> None:
-            try:
-                self.in_store(lambda _: self.writer.record_told(
-                    str(page["launch"]), str(page["source"]), page.get("root_cause")))
-            except Exception as exc:  # paged all the same; a restart may page it again
-                self.log.error("page_not_recorded", launch=page["launch"],
-                               error=str(exc)[:300])
-
-        self.writes.thread.submit(record)
+        self.writes.page_decided(str(page["launch"]), str(page["source"]),
+                                 page.get("root_cause"))
 
     def in_store(self, fn: Callable[[Store], T]) -> T:
         """`fn` with the daemon's store, one DuckDB call at a time (any thread)."""

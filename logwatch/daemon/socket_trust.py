@@ -60,8 +60,8 @@ def who_may_connect(path: Path) -> str:
     return "ask the daemon's operator to add you to its socket.group"
 
 
-def peer_uid(sock: socket.socket | None) -> int | None:
-    """The uid of the process at the other end of a Unix socket, as the kernel says
+def peer_credentials(sock: socket.socket | None) -> tuple[int, int] | None:
+    """(uid, gid) of the process at the other end of a Unix socket, as the kernel says
     (SO_PEERCRED); None where it cannot be asked."""
     if sock is None or not hasattr(socket, "SO_PEERCRED"):
         return None
@@ -69,7 +69,15 @@ def peer_uid(sock: socket.socket | None) -> int | None:
         creds = sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i"))
     except OSError:
         return None
-    return int(struct.unpack("3i", creds)[1])
+    _, uid, gid = struct.unpack("3i", creds)
+    return int(uid), int(gid)
+
+
+def peer_uid(sock: socket.socket | None) -> int | None:
+    """The uid of the process at the other end of a Unix socket; None where it cannot be
+    asked."""
+    creds = peer_credentials(sock)
+    return creds[0] if creds is not None else None
 
 
 def check_peer(uid: int, path: Path) -> None:

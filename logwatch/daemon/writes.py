@@ -15,7 +15,7 @@ import asyncio
 import contextlib
 import threading
 import time
-from collections import Counter
+from collections import Counter, deque
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Protocol
 
@@ -82,6 +82,9 @@ class Writes:
         self._new_launches: list[LaunchWritten] = []
         self._new_quarantined: list[Refused] = []
         self._analysis_failures: list[tuple[str, int, str]] = []
+        # pages [[notify]] decided, recorded with the next commit (launch, source, root cause);
+        # a deque: appended on the event loop, drained on the database thread
+        self.paged: deque[tuple[str, str, str | None]] = deque()
         # records the history refused for their content, by source: (how many, the last line)
         self.quarantined: dict[str, tuple[int, int]] = {}
         self.flush_now = Wakeup()  # the batcher's: write or settle something now
@@ -114,6 +117,11 @@ class Writes:
             self.flush_now.set()
         if len(self.pending) >= MAX_PENDING:
             self.update_room()
+
+    def page_decided(self, launch: str, source: str, root_cause: str | None) -> None:
+        """[[notify]] decided the page of a failed launch: recorded with the next commit."""
+        self.paged.append((launch, source, root_cause))
+        self.soon()
 
     def soon(self) -> None:
         """Wake the batcher for pending findings: now, or when the commit gap is over."""
@@ -166,7 +174,7 @@ class Writes:
             due = (now - self._last_write >= CHECKPOINT_SECONDS
                    or (not self.health.writable and bool(self.checkpoints)))
         batch, points, launches = self._take() if due else ([], [], [])
-        if not (batch or points or launches):
+        if not (batch or points or launches or self.paged):
             return
         self._last_write = time.monotonic()  # shielded, so a stop waits for it
         if batch:
@@ -193,10 +201,13 @@ class Writes:
     def _write(self, batch: list[LiveFinding], points: list[Checkpoint],
                launches: list[Launch]) -> None:
         with self.lock:
-            if not (batch or points or launches):
+            if not (batch or points or launches or self.paged):
                 return
             analyses = self.launches.analyse(launches)
             self.committed += self.writer.commit(batch, points, analyses)
+            while self.paged:  # once the batch is in: a failed commit keeps them for the next
+                self.writer.record_told(*self.paged[0])
+                self.paged.popleft()
             new = self.writer.new_incidents
             sources = {launch_id(a.launch): a.launch.source for a in analyses}
             for signature, version, incident, fatal in self.writer.last_new:
