@@ -54,7 +54,7 @@ class Readers:
                 try:
                     self.scan_streams.handle(piece)
                 except Exception as exc:  # a fault of ours must not stop the source
-                    self._scan_failed(log, piece, exc)
+                    self._scan_failed(piece, exc)
                 await self._breathe(time.monotonic() - began)
                 while not self.writes.room.is_set() and (
                         replayable or len(self.writes.pending) >= MAX_PENDING):
@@ -66,7 +66,7 @@ class Readers:
             if self.stopped.is_set():
                 break
 
-    def _scan_failed(self, log: Any, piece: Chunk, exc: Exception) -> None:
+    def _scan_failed(self, piece: Chunk, exc: Exception) -> None:
         self.scan_streams.scan_failed(
             piece.source, f"{piece.generation} bytes {piece.offset}-"
             f"{piece.offset + len(piece.data)}", f"{type(exc).__name__}: {str(exc)[:300]}")
