@@ -211,12 +211,32 @@ def test_the_readmes_relaunch_configuration_and_commands_are_what_logwatch_accep
     assert config.problems == []
     assert config.targets[0].relaunch["policy"] == "ask"
     assert config.values["relaunch.breaker_failures"] == 3
+    assert config.values["relaunch.min_confidence"] == 0.8
     blocks = [part.split("```", 1)[0] for part in section.split("```bash\n")[1:]]
     commands = [shlex.split(line.split("  #")[0]) for bash in blocks
                 for line in bash.splitlines() if line.strip()]
     assert {c[1] for c in commands} == {"status", "approve", "reject", "reset-breaker", "run"}
     for words in commands:
         assert build_parser().parse_args(words[1:]).command == words[1]
+
+
+def test_min_confidence_is_a_guardrail_the_operator_sets_within_0_and_1(tmp_path: Path
+                                                                        ) -> None:
+    """`[relaunch] min_confidence` reaches the guardrails; 0, 1 and more are refused (a
+    diagnosis must be strictly above it: 1 would refuse every relaunch, 0 none)."""
+    from logwatch.core.settings.config import parse_config
+    from logwatch.daemon.relaunch_settings import settings_from_config
+
+    config = parse_config("t.toml", "[relaunch]\nmin_confidence = 0.6\n")
+    assert config.problems == []
+    assert settings_from_config(config.values, tmp_path).thresholds.min_confidence == 0.6
+    assert settings_from_config(parse_config("t.toml", "").values, tmp_path
+                                ).thresholds.min_confidence == 0.8
+    for bad in ("0", "1", "1.5", "-0.2"):
+        problems = parse_config("t.toml", f"[relaunch]\nmin_confidence = {bad}\n").problems
+        assert [p.message for p in problems] == [
+            f"relaunch.min_confidence is {bad}: more than 0, less than 1 (a diagnosis must "
+            "be above it)"], bad
 
 
 def test_an_operators_word_with_no_daemon_to_hear_it_exits_3(tmp_path: Path) -> None:

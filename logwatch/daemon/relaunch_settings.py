@@ -38,6 +38,7 @@ def settings_from_config(values: Mapping[str, Any], default_state: Path,
                         approval_timeout=timedelta(
                             seconds=float(values.get("relaunch.approval_seconds") or 3600.0)),
                         breaker_failures=int(values.get("relaunch.breaker_failures") or 3),
+                        min_confidence=float(values.get("relaunch.min_confidence") or 0.8),
                         backoff_base=timedelta(
                             seconds=float(values.get("relaunch.backoff_seconds") or 60.0))),
                     dry_run or bool(values.get("relaunch.dry_run")))

@@ -53,6 +53,7 @@ class RunChild:
         self.healthy: Launch | None = None  # the last launch that verified
         self.unverified = False  # a relaunch rolled back with nothing healthy to put back
         self.failure: int | None = None  # the last status of a child that failed (128+N)
+        self._stopping = False  # the run is stopping the child: its status is no verdict
         self._loop = loop
         self._snapshot_of = snapshot_of
         self._record = record
@@ -85,10 +86,12 @@ class RunChild:
         self.healthy = self.current
 
     def failed_status(self, code: int) -> int:
-        """The run's status once its last child ended with `code` (128+N for a signal) by
-        itself: that, or, after a relaunch that did not verify and was stopped, the status of
-        the failure it was to fix (1 when none is known)."""
-        if not self.unverified or code != 0:
+        """The run's status once its last child ended with `code` (128+N for a signal): that,
+        or, after a relaunch that did not verify and was stopped, the status of the last
+        child that failed by itself (1 when none is known). A child the rollback stopped
+        ends with whatever the signal made of it (0 when vLLM had come up, 143 when SIGTERM
+        killed it while it was starting): neither is the run's verdict."""
+        if not self.unverified:
             return code
         return self.failure or 1
 
@@ -108,6 +111,7 @@ class RunChild:
         """SIGTERM to the child's group; the source kills it after its stop deadline."""
         if not self.source.running():
             return
+        self._stopping = True
         self._loop.call_soon_threadsafe(self.source.stop_child)
         while self.source.running():
             time.sleep(0.05)  # the child's exit is seen on the event loop
@@ -115,8 +119,9 @@ class RunChild:
     # -- the source (the event loop) --------------------------------------------------------
     async def next_launch(self, code: int) -> tuple[Sequence[str], Mapping[str, str]] | None:
         """After a child ended with `code`: the next one to start, or None to end."""
-        if code != 0:
+        if code != 0 and not self._stopping:
             self.failure = 128 - code if code < 0 else code
+        self._stopping = False
         while True:
             try:
                 following = await asyncio.wait_for(self._requests.get(), SETTLE_POLL_SECONDS)

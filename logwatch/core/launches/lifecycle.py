@@ -24,8 +24,9 @@ again) closes the launch before it with the last line it had: one that served an
 it stopped died without a word (an OOM kill, `kill -9`, a node reboot) and is `crashed`; one
 still starting, with no fatal finding, was `replaced` (restarted before it came up: by its
 manager, an operator or a relaunch). Failed, stopped, crashed and replaced are final (a
-fatal finding in a teardown after the shutdown line still fails a stopped launch; an
-unrecognised one, like one request's error while serving, changes nothing).
+fatal finding in a teardown after the shutdown line still fails a stopped launch, unless it
+only reports the engine or a worker gone, which a shutdown does to them; an unrecognised
+one, like one request's error while serving, changes nothing).
 """
 
 from __future__ import annotations
@@ -36,7 +37,7 @@ from datetime import datetime
 
 from logwatch.core.launches.incidents import Incident, IncidentBook, incident_key
 from logwatch.core.signatures.findings import Finding
-from logwatch.core.signatures.signature import FALLBACK_CATEGORY
+from logwatch.core.signatures.signature import CONSEQUENCE_CATEGORIES, FALLBACK_CATEGORY
 
 LAUNCH_SIGNATURES = ("lifecycle.version", "lifecycle.non_default_args",
                      "lifecycle.engine_config")
@@ -58,6 +59,17 @@ TRANSITIONS: dict[str, frozenset[str]] = {
 KEPT_LAUNCHES = 2
 
 
+def ends_launch(outcome: str, category: str) -> bool:
+    """Whether a fatal finding of `category` fails a launch that is `outcome`: an
+    unrecognised exception while serving (one request's) or in the teardown does not; nor,
+    once a shutdown was asked for, does a report of the engine or a worker gone (vLLM 0.32
+    logs `EngineDeadError` at ERROR during a clean Ctrl-C: its engine core is stopped under
+    its output handler). A cause of its own (a CUDA error in the teardown) still does."""
+    if outcome in (SERVING, STOPPED) and category == FALLBACK_CATEGORY:
+        return False
+    return not (outcome == STOPPED and category in CONSEQUENCE_CATEGORIES)
+
+
 @dataclass(slots=True)
 class Launch:
     source: str
@@ -72,6 +84,7 @@ class Launch:
     last_line: int = 0
     exit_code: int | None = None
     key: str = ""  # the history's id for it, once a store has named it
+    stop_line: int | None = None  # where it was told to stop (its first shutdown line)
 
     @property
     def fatal_incidents(self) -> list[Incident]:
@@ -202,15 +215,12 @@ class LaunchBook:
         copies_before = copies.copies if copies is not None else 0
         incident = launch.book.add(finding, key)
         outcome = launch.outcome
-        if sig.fatal and not (outcome in (SERVING, STOPPED)
-                              and sig.category == FALLBACK_CATEGORY):
-            # an unrecognised exception while serving (one request's) or in the teardown
-            # does not end a launch
+        if sig.fatal and ends_launch(outcome, sig.category):
             launch.move(FAILED)
         elif sig.id in SERVING_SIGNATURES:
             launch.move(SERVING)
-        elif sig.id in STOPPED_SIGNATURES:
-            launch.move(STOPPED)
+        elif sig.id in STOPPED_SIGNATURES and launch.move(STOPPED):
+            launch.stop_line = finding.record_lineno
         return Change(launch, incident, new_launch, len(launch.book.incidents) > before,
                       launch.outcome != outcome, incident.copies > copies_before)
 

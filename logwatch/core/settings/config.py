@@ -62,8 +62,11 @@ SCHEMA: dict[str, dict[str, tuple[type | tuple[type, ...], Any]]] = {
     # speculative-decoding reading; an action waits approval_seconds for `logwatch approve`;
     # breaker_failures failed relaunches in a row open a target's breaker (`logwatch
     # reset-breaker` closes it); after the k-th, the next waits backoff_seconds * 2**(k-1);
-    # dry_run: actions are proposed, decided and approved, then dropped before any change
+    # dry_run: actions are proposed, decided and approved, then dropped before any change;
+    # min_confidence: a relaunch starts only for a diagnosis above it (0.95 proven by the log
+    # or the snapshot, 0.7 inferred, 0.5 a guess)
     "relaunch": {"state_dir": (str, ""), "dropin": (str, "persistent"), "dry_run": (bool, False),
+                 "min_confidence": ((int, float), 0.8),
                  "start_seconds": ((int, float), 900.0), "soak_seconds": ((int, float), 60.0),
                  "approval_seconds": ((int, float), 3600.0), "breaker_failures": (int, 3),
                  "backoff_seconds": ((int, float), 60.0)},
@@ -164,6 +167,11 @@ def parse_config(path: str, text: str, overrides: dict[str, Any] | None = None) 
                 continue
             if key in POSITIVE and isinstance(value, int | float) and value <= 0:
                 problem(f"{section}.{key} must be more than 0", key, section)
+                continue
+            if (f"{section}.{key}" == "relaunch.min_confidence"
+                    and isinstance(value, int | float) and not 0 < value < 1):
+                problem(f"relaunch.min_confidence is {value}: more than 0, less than 1 (a "
+                        "diagnosis must be above it)", key, section)
                 continue
             if f"{section}.{key}" == "relaunch.dropin" and value not in DROPIN_KINDS:
                 problem(f"relaunch.dropin is {value!r}: one of {', '.join(DROPIN_KINDS)}",
