@@ -16,8 +16,8 @@ from __future__ import annotations
 import json
 import shutil
 import sys
-from pathlib import Path
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 HIDDEN = 256
