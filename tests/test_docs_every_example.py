@@ -250,6 +250,10 @@ NOT_RUN: dict[str, str] = {
         "the stand-in and a 10 s soak from a config file is tests/test_run_relaunch.py ("
         "test_a_relaunch_that_cannot_verify_is_stopped_and_the_run_ends, and with `ask`, "
         "test_an_approved_relaunch_becomes_the_runs_child)",
+    "docs/real-vllm.md | make real-vllm":
+        "installs a real vLLM (3.5 GB) and runs it for about 10 minutes: the opt-in tier "
+        "itself; its parts that need no vLLM (the case table, the sample maker, the table "
+        "writer) are tested by tests/test_real_vllm_tier.py",
     "docs/architecture.md | ``` logwatch/":
         "the package layout, checked against logwatch/ by tests/test_architecture.py",
     "docs/architecture.md | ``` launch failed (event loop)": "a diagram, not a command",

@@ -48,6 +48,24 @@ def test_exit_code_output_and_snapshot(tmp_path: Path) -> None:
 
 
 @pytest.mark.slow
+def test_a_launch_that_failed_is_a_failure_though_vllm_exited_0(tmp_path: Path) -> None:
+    """A real vLLM 0.32.0 whose worker died while serving shuts its API server down and
+    exits 0 (docs/real-vllm.md). The run said 0 too: a wrapper's status that hid the
+    failure. Now 1, said, with the triage; a clean stop (the teardown sample) stays 0."""
+    for sample, want in (("real_032_worker_killed_serving.log", 1),
+                         ("real_032_sigint_teardown.log", 0)):
+        script = (f"import sys; sys.stdout.write(open({str(SAMPLES / sample)!r}).read()); "
+                  "sys.exit(0)")
+        result = run("--db", str(tmp_path / f"{want}.duckdb"), "--", sys.executable, "-c",
+                     script)
+        err = result.stderr.decode()
+        assert result.returncode == want, err[-3000:]
+        if want:
+            assert "vLLM exited 0, but its launch failed" in err, err[-3000:]
+            assert "ROOT CAUSE" in err
+
+
+@pytest.mark.slow
 def test_each_child_is_a_generation_of_its_own(tmp_path: Path) -> None:
     """vLLM failing the same way twice under `logwatch run` (the same lines, the same line
     numbers), started from two shells: the second child's findings are recorded too, under

@@ -295,6 +295,30 @@ def test_0_11_2_prefixes_every_line_and_scans_healthy(
     assert "lifecycle.startup_complete" in signatures(report)
 
 
+def test_0_32_0_writes_as_the_real_one_and_its_teardown_error_leaves_it_healthy(
+        tmp_path: Path, reaper: list[subprocess.Popen[bytes]]) -> None:
+    """As a real vLLM 0.32.0 does (docs/real-vllm.md): uvicorn's lines bare, a multi-line
+    record's lines ending in a carriage return, and at a clean Ctrl-C the output handler's
+    `EngineDeadError` at ERROR after the shutdown line. The launch stopped, the verdict
+    healthy (it was `failed: engine.dead`)."""
+    log = tmp_path / "vllm.log"
+    proc = start(["serve", str(MODELS / "qwen3-32b-w4a16"), "--port", "0"], log, tmp_path,
+                 LOGWATCH_STANDIN_VLLM="0.32.0")
+    reaper.append(proc)
+    url = wait_for_address(proc, log)
+    wait_healthy(url)
+    proc.send_signal(signal.SIGINT)
+    assert proc.wait(timeout=10) == 0
+    raw = log.read_bytes()
+    assert b"\nINFO:     Application startup complete.\n" in raw
+    assert b"version 0.32.0\r\n" in raw  # the logo is one record of several lines
+    assert b"ERROR" in raw and b"EngineDeadError" in raw
+    report = scan(log)
+    assert report["verdict"] == "healthy", report["launches"]
+    assert [launch["outcome"] for launch in report["launches"]] == ["stopped"]
+    assert signatures(report)["engine.dead"]["severity"] == "info"
+
+
 @pytest.mark.parametrize("release", ["0.11.2", "0.33.0"])
 def test_more_ranks_than_gpus_is_refused_before_the_engine(tmp_path: Path, release: str) -> None:
     log = tmp_path / "vllm.log"

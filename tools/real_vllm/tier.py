@@ -14,52 +14,21 @@ import json
 import os
 import re
 import signal
-import socket
 import subprocess
 import sys
 import time
-import urllib.error
-import urllib.request
-from dataclasses import dataclass
+from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 
 from tools.real_vllm.cases import BASE_ARGS, CASES, Case
+from tools.real_vllm.common import RELEASE, ROOT, Outcome, ask, expected_of, free_port
+from tools.real_vllm.loops import daemon_loop, relaunch_loop, systemd_loop
 
-ROOT = Path(__file__).resolve().parents[2]
 DOC = ROOT / "docs" / "real-vllm.md"
 TABLE_BEGIN, TABLE_END = "<!-- real-vllm table -->", "<!-- end real-vllm table -->"
 READY_SECONDS = 240  # readiness on 2 cores is about 30 s with --enforce-eager
 END_SECONDS = 240  # a failure ends on its own in 10-40 s
-
-
-@dataclass
-class Outcome:
-    case: Case
-    said: str  # what logwatch recorded: outcome, root cause, signature
-    matched: bool
-    seconds: float
-    exit_code: int | None
-    note: str = ""
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-def ask(url: str, body: dict[str, object] | None = None, timeout: float = 5) -> int:
-    """The HTTP status of a GET (or a POST of `body`); 0 when nothing answers."""
-    data = json.dumps(body).encode() if body is not None else None
-    request = urllib.request.Request(url, data=data,
-                                     headers={"content-type": "application/json"})
-    try:
-        with urllib.request.urlopen(request, timeout=timeout) as response:
-            return int(response.status)
-    except urllib.error.HTTPError as err:
-        return int(err.code)
-    except OSError:
-        return 0
 
 
 def vllm_argv(venv: Path, case: Case, models: Path, port: int) -> list[str]:
@@ -90,7 +59,15 @@ def run_case(case: Case, venv: Path, models: Path, work: Path) -> Outcome:
             code = proc.wait()
             note += " (did not end by itself: killed)"
     said, matched = judge(case, db)
-    return Outcome(case, said, matched, time.monotonic() - started, code, note.strip())
+    # the run's status: 0 for a launch that stopped as asked, non-zero for one that failed
+    # (vLLM itself exits 0 after its engine died while serving; the run does not)
+    said += f"; run exit {code}"
+    matched = matched and (code == 0) == (case.outcome == "stopped")
+    wrong = snapshot_mismatch(db, argv[argv.index("--") + 1:], case)
+    if wrong:
+        said, matched = f"{said}; snapshot: {wrong}", False
+    return Outcome(case.name, said, expected_of(case), matched, time.monotonic() - started,
+                   code, note.strip())
 
 
 def serve_then_stop(proc: subprocess.Popen[bytes], port: int, case: Case) -> str:
@@ -142,6 +119,36 @@ def judge(case: Case, db: Path) -> tuple[str, bool]:
     return said, ok and len(rows) == 1
 
 
+def snapshot_mismatch(db: Path, argv: list[str], case: Case) -> str:
+    """How the configuration snapshot of the case's launch differs from what was started
+    ("" when it is what was started: the argv, the model, --max-model-len, the release)."""
+    import duckdb
+
+    if not db.exists():
+        return "no history"
+    con = duckdb.connect(str(db), read_only=True)
+    try:
+        row = con.execute("SELECT s.body FROM launches l JOIN snapshots s "
+                          "ON s.hash = l.snapshot_hash ORDER BY l.number LIMIT 1").fetchone()
+    finally:
+        con.close()
+    if row is None:
+        return "no snapshot linked to the launch"
+    body = json.loads(row[0])
+    wrong = []
+    if body.get("argv") != argv:
+        wrong.append("argv differs")
+    launch = body.get("launch") or {}
+    if launch.get("model") != argv[2]:
+        wrong.append(f"model {launch.get('model')!r}")
+    lengths = [argv[i + 1] for i, word in enumerate(argv[:-1]) if word == "--max-model-len"]
+    if lengths and str(launch.get("max_model_len")) != lengths[-1]:
+        wrong.append(f"max_model_len {launch.get('max_model_len')!r}, started {lengths[-1]}")
+    if not str(body.get("vllm_version") or "").startswith(RELEASE):
+        wrong.append(f"vllm_version {body.get('vllm_version')!r}")
+    return ", ".join(wrong)
+
+
 def release(venv: Path) -> str:
     out = subprocess.run([str(venv / "bin" / "python"), "-c",
                           "import importlib.metadata as m; print(m.version('vllm'))"],
@@ -153,9 +160,8 @@ def write_table(outcomes: list[Outcome], rel: str) -> None:
     rows = ["| release | case | what logwatch said | expected | match |",
             "| --- | --- | --- | --- | --- |"]
     for o in outcomes:
-        expected = (o.case.outcome if o.case.outcome != "failed"
-                    else "failed: " + " or ".join(o.case.causes))
-        rows.append(f"| {rel} | {o.case.name} | {o.said} | {expected} | "
+        said = o.said.replace("|", "\\|")
+        rows.append(f"| {rel} | {o.name} | {said} | {o.expected} | "
                     f"{'yes' if o.matched else '**no**'} |")
     text = DOC.read_text() if DOC.exists() else f"{TABLE_BEGIN}\n{TABLE_END}\n"
     table = "\n".join(rows)
@@ -175,15 +181,23 @@ def main(argv: list[str] | None = None) -> int:
     args.work.mkdir(parents=True, exist_ok=True)
     rel = release(args.venv)
     cases = [c for c in CASES if not args.only or c.name in args.only]
-    outcomes = []
-    for case in cases:
-        o = run_case(case, args.venv, args.models, args.work)
+    outcomes: list[Outcome] = []
+    runs: list[Callable[[], Outcome]] = [
+        partial(run_case, case, args.venv, args.models, args.work) for case in cases]
+    if not args.only or "relaunch" in args.only:
+        runs.append(partial(relaunch_loop, args.venv, args.work))
+    if not args.only or "daemon-file" in args.only:
+        runs.append(partial(daemon_loop, args.venv, args.models, args.work))
+    if not args.only or "systemd-user" in args.only:
+        runs.append(partial(systemd_loop, args.venv, args.models, args.work))
+    for step in runs:
+        o = step()
         outcomes.append(o)
-        print(f"{case.name:<20} {'ok ' if o.matched else 'NO '} {o.seconds:5.0f}s "
+        print(f"{o.name:<20} {'ok ' if o.matched else 'NO '} {o.seconds:5.0f}s "
               f"exit {o.exit_code}  {o.said}  {o.note}", flush=True)
     if not args.no_table:
         write_table(outcomes, rel)
-    bad = [o.case.name for o in outcomes if not o.matched]
+    bad = [o.name for o in outcomes if not o.matched]
     print(f"real vLLM {rel}: {len(outcomes) - len(bad)} of {len(outcomes)} cases as expected"
           + (f"; not: {', '.join(bad)}" if bad else ""))
     return 1 if bad else 0

@@ -1,0 +1,76 @@
+"""The real-vLLM tier's parts that need no vLLM (tools/real_vllm/; the tier itself is `make
+real-vllm`, docs/real-vllm.md): its cases expect categories logwatch has, the sample maker
+keeps vLLM's lines byte for byte and drops logwatch's own, and the table lands between its
+markers in the doc, which holds one row per case."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from logwatch.core.signatures.signature import CATEGORIES
+from tests.conftest import ROOT
+from tools.real_vllm import tier
+from tools.real_vllm.cases import CASES
+from tools.real_vllm.common import Outcome
+from tools.real_vllm.sample import clean
+
+
+def test_every_case_expects_an_outcome_and_categories_logwatch_has() -> None:
+    names = [case.name for case in CASES]
+    assert len(names) == len(set(names))
+    for case in CASES:
+        assert case.outcome in ("stopped", "failed"), case.name
+        assert (case.outcome == "failed") == bool(case.causes), case.name
+        assert set(case.causes) <= set(CATEGORIES), case.name
+        assert case.why, case.name
+
+
+def test_the_sample_maker_keeps_vllms_lines_and_drops_logwatchs() -> None:
+    root = "/home/op/logwatch"
+    raw = [
+        "2026-12-04T19:02:03.572232Z [error    ] fatal_incident   incident=ab\n",
+        "(APIServer pid=7) INFO 12-04 19:02:00 [api_utils.py:347] banner\r\n",
+        "(APIServer pid=7) INFO 12-04 19:02:00 [launcher.py:195] Route: /health, Methods: GET\n",
+        f'(Worker pid=9) ERROR 12-04 19:02:03 [x.py:1]   File "{root}/.real-vllm/venv-0.32.0'
+        '/lib/python3.11/site-packages/vllm/a.py", line 1, in f\n',
+        f"  File \"{root}/.real-vllm/venv-0.32.0/bin/vllm\", line 8, in <module>\n",
+        f"OSError: Repo id must be in the form 'repo_name': '{root}/.real-vllm/models/x'.\n",
+        "nanobind: leaked 4 instances!\n",
+        " - leaked type \"triton.ir\"\n",
+        "logwatch run: started pid 9: vllm serve\n",
+        "logwatch run: 233 lines in 1 input(s), signature library 0.3.0\n",
+        "  the report, indented, to the end\n",
+    ]
+    kept = list(clean(raw, root))
+    assert kept == [
+        "(APIServer pid=7) INFO 12-04 19:02:00 [api_utils.py:347] banner\r\n",
+        '(Worker pid=9) ERROR 12-04 19:02:03 [x.py:1]   File "/opt/vllm/lib/python3.11/'
+        'site-packages/vllm/a.py", line 1, in f\n',
+        '  File "/opt/vllm/bin/vllm", line 8, in <module>\n',
+        "OSError: Repo id must be in the form 'repo_name': '/models/x'.\n",
+    ]
+
+
+def test_the_table_replaces_what_is_between_its_markers(tmp_path: Path,
+                                                        monkeypatch: pytest.MonkeyPatch
+                                                        ) -> None:
+    doc = tmp_path / "real-vllm.md"
+    doc.write_text(f"# t\n\nbefore\n{tier.TABLE_BEGIN}\nold | rows\n{tier.TABLE_END}\nafter\n")
+    monkeypatch.setattr(tier, "DOC", doc)
+    tier.write_table([Outcome("healthy", "stopped", "stopped", True, 20.0, 0),
+                      Outcome("x", "failed: a | b", "failed: c", False, 9.0, 1)], "0.32.0")
+    text = doc.read_text()
+    assert "old | rows" not in text and text.startswith("# t\n\nbefore\n")
+    assert text.endswith(f"{tier.TABLE_END}\nafter\n")
+    assert "| 0.32.0 | healthy | stopped | stopped | yes |" in text
+    assert "| 0.32.0 | x | failed: a \\| b | failed: c | **no** |" in text
+
+
+def test_the_doc_holds_a_row_for_every_case_and_loop() -> None:
+    text = (ROOT / "docs" / "real-vllm.md").read_text(encoding="utf-8")
+    table = text.split(tier.TABLE_BEGIN, 1)[1].split(tier.TABLE_END, 1)[0]
+    rows = {line.split("|")[2].strip() for line in table.splitlines()
+            if line.startswith("| 0.")}
+    assert rows == {c.name for c in CASES} | {"relaunch", "daemon-file", "systemd-user"}
