@@ -72,4 +72,9 @@ CASES: tuple[Case, ...] = (
     Case("gptq-unpacked", "gptq", ("--dtype", "bfloat16"), causes=("weight_name_mismatch",),
          why="a GPTQ config over weights never packed: the layer has qweight, the "
              "checkpoint a plain weight"),
+    Case("gptq-width-48", "gptq-width-48", ("--dtype", "bfloat16"),
+         causes=("quant_unsupported_gpu",),
+         why="GPTQ 4-bit on an MLP 48 wide: no weight-only kernel here takes it (the CPU's "
+             "wants multiples of 32, as Marlin wants 64 on a GPU); vLLM lists each kernel's "
+             "reason under the error"),
 )

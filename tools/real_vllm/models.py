@@ -140,11 +140,22 @@ def fp8(out: Path) -> None:
         "quant_method": "fp8", "activation_scheme": "static"}))
 
 
-def gptq_width(out: Path) -> None:
+def gptq_unpacked(out: Path) -> None:
     """A GPTQ 4-bit config, group 128, over weights that are not packed."""
     _edit_config(out, lambda c: c.update(quantization_config={
         "quant_method": "gptq", "bits": 4, "group_size": 128, "desc_act": False,
         "sym": True}))
+
+
+def gptq_width(out: Path) -> None:
+    """GPTQ 4-bit, per-channel, on a model whose MLP is 48 wide: the CPU's weight-only kernel
+    takes widths in multiples of 32 only (Marlin's 64 on a GPU), and vLLM refuses the layer
+    when it builds it, before any weight is read (so the weights need not be packed)."""
+    def change(config: dict[str, Any]) -> None:
+        config.update(intermediate_size=48, quantization_config={
+            "quant_method": "gptq", "bits": 4, "group_size": -1, "desc_act": False,
+            "sym": True})
+    _edit_config(out, change)
 
 
 VARIANTS: dict[str, Callable[[Path], None]] = {
@@ -155,7 +166,8 @@ VARIANTS: dict[str, Callable[[Path], None]] = {
     "ct-nvfp4": compressed_tensors_nvfp4,
     "ct-nvfp4a16": compressed_tensors_nvfp4a16,
     "fp8": fp8,
-    "gptq": gptq_width,
+    "gptq": gptq_unpacked,
+    "gptq-width-48": gptq_width,
 }
 
 

@@ -26,6 +26,7 @@ from tools.real_vllm.common import RELEASE, ROOT, Outcome, ask, expected_of, fre
 from tools.real_vllm.loops import daemon_loop, relaunch_loop, systemd_loop
 
 DOC = ROOT / "docs" / "real-vllm.md"
+LOOPS = ("relaunch", "daemon-file", "systemd-user")  # the steps beyond one run per case
 TABLE_BEGIN, TABLE_END = "<!-- real-vllm table -->", "<!-- end real-vllm table -->"
 READY_SECONDS = 240  # readiness on 2 cores is about 30 s with --enforce-eager
 END_SECONDS = 240  # a failure ends on its own in 10-40 s
@@ -157,14 +158,24 @@ def release(venv: Path) -> str:
 
 
 def write_table(outcomes: list[Outcome], rel: str) -> None:
-    rows = ["| release | case | what logwatch said | expected | match |",
-            "| --- | --- | --- | --- | --- |"]
+    """The table in docs/real-vllm.md: a row per step run now; the rows of steps not run
+    this time (`--only`) are kept as they were. Cases first, in the order of cases.py, then
+    the loops."""
+    text = DOC.read_text() if DOC.exists() else f"{TABLE_BEGIN}\n{TABLE_END}\n"
+    old = text.split(TABLE_BEGIN, 1)[1].split(TABLE_END, 1)[0] if TABLE_BEGIN in text else ""
+    rows: dict[str, str] = {}
+    for line in old.splitlines():
+        cells = line.split(" | ")
+        if line.startswith("| ") and len(cells) > 2 and cells[1] not in ("case", "---"):
+            rows[cells[1]] = line
     for o in outcomes:
         said = o.said.replace("|", "\\|")
-        rows.append(f"| {rel} | {o.name} | {said} | {o.expected} | "
-                    f"{'yes' if o.matched else '**no**'} |")
-    text = DOC.read_text() if DOC.exists() else f"{TABLE_BEGIN}\n{TABLE_END}\n"
-    table = "\n".join(rows)
+        rows[o.name] = (f"| {rel} | {o.name} | {said} | {o.expected} | "
+                        f"{'yes' if o.matched else '**no**'} |")
+    order = [c.name for c in CASES] + list(LOOPS)
+    ranked = sorted(rows, key=lambda name: order.index(name) if name in order else len(order))
+    table = "\n".join(["| release | case | what logwatch said | expected | match |",
+                       "| --- | --- | --- | --- | --- |", *(rows[name] for name in ranked)])
     text = re.sub(re.escape(TABLE_BEGIN) + ".*?" + re.escape(TABLE_END),
                   lambda _: f"{TABLE_BEGIN}\n{table}\n{TABLE_END}", text, flags=re.S)
     DOC.write_text(text)
@@ -184,11 +195,11 @@ def main(argv: list[str] | None = None) -> int:
     outcomes: list[Outcome] = []
     runs: list[Callable[[], Outcome]] = [
         partial(run_case, case, args.venv, args.models, args.work) for case in cases]
-    if not args.only or "relaunch" in args.only:
+    if not args.only or LOOPS[0] in args.only:
         runs.append(partial(relaunch_loop, args.venv, args.work))
-    if not args.only or "daemon-file" in args.only:
+    if not args.only or LOOPS[1] in args.only:
         runs.append(partial(daemon_loop, args.venv, args.models, args.work))
-    if not args.only or "systemd-user" in args.only:
+    if not args.only or LOOPS[2] in args.only:
         runs.append(partial(systemd_loop, args.venv, args.models, args.work))
     for step in runs:
         o = step()
