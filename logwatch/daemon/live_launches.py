@@ -38,10 +38,12 @@ CRASH_LOOP_MINUTES = 10.0
 
 @dataclass(frozen=True, slots=True)
 class Placed:
-    """Where a finding went: its launch's id, and whether it is a copy already counted."""
+    """Where a finding went: its launch's id, whether it is a copy already counted, and the
+    finding as it counts there (a teardown's report is context: lifecycle.torn_down)."""
 
     launch: str
     copy: bool
+    finding: Finding
 
 
 @dataclass(frozen=True, slots=True)
@@ -132,6 +134,7 @@ class LiveLaunches:
         launch.outcome, launch.started, launch.last_line = (stored.outcome, stored.started,
                                                             max(launch.last_line,
                                                                 stored.last_line))
+        self.book.settle_restored(launch)
 
     def new_generation(self, source: str, generation: str, line: int) -> None:
         """A source began a generation: for a `run` child or a stdin run, a new launch."""
@@ -159,7 +162,7 @@ class LiveLaunches:
             current = self.book.current(finding.source)
             if replayed[0] == generation and finding.lineno <= replayed[1] \
                     and current is not None:
-                return Placed(launch_id(current), copy=True)  # counted before the restart
+                return Placed(launch_id(current), True, finding)  # counted before the restart
             del self._replayed[finding.source]
         self.settle_exits(finding.source, finding.record_lineno - 1)  # ended before it
         change = self.book.observe(finding, generation)
@@ -171,7 +174,7 @@ class LiveLaunches:
         self._last_found[lid] = time.monotonic()
         if change.new_incident or change.outcome_changed:
             self._urgent.add(lid)
-        return Placed(lid, change.copy)
+        return Placed(lid, change.copy, change.finding)
 
     def exited(self, source: str, code: int) -> None:
         """A `run` child ended with `code`: so did its launch."""

@@ -157,14 +157,14 @@ class ScanStreams:
         for line, error in stream.scanner.take_faults():
             self.scan_failed(source, f"line {line}", error)
         control, relaunches = self.listeners.control, self.listeners.relaunches
-        if control is not None:
-            for f in found:
+        live = []
+        for found_here in found:
+            placed = self.launches.place(found_here, stream.generation)
+            f = placed.finding  # as it counts in its launch (a teardown's: context)
+            if control is not None:
                 control.publish("finding", source=source, line=f.lineno,
                                 signature=f.signature.id, severity=f.signature.severity,
                                 fatal=f.signature.fatal, captures=f.captures)
-        live = []
-        for f in found:
-            placed = self.launches.place(f, stream.generation)
             live.append(LiveFinding(
                 f, stream.generation, self._identity(stream, f.lineno) if stream.marks
                 else None, self.in_force.snapshot_for(source), placed.launch, placed.copy))

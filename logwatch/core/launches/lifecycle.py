@@ -24,9 +24,10 @@ again) closes the launch before it with the last line it had: one that served an
 it stopped died without a word (an OOM kill, `kill -9`, a node reboot) and is `crashed`; one
 still starting, with no fatal finding, was `replaced` (restarted before it came up: by its
 manager, an operator or a relaunch). Failed, stopped, crashed and replaced are final (a
-fatal finding in a teardown after the shutdown line still fails a stopped launch, unless it
-only reports the engine or a worker gone, which a shutdown does to them; an unrecognised
-one, like one request's error while serving, changes nothing).
+fatal finding in a teardown after the shutdown line still fails a stopped launch; an
+unrecognised one, like one request's error while serving, changes nothing; and after vLLM's
+own shutdown line, `torn_down` reports of the engine core gone, which the shutdown causes,
+count as context: not fatal, severity info).
 """
 
 from __future__ import annotations
@@ -37,7 +38,7 @@ from datetime import datetime
 
 from logwatch.core.launches.incidents import Incident, IncidentBook, incident_key
 from logwatch.core.signatures.findings import Finding
-from logwatch.core.signatures.signature import CONSEQUENCE_CATEGORIES, FALLBACK_CATEGORY
+from logwatch.core.signatures.signature import FALLBACK_CATEGORY, Signature
 
 LAUNCH_SIGNATURES = ("lifecycle.version", "lifecycle.non_default_args",
                      "lifecycle.engine_config")
@@ -59,15 +60,28 @@ TRANSITIONS: dict[str, frozenset[str]] = {
 KEPT_LAUNCHES = 2
 
 
-def ends_launch(outcome: str, category: str) -> bool:
-    """Whether a fatal finding of `category` fails a launch that is `outcome`: an
-    unrecognised exception while serving (one request's) or in the teardown does not; nor,
-    once a shutdown was asked for, does a report of the engine or a worker gone (vLLM 0.32
-    logs `EngineDeadError` at ERROR during a clean Ctrl-C: its engine core is stopped under
-    its output handler). A cause of its own (a CUDA error in the teardown) still does."""
-    if outcome in (SERVING, STOPPED) and category == FALLBACK_CATEGORY:
-        return False
-    return not (outcome == STOPPED and category in CONSEQUENCE_CATEGORIES)
+# What vLLM's own shutdown line says (lifecycle.shutdown's `[shutdown] API server: shutdown
+# triggered`); uvicorn's lines, which another service behind the same log prefix prints too,
+# stop a launch but open no teardown.
+VLLM_STOP = "shutdown triggered"
+# Reports of the engine core gone that a shutdown causes: vLLM 0.32 logs them at ERROR during
+# a clean Ctrl-C (its engine core is stopped under the API server's output handler). A worker
+# that died is not one of them: vLLM says so only when its executor is not shutting down.
+TEARDOWN_SIGNATURES = frozenset({"engine.dead", "engine.output_handler_failed"})
+
+
+def as_context(sig: Signature) -> Signature:
+    """A signature shown as context: not fatal, severity info."""
+    return replace(sig, fatal=False, severity="info")
+
+
+def torn_down(launch: Launch, finding: Finding) -> bool:
+    """Whether a finding is the teardown's of a launch vLLM was told to stop: after vLLM's own
+    shutdown line, a report of the engine core gone or an unrecognised fatal error."""
+    sig = finding.signature
+    return (launch.outcome == STOPPED and launch.stop_line is not None and sig.fatal
+            and finding.record_lineno >= launch.stop_line
+            and (sig.id in TEARDOWN_SIGNATURES or sig.category == FALLBACK_CATEGORY))
 
 
 @dataclass(slots=True)
@@ -84,7 +98,7 @@ class Launch:
     last_line: int = 0
     exit_code: int | None = None
     key: str = ""  # the history's id for it, once a store has named it
-    stop_line: int | None = None  # where it was told to stop (its first shutdown line)
+    stop_line: int | None = None  # where vLLM said it was told to stop (VLLM_STOP)
 
     @property
     def fatal_incidents(self) -> list[Incident]:
@@ -122,6 +136,7 @@ class Change:
     new_incident: bool
     outcome_changed: bool
     copy: bool  # the same report printed again by another channel: not counted
+    finding: Finding  # as it counts: a teardown's report is context (`torn_down`)
 
 
 class LaunchBook:
@@ -177,7 +192,19 @@ class LaunchBook:
         if launch.started is None and finding.time is not None:
             launch.started = finding.time
         launch.last_line = max(launch.last_line, finding.lineno)
+        if finding.signature.id in STOPPED_SIGNATURES \
+                and finding.captures.get("what") == VLLM_STOP:
+            launch.stop_line = min(launch.stop_line or finding.record_lineno,
+                                   finding.record_lineno)
         return launch.book.add(finding)
+
+    @staticmethod
+    def settle_restored(launch: Launch) -> None:
+        """After `restore` and the stored outcome: the teardown's reports as context again,
+        as they were when first read (the history keeps the library's signature)."""
+        for incident in launch.book.incidents.values():
+            if torn_down(launch, incident.first):
+                incident.signature = as_context(incident.signature)
 
     def observe(self, finding: Finding, generation: str = "") -> Change:
         source, sig = finding.source, finding.signature
@@ -209,20 +236,29 @@ class LaunchBook:
         if launch.started is None and finding.time is not None:
             launch.started = finding.time
         launch.last_line = max(launch.last_line, finding.lineno)
+        if torn_down(launch, finding):
+            finding = replace(finding, signature=as_context(sig))
+            sig = finding.signature
         before = len(launch.book.incidents)
         key = incident_key(finding)
         copies = launch.book.incidents.get((sig.id, key))
         copies_before = copies.copies if copies is not None else 0
         incident = launch.book.add(finding, key)
         outcome = launch.outcome
-        if sig.fatal and ends_launch(outcome, sig.category):
+        if sig.fatal and not (outcome in (SERVING, STOPPED)
+                              and sig.category == FALLBACK_CATEGORY):
+            # an unrecognised exception while serving (one request's) or in the teardown
+            # does not end a launch
             launch.move(FAILED)
         elif sig.id in SERVING_SIGNATURES:
             launch.move(SERVING)
-        elif sig.id in STOPPED_SIGNATURES and launch.move(STOPPED):
-            launch.stop_line = finding.record_lineno
+        elif sig.id in STOPPED_SIGNATURES:
+            launch.move(STOPPED)
+            if launch.outcome == STOPPED and launch.stop_line is None \
+                    and finding.captures.get("what") == VLLM_STOP:
+                launch.stop_line = finding.record_lineno
         return Change(launch, incident, new_launch, len(launch.book.incidents) > before,
-                      launch.outcome != outcome, incident.copies > copies_before)
+                      launch.outcome != outcome, incident.copies > copies_before, finding)
 
     def exited(self, source: str, code: int | None) -> Launch | None:
         """The process of the current launch ended: non-zero is a failure."""

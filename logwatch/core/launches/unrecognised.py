@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from dataclasses import replace
 
 from logwatch.core.launches.incidents import Incident
-from logwatch.core.launches.lifecycle import FAILED, SERVING, STOPPED, Launch, ends_launch
+from logwatch.core.launches.lifecycle import FAILED, SERVING, STOPPED, Launch
 from logwatch.core.signatures.fallback import ERROR_LINE, is_generic
 from logwatch.core.signatures.findings import Finding
 from logwatch.core.signatures.signature import FALLBACK_CATEGORY, Signature
@@ -39,12 +39,6 @@ def cause_rank(incident: Incident) -> int:
 def settle_launch(launch: Launch, incidents: list[Incident], root: int | None
                   ) -> tuple[list[Incident], int | None]:
     """A launch's incidents with the fallback applied (see the module docstring)."""
-    if launch.outcome == STOPPED and launch.stop_line is not None:
-        # the teardown of a shutdown that was asked for: the engine reported gone, an
-        # unrecognised error on the way down; shown as context, the launch stopped as asked
-        incidents = [_torn_down(i, launch.stop_line) for i in incidents]
-        if root is not None and not incidents[root].signature.fatal:
-            root = None
     rooted = incidents[root] if root is not None else None
     if rooted is not None and not is_generic(rooted.signature):
         return [i if i is rooted else _demoted(i) for i in incidents], root
@@ -71,18 +65,6 @@ def _demoted(incident: Incident) -> Incident:
     if not (is_generic(incident.signature) and incident.signature.fatal):
         return incident
     return replace(incident, signature=replace(incident.signature, fatal=False))
-
-
-def _torn_down(incident: Incident, stop_line: int) -> Incident:
-    """After a launch was told to stop (`stop_line`): a fatal fallback incident or a report
-    of the engine or a worker gone is what a shutdown does, shown as context (not fatal,
-    severity info); any other incident (an error line no signature knows stays an error), or
-    one seen before, as it is."""
-    sig = incident.signature
-    if (incident.first.record_lineno < stop_line or not sig.fatal
-            or ends_launch(STOPPED, sig.category)):
-        return incident
-    return replace(incident, signature=replace(sig, fatal=False, severity="info"))
 
 
 def exit_incident(launch: Launch) -> Incident:

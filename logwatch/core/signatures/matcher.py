@@ -40,8 +40,10 @@ MAX_RETRIES = 4
 MAX_STRETCH = 16.0
 FLAGS = regex.MULTILINE
 # vLLM's request logger prints user prompts verbatim; what a user typed is not vLLM's state,
-# however much it looks like an error message.
+# however much it looks like an error message. At DEBUG (0.25-0.33) it also prints a request's
+# prompt and its JSON body on lines of their own.
 _REQUEST_CONTENT_PREFIXES = ("Received request ", "Generated response ")
+_REQUEST_DETAILS = regex.compile(r"Request \S{1,200} (?:details: prompt: |JSON body: )")
 # What a record gave is remembered by its text: a failing server repeats itself (every rank
 # prints the same traceback, every restart the same error), and a repeat then costs a lookup
 # instead of every pattern. Records up to this size; this many kept, then forgotten at once.
@@ -163,7 +165,8 @@ class Matcher:
 
         `literal_ids`: the literals a prefilter already found in the record's text."""
         message = record.message
-        if message.startswith(_REQUEST_CONTENT_PREFIXES):
+        if message.startswith(_REQUEST_CONTENT_PREFIXES) or (
+                message.startswith("Request ") and _REQUEST_DETAILS.match(message)):
             return []
         lines = record.lines
         key: tuple[object, ...] | None = None
