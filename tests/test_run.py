@@ -128,7 +128,9 @@ def test_a_10_mb_line_and_a_missing_command(tmp_path: Path) -> None:
               "print('RuntimeError: NCCL error: unhandled system error')")
     result = logwatch("run", "--db", str(db), "--quiet", "--gpu-capability", "9.0", "--",
                       sys.executable, "-c", script)  # in-process: its child is the point
-    assert result.returncode == 0, result.stderr
+    # the child exits 0, but the NCCL error it printed failed its launch
+    assert result.returncode == 1, result.stderr
+    assert b"vLLM exited 0, but its launch failed" in result.stderr
     con = duckdb.connect(str(db), read_only=True)
     assert con.execute("SELECT signature, line FROM findings").fetchall() == [
         ("distributed.nccl_error", 2)]
