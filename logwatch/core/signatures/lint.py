@@ -209,8 +209,12 @@ def lint_library(library: Library, progress: Progress = no_progress) -> list[Lin
             if sig.category == FALLBACK_CATEGORY:
                 continue
             claimed = {f.signature.id for f in matcher.match_records(_records(example.text))
-                       if f.signature.category not in CONSEQUENCE_CATEGORIES
-                       or sig.category in CONSEQUENCE_CATEGORIES}
+                       if (f.signature.category not in CONSEQUENCE_CATEGORIES
+                           or sig.category in CONSEQUENCE_CATEGORIES)
+                       # the fallback gives way on a line a specific finding above info
+                       # explains (fallback.settle_record): no claim of its own there
+                       and not (f.signature.category == FALLBACK_CATEGORY
+                                and sig.severity_rank >= 1)}
             others = sorted(claimed - {sig.id})
             if others:
                 issues.append(LintIssue(sig.id, sig.path, "shared-example",
