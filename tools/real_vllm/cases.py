@@ -72,6 +72,10 @@ CASES: tuple[Case, ...] = (
     Case("gptq-unpacked", "gptq", ("--dtype", "bfloat16"), causes=("weight_name_mismatch",),
          why="a GPTQ config over weights never packed: the layer has qweight, the "
              "checkpoint a plain weight"),
+    Case("no-tokenizer", "no-tokenizer", causes=("model_not_found",),
+         why="the tokenizer's files are not in the model directory"),
+    Case("unknown-architecture", "unknown-architecture", causes=("model_unsupported",),
+         why="config.json names an architecture vLLM does not register"),
     Case("gptq-width-48", "gptq-width-48", ("--dtype", "bfloat16"),
          causes=("quant_unsupported_gpu",),
          why="GPTQ 4-bit on an MLP 48 wide: no weight-only kernel here takes it (the CPU's "

@@ -158,6 +158,17 @@ def gptq_width(out: Path) -> None:
     _edit_config(out, change)
 
 
+def no_tokenizer(out: Path) -> None:
+    """The tokenizer's files deleted (a download that took the weights only)."""
+    for name in ("tokenizer.json", "tokenizer_config.json", "chat_template.jinja"):
+        (out / name).unlink(missing_ok=True)
+
+
+def unknown_architecture(out: Path) -> None:
+    """An architecture no release registers."""
+    _edit_config(out, lambda c: c.update(architectures=["FrobnicatorForCausalLM"]))
+
+
 VARIANTS: dict[str, Callable[[Path], None]] = {
     "wrong-shape": wrong_shape,
     "missing-shard": missing_shard,
@@ -168,6 +179,8 @@ VARIANTS: dict[str, Callable[[Path], None]] = {
     "fp8": fp8,
     "gptq": gptq_unpacked,
     "gptq-width-48": gptq_width,
+    "no-tokenizer": no_tokenizer,
+    "unknown-architecture": unknown_architecture,
 }
 
 
