@@ -82,3 +82,22 @@ def test_the_doc_holds_a_row_for_every_case_and_loop() -> None:
     rows = {line.split("|")[2].strip() for line in table.splitlines()
             if line.startswith("| 0.")}
     assert rows == {c.name for c in CASES} | set(tier.LOOPS)
+
+
+def test_a_failure_read_from_stderr_alone_says_the_cause_is_on_stdout() -> None:
+    """vLLM's logger, the worker's traceback with it, writes to stdout: a launch read from
+    stderr alone has only the failure's wrappers, and says where the cause went. Where the
+    logger's lines were read (the cause with them, or a worker killed by a signal, which
+    prints none), it says nothing of the kind."""
+    from logwatch.library.files import load_signature_dirs
+    from logwatch.scan.offline import resolve_inputs, scan_inputs
+
+    library = load_signature_dirs()
+    causes = {}
+    for name in ("real_032_stderr_only.log", "real_032_cpu_startup_failures.log",
+                 "real_032_worker_killed_serving.log"):
+        report = scan_inputs(resolve_inputs([str(ROOT / "samples" / "logs" / name)]), library)
+        causes[name] = {d["cause"] for d in report["diagnoses"]}
+    assert "cause_on_stdout" in causes["real_032_stderr_only.log"]
+    assert "cause_on_stdout" not in causes["real_032_cpu_startup_failures.log"]
+    assert "cause_on_stdout" not in causes["real_032_worker_killed_serving.log"]

@@ -2,8 +2,8 @@
 fields that prove them, a confidence, and the remedies that apply on this GPU.
 
 Rules are small functions `(incident, context) -> Diagnosis | None`, tried in order (the
-Marlin tile in core.diagnosis.marlin_rules, the MTP draft in core.diagnosis.mtp_rules, two more
-here); an incident no rule explains still gets its signature's own explanation.
+Marlin tile in core.diagnosis.marlin_rules, the MTP draft in core.diagnosis.mtp_rules, three
+more here); an incident no rule explains still gets its signature's own explanation.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from logwatch.core.diagnosis.model import Context, Diagnosis, Remedy
 from logwatch.core.diagnosis.mtp_rules import rule_mtp_ignore
 from logwatch.core.launches.incidents import Incident
 from logwatch.core.quant.scheme import NATIVE_FP4_CAPABILITY
-from logwatch.core.signatures.signature import parse_number
+from logwatch.core.signatures.signature import CONSEQUENCE_CATEGORIES, parse_number
 from logwatch.core.snapshot.model import Snapshot
 
 HIGH_ACCEPTANCE_PERCENT = 95.0
@@ -69,8 +69,35 @@ def rule_high_acceptance(incident: Incident, ctx: Context) -> Diagnosis | None:
         tuple(incident.evidence[-2:]), {"acceptance_percent": max(high)}, 0.6)
 
 
+def rule_cause_on_stdout(incident: Incident, ctx: Context) -> Diagnosis | None:
+    """The launch failed, only reports of it failing were read (the engine core's or a
+    worker's wrapper), and no line of vLLM's logger at all: what was read is its stderr. vLLM's
+    logger, the worker's traceback with the cause included, writes to stdout (seen on a real
+    0.32.0: docs/real-vllm.md)."""
+    sig = incident.signature
+    if not sig.fatal or sig.category not in CONSEQUENCE_CATEGORIES:
+        return None
+    if any(i.signature.fatal and i.signature.category not in CONSEQUENCE_CATEGORIES
+           for i in ctx.incidents):
+        return None  # a cause was read
+    if any(i.first.kind == "vllm" or i.last.kind == "vllm" for i in ctx.incidents):
+        return None  # the logger's lines were read: the cause was not printed at all
+    return Diagnosis(
+        "cause_on_stdout", "The cause was printed on vLLM's stdout, which was not read",
+        sig.id,
+        "Only the failure's wrappers were read (" + sig.title + "), and no line of vLLM's "
+        "own logger: this is its stderr. vLLM's logger writes to stdout, the worker's "
+        "traceback that names the cause included.",
+        ("Read both streams: `journalctl -u UNIT` and `docker logs` hold both; a file "
+         "written by `vllm serve ... > out 2> err` has the cause in `out` (scan it, or "
+         "`2>&1` next time).",), tuple(incident.evidence[-2:]), {}, 0.7,
+        (Remedy("investigate", "Scan vLLM's stdout (or both streams together) to see the "
+                "cause.", None, "the cause is not in what was read"),))
+
+
 RULES: tuple[Callable[[Incident, Context], Diagnosis | None], ...] = (
-    rule_marlin_tile, rule_mtp_ignore, rule_native_fp4_fallback, rule_high_acceptance)
+    rule_marlin_tile, rule_mtp_ignore, rule_native_fp4_fallback, rule_high_acceptance,
+    rule_cause_on_stdout)
 
 
 def config_findings(snapshot: Snapshot) -> list[Diagnosis]:
