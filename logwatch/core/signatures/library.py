@@ -310,9 +310,13 @@ def check_examples(signature: Signature, text: str,
             ) -> tuple[list[Finding], list[tuple[int, str, str | None]]]:
         """The matcher's findings and each pattern's matches alone; overruns reported."""
         matcher.timeouts.clear()
+        matcher.skipped.clear()
         findings = matcher.match_records(records)
-        if matcher.timeouts:  # once more: one overrun can be the machine's (_search_twice)
+        if matcher.timeouts or matcher.skipped:
+            # once more: one overrun can be the machine's (_search_twice); a pattern its
+            # record's budget left untried matches nothing, which read as a failed example
             matcher.timeouts.clear()
+            matcher.skipped.clear()
             findings = matcher.match_records(records)
         over, matches = _each_pattern(signature, records)
         for number in over:
