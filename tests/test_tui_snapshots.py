@@ -134,6 +134,11 @@ async def _history_shown(app: LogwatchApp, pilot: Pilot[Any]) -> HistoryScreen:
     screen = app.screen
     assert isinstance(screen, HistoryScreen)
     await _until(pilot, lambda: screen.result is not None and bool(screen.chart))
+    # the table sizes its columns to their cells on idle, after the rows went in: under load
+    # the picture was taken before (the snapshot column cut to its header's width)
+    table = screen.query_one("#result", DataTable)
+    await _until(pilot, lambda: table.row_count == len(screen.result.rows)
+                 and not table._require_update_dimensions)
     return screen
 
 
