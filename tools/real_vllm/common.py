@@ -4,10 +4,13 @@ from __future__ import annotations
 
 import json
 import socket
+import time
 import urllib.error
 import urllib.request
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from tools.real_vllm.cases import Case
 
@@ -50,3 +53,24 @@ def ask(url: str, body: dict[str, object] | None = None, timeout: float = 5) -> 
         return int(err.code)
     except OSError:
         return 0
+
+
+def history_rows(db: Path, query: str) -> list[tuple[Any, ...]]:
+    """A query's rows from a history the run or the daemon wrote (read once it ended)."""
+    import duckdb
+
+    con = duckdb.connect(str(db), read_only=True)
+    try:
+        return con.execute(query).fetchall()
+    finally:
+        con.close()
+
+
+def wait_healthy(port: int, alive: Callable[[], bool], seconds: float) -> bool:
+    """Whether vLLM on `port` answered /health within `seconds`, while `alive` holds."""
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline and alive():
+        if ask(f"http://127.0.0.1:{port}/health", timeout=1) == 200:
+            return True
+        time.sleep(0.5)
+    return False

@@ -29,20 +29,18 @@ from pathlib import Path
 from typing import Any
 
 from tools.real_vllm.cases import BASE_ARGS
-from tools.real_vllm.common import LOGWATCH, RELEASE, ROOT, Outcome, ask, free_port
+from tools.real_vllm.common import (
+    LOGWATCH,
+    RELEASE,
+    ROOT,
+    Outcome,
+    free_port,
+    history_rows,
+    wait_healthy,
+)
 
 MTP_MODEL = ROOT / "samples" / "models" / "qwen3.6-35b-a3b-nvfp4-mtp-uncovered"
 SPEC = '{"method": "mtp", "num_speculative_tokens": 1}'
-
-
-def _rows(db: Path, query: str) -> list[tuple[Any, ...]]:
-    import duckdb
-
-    con = duckdb.connect(str(db), read_only=True)
-    try:
-        return con.execute(query).fetchall()
-    finally:
-        con.close()
 
 
 def parsed_by_release(venv: Path, argv: list[str], env: dict[str, str]) -> dict[str, Any]:
@@ -87,9 +85,9 @@ def relaunch_loop(venv: Path, work: Path) -> Outcome:
                 "command line; rolled back, escalated; exit 1")
     if not db.exists():
         return Outcome("relaunch", "no history written", expected, False, seconds, code)
-    launches = _rows(db, "SELECT l.outcome, s.body FROM launches l LEFT JOIN snapshots s "
+    launches = history_rows(db, "SELECT l.outcome, s.body FROM launches l LEFT JOIN snapshots s "
                          "ON s.hash = l.snapshot_hash ORDER BY l.seq")
-    moves = [r[0] for r in _rows(db, "SELECT to_state FROM action_transitions "
+    moves = [r[0] for r in history_rows(db, "SELECT to_state FROM action_transitions "
                                      "ORDER BY time, seq")]
     said = f"{len(launches)} launches ({', '.join(str(r[0]) for r in launches)})"
     said += f"; action: {' > '.join(moves) or 'none'}"
@@ -124,11 +122,7 @@ def _serve_into(log: Path, venv: Path, model: Path, extra: tuple[str, ...],
         proc = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT, env=env,
                                 stdin=subprocess.DEVNULL, start_new_session=True)
         if serve:
-            deadline = time.monotonic() + 240
-            while time.monotonic() < deadline and proc.poll() is None:
-                if ask(f"http://127.0.0.1:{port}/health", timeout=1) == 200:
-                    break
-                time.sleep(0.5)
+            wait_healthy(port, lambda: proc.poll() is None, 240)
             os.killpg(proc.pid, signal.SIGINT)
         try:
             return proc.wait(timeout=240)
@@ -161,7 +155,7 @@ def daemon_loop(venv: Path, models: Path, work: Path) -> Outcome:
     seconds = time.monotonic() - started
     if not db.exists():
         return Outcome("daemon-file", "no history written", expected, False, seconds, code)
-    rows = _rows(db, "SELECT l.outcome, i.category FROM launches l LEFT JOIN incidents i "
+    rows = history_rows(db, "SELECT l.outcome, i.category FROM launches l LEFT JOIN incidents i "
                      "ON i.id = l.root_cause ORDER BY l.seq")
     said = ", then ".join(o if o != "failed" else f"failed: {c}" for o, c in rows)
     ok = [tuple(r) for r in rows] == [("stopped", None), ("failed", "weight_shape_mismatch")]
@@ -234,10 +228,7 @@ def _systemd_loop(venv: Path, models: Path, work: Path, expected: str,
         port = free_port()
         _unit(env, venv, models / "healthy", port, ("--enforce-eager",))
         _systemctl(env, "start", UNIT)
-        deadline = time.monotonic() + 240
-        while time.monotonic() < deadline and ask(f"http://127.0.0.1:{port}/health",
-                                                  timeout=1) != 200:
-            time.sleep(0.5)
+        wait_healthy(port, lambda: True, 240)
         _systemctl(env, "stop", UNIT)
         _unit(env, venv, models / "wrong-shape", free_port(), ())
         _systemctl(env, "start", UNIT)
@@ -257,7 +248,7 @@ def _systemd_loop(venv: Path, models: Path, work: Path, expected: str,
     seconds = time.monotonic() - started
     if not db.exists():
         return Outcome("systemd-user", "no history written", expected, False, seconds, code)
-    rows = _rows(db, "SELECT l.outcome, i.category, l.exit_code FROM launches l LEFT JOIN "
+    rows = history_rows(db, "SELECT l.outcome, i.category, l.exit_code FROM launches l LEFT JOIN "
                      "incidents i ON i.id = l.root_cause ORDER BY l.seq")
     said = ", then ".join((o if o != "failed" else f"failed: {c}")
                           + (f" (exit {x})" if x is not None else "") for o, c, x in rows)

@@ -22,7 +22,16 @@ from functools import partial
 from pathlib import Path
 
 from tools.real_vllm.cases import BASE_ARGS, CASES, Case
-from tools.real_vllm.common import RELEASE, ROOT, Outcome, ask, expected_of, free_port
+from tools.real_vllm.common import (
+    RELEASE,
+    ROOT,
+    Outcome,
+    ask,
+    expected_of,
+    free_port,
+    history_rows,
+    wait_healthy,
+)
 from tools.real_vllm.loops import daemon_loop, relaunch_loop, systemd_loop
 
 DOC = ROOT / "docs" / "real-vllm.md"
@@ -74,14 +83,9 @@ def run_case(case: Case, venv: Path, models: Path, work: Path) -> Outcome:
 def serve_then_stop(proc: subprocess.Popen[bytes], port: int, case: Case) -> str:
     """Wait for readiness, send one completion, then Ctrl-C: SIGINT to the run, which
     forwards it to vLLM's process group. Returns what happened, in words."""
-    base = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + READY_SECONDS
-    while time.monotonic() < deadline and proc.poll() is None:
-        if ask(f"{base}/health", timeout=1) == 200:
-            break
-        time.sleep(0.5)
-    else:
+    if not wait_healthy(port, lambda: proc.poll() is None, READY_SECONDS):
         return "never became ready"
+    base = f"http://127.0.0.1:{port}"
     if not case.request:
         proc.send_signal(signal.SIGINT)
         return "ready; stopped with SIGINT"
@@ -99,17 +103,10 @@ def serve_then_stop(proc: subprocess.Popen[bytes], port: int, case: Case) -> str
 
 def judge(case: Case, db: Path) -> tuple[str, bool]:
     """What the history says about the case's launch, and whether that is what it expects."""
-    import duckdb
-
     if not db.exists():
         return "no history written", False
-    con = duckdb.connect(str(db), read_only=True)
-    try:
-        rows = con.execute(
-            "SELECT l.outcome, i.category, l.root_signature FROM launches l "
-            "LEFT JOIN incidents i ON i.id = l.root_cause ORDER BY l.number").fetchall()
-    finally:
-        con.close()
+    rows = history_rows(db, "SELECT l.outcome, i.category, l.root_signature FROM launches l "
+                            "LEFT JOIN incidents i ON i.id = l.root_cause ORDER BY l.number")
     if not rows:
         return "no launch recorded", False
     outcome, cause, signature = rows[-1]
@@ -123,19 +120,13 @@ def judge(case: Case, db: Path) -> tuple[str, bool]:
 def snapshot_mismatch(db: Path, argv: list[str], case: Case) -> str:
     """How the configuration snapshot of the case's launch differs from what was started
     ("" when it is what was started: the argv, the model, --max-model-len, the release)."""
-    import duckdb
-
     if not db.exists():
         return "no history"
-    con = duckdb.connect(str(db), read_only=True)
-    try:
-        row = con.execute("SELECT s.body FROM launches l JOIN snapshots s "
-                          "ON s.hash = l.snapshot_hash ORDER BY l.number LIMIT 1").fetchone()
-    finally:
-        con.close()
-    if row is None:
+    rows = history_rows(db, "SELECT s.body FROM launches l JOIN snapshots s "
+                            "ON s.hash = l.snapshot_hash ORDER BY l.number LIMIT 1")
+    if not rows:
         return "no snapshot linked to the launch"
-    body = json.loads(row[0])
+    body = json.loads(rows[0][0])
     wrong = []
     if body.get("argv") != argv:
         wrong.append("argv differs")

@@ -70,6 +70,12 @@ VLLM_STOP = "shutdown triggered"
 TEARDOWN_SIGNATURES = frozenset({"engine.dead", "engine.output_handler_failed"})
 
 
+def says_vllm_stop(finding: Finding) -> bool:
+    """Whether a finding is vLLM's own shutdown line (not uvicorn's)."""
+    return (finding.signature.id in STOPPED_SIGNATURES
+            and finding.captures.get("what") == VLLM_STOP)
+
+
 def as_context(sig: Signature) -> Signature:
     """A signature shown as context: not fatal, severity info."""
     return replace(sig, fatal=False, severity="info")
@@ -192,8 +198,7 @@ class LaunchBook:
         if launch.started is None and finding.time is not None:
             launch.started = finding.time
         launch.last_line = max(launch.last_line, finding.lineno)
-        if finding.signature.id in STOPPED_SIGNATURES \
-                and finding.captures.get("what") == VLLM_STOP:
+        if says_vllm_stop(finding):
             launch.stop_line = min(launch.stop_line or finding.record_lineno,
                                    finding.record_lineno)
         return launch.book.add(finding)
@@ -255,7 +260,7 @@ class LaunchBook:
         elif sig.id in STOPPED_SIGNATURES:
             launch.move(STOPPED)
             if launch.outcome == STOPPED and launch.stop_line is None \
-                    and finding.captures.get("what") == VLLM_STOP:
+                    and says_vllm_stop(finding):
                 launch.stop_line = finding.record_lineno
         return Change(launch, incident, new_launch, len(launch.book.incidents) > before,
                       launch.outcome != outcome, incident.copies > copies_before, finding)
