@@ -52,8 +52,8 @@ def test_json_report_schema() -> None:
     result = run("scan", "--json", str(DEMO))
     report = json.loads(result.stdout)
     assert set(report) == {"library_version", "launches", "incidents", "root_cause", "stats",
-                           "diagnoses", "snapshots", "incomplete", "verdict", "unrecognised",
-                           "unrecognised_others", "scan_faults"}
+                           "diagnoses", "snapshots", "incomplete", "verdict", "verdict_reason",
+                           "unrecognised", "unrecognised_others", "scan_faults"}
     assert report["verdict"] == "failed" and report["unrecognised"] == []
     assert report["incomplete"] == []  # inputs that shrank while they were read
     assert report["scan_faults"] == []  # records a fault of the scan's passed over

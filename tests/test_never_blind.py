@@ -300,10 +300,11 @@ def test_a_record_the_scan_fails_on_costs_that_record_only(
 
     match = BlockScanner._match
 
-    def failing(self: BlockScanner, records: Any, literal_ids: Any = None) -> Any:
+    def failing(self: BlockScanner, records: Any, literal_ids: Any = None,
+                head_floor: int = 0) -> Any:
         if any(POISON.decode() in line.message for r in records for line in r.lines):
             raise ValueError("the scan broke on this record")
-        return match(self, records, literal_ids)
+        return match(self, records, literal_ids, head_floor)
 
     monkeypatch.setattr(BlockScanner, "_match", failing)
     log, db = tmp_path / "vllm.log", tmp_path / "h.duckdb"

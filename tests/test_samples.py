@@ -1,7 +1,8 @@
 """One generated test per annotated sample log: the scan must meet the expectations beside it.
 
 Each `samples/logs/NAME.log` has `NAME.expect.toml` listing the incidents it must produce (with
-captures, counts, ranks), the root cause, and for healthy logs the highest severity allowed.
+captures, counts, ranks), the root cause, the verdict, and for healthy logs the highest severity
+allowed.
 Both scan paths (prefiltered blocks and the full per-line pipeline) must give the same report.
 """
 
@@ -16,6 +17,7 @@ from typing import Any
 
 import pytest
 
+from logwatch.core.report.verdict import VERDICTS
 from logwatch.core.signatures.library import Library
 from logwatch.core.signatures.signature import SEVERITIES
 from logwatch.scan.offline import resolve_inputs, scan_inputs
@@ -63,7 +65,7 @@ def _describe(incident: dict[str, Any]) -> str:
 def test_every_sample_has_expectations() -> None:
     assert SAMPLE_LOGS, "no sample logs found"
     for log in SAMPLE_LOGS:
-        _expectations(log)
+        assert _expectations(log).get("verdict") in VERDICTS, f"{log.name}: no verdict"
 
 
 @pytest.mark.parametrize("log", SAMPLE_LOGS, ids=lambda p: p.name)
@@ -121,6 +123,8 @@ def test_sample(log: Path, tmp_path: Path, library: Library) -> None:
         loud = [i for i in incidents if SEVERITIES.index(i["severity"]) > limit]
         assert not loud, (f"{log.name}: above {expect['max_severity']}: "
                           f"{[_describe(i) for i in loud]}")
+
+    assert report["verdict"] == expect["verdict"], f"{log.name}: {report['verdict_reason']}"
 
     full = _scan(log, tmp_path, expect, library, mode="full")
     assert full["incidents"] == incidents, f"{log.name}: prefilter and full scans disagree"

@@ -58,8 +58,11 @@ def test_an_unknown_exception_is_an_unrecognised_fatal_error(tmp_path: Path) -> 
     assert code == EXIT_FATAL_FOUND and report["verdict"] == "unrecognised"
     root = root_of(report)
     assert root["signature"] == "generic.uncaught_exception" and root["fatal"]
+    # the innermost vLLM frame is in no area of vLLM; the engine core's frame above it is
     assert root["captures"] == {"exc_type": "KeyError", "message": "'zorblax_slot_12'",
-                                "frame": "vllm/zorblax/planner.py:41 in plan"}
+                                "frame": "vllm/zorblax/planner.py:41 in plan",
+                                "area": "engine",
+                                "area_title": "the engine core and its workers"}
     assert root["processes"] == ["EngineCore_DP0"]
     text = " ".join(logwatch_text("scan", str(log)).stdout.split())  # wrapped at 80 columns
     assert "unrecognised fatal error (KeyError: 'zorblax_slot_12')" in text
@@ -130,7 +133,8 @@ def test_an_error_line_that_names_no_error_word_is_not_healthy(tmp_path: Path,
      "generic.uncaught_exception",
      {"exc_type": "torch._dynamo.exc.BackendCompilerFailed",
       "message": "backend='inductor' raised: zorblax",
-      "frame": "vllm/v1/engine/core.py:690 in run"}),
+      "frame": "vllm/v1/engine/core.py:690 in run", "area": "engine",
+      "area_title": "the engine core and its workers"}),
     ("KeyboardInterrupt", "generic.error_line", {"message": "KeyboardInterrupt"})])
 @pytest.mark.parametrize("header", [True, False])
 def test_a_traceback_ending_in_an_unusual_exception_is_not_healthy(
@@ -147,7 +151,8 @@ def test_a_traceback_ending_in_an_unusual_exception_is_not_healthy(
         '  File "/usr/lib/python3/site-packages/vllm/v1/engine/core.py", line 690, in run',
         "    compile()", exception)))
     if not header and signature == "generic.error_line":  # printed to stderr: no level
-        assert scan_json(log)[1]["verdict"] == "healthy"  # an operator's Ctrl-C
+        # an operator's Ctrl-C during the start-up: nothing wrong, but it never came up
+        assert scan_json(log)[1]["verdict"] == "incomplete"
         return
     for mode in ("prefilter", "full"):
         code, report = scan_json(log, "--mode", mode)
@@ -197,7 +202,9 @@ def test_indented_output_followed_by_plain_text_is_no_traceback(tmp_path: Path) 
     log.write_text(VERSION_LINE + "    Building wheel for zorblax (setup.py)\n"
                    "Zorblax Error count: 0\nRuntimeErrors seen: none\n")
     code, report = scan_json(log)
-    assert code == EXIT_OK and report["verdict"] == "healthy", report["incidents"]
+    assert code == EXIT_OK and [i["signature"] for i in report["incidents"]] == [
+        "lifecycle.version"], report["incidents"]
+    assert report["verdict"] == "incomplete"  # nothing wrong, nothing says it came up
 
 
 ERROR_RECORDS = "".join(line + "\n" for line in (

@@ -13,7 +13,15 @@ from dataclasses import dataclass
 from typing import Any
 
 from logwatch.core.diagnosis.analysis import LaunchAnalysis, analyse
-from logwatch.core.launches.lifecycle import CRASHED, FAILED, REPLACED, Launch, LaunchBook
+from logwatch.core.launches.lifecycle import (
+    CRASHED,
+    FAILED,
+    REPLACED,
+    SERVING,
+    SERVING_SIGNATURES,
+    Launch,
+    LaunchBook,
+)
 from logwatch.core.signatures.findings import Finding
 from logwatch.core.signatures.signature import Signature
 from logwatch.core.snapshot.model import Snapshot
@@ -134,6 +142,10 @@ class LiveLaunches:
         launch.outcome, launch.started, launch.last_line = (stored.outcome, stored.started,
                                                             max(launch.last_line,
                                                                 stored.last_line))
+        # a stored launch that serves, or crashed after serving, came up (a stopped one may
+        # have: the lifecycle lines restored say so)
+        launch.served = launch.served or stored.outcome in (SERVING, CRASHED) or any(
+            i.signature.id in SERVING_SIGNATURES for i in launch.book.incidents.values())
         self.book.settle_restored(launch)
 
     def new_generation(self, source: str, generation: str, line: int) -> None:

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any, BinaryIO
 
 from logwatch.core.launches.lifecycle import LaunchBook
-from logwatch.core.lines.pasted import wrap_width
+from logwatch.core.lines.pasted import soft_wrapped, wrap_width
 from logwatch.core.lines.vllm_format import parse_line
 from logwatch.core.report.triage import report_dict
 from logwatch.core.signatures.block_scan import BlockScanner, ScanStats
@@ -88,6 +88,14 @@ def hard_wrap_width(sample: bytes) -> int | None:
     return wrap_width(lines, continues)
 
 
+def word_wrapped(sample: bytes) -> bool:
+    """Whether the sample is a paste whose exception message was wrapped at a word
+    (core.lines.pasted.soft_wrapped)."""
+    lines = sample.decode("utf-8", errors="replace").split("\n")[:-1]
+    reference = datetime.now()
+    return soft_wrapped(lines, lambda row: parse_line("sample", 1, row, reference).kind == "raw")
+
+
 class _Peekable:
     """A binary stream whose first bytes can be inspected without consuming them."""
 
@@ -152,14 +160,16 @@ def scan_inputs(inputs: Sequence[ScanInput], library: Library, engine: str = "au
                 if recorder is not None:
                     recorder.source(item.label, stream.head, size, item.kind)
                 wrap_width = hard_wrap_width(stream.head) if mode != "prefilter" else None
-                full = mode == "full" or wrap_width is not None
+                soft = wrap_width is None and mode != "prefilter" and word_wrapped(stream.head)
+                full = mode == "full" or wrap_width is not None or soft
                 modes.append("full" if full else "prefilter")
                 reference = (datetime.fromtimestamp(item.path.stat().st_mtime)
                              if item.path is not None and not item.stream else datetime.now())
                 vllm_seen = vllm_seen or vllm_output_seen(
                     stream.head.decode("utf-8", errors="replace"), reference, item.label)
                 scanner = BlockScanner(matcher, item.label, reference, full=full,
-                                       wrap_width=wrap_width)
+                                       wrap_width=wrap_width, soft_wrap=soft,
+                                       whole_input=True)
                 split = None
                 if (not full and item.path is not None and not item.stream and size
                         and stream.head[:2] != GZIP_MAGIC and not item.is_gzip

@@ -119,7 +119,7 @@ def _second_half(path: str, matcher: Matcher, label: str, reference: datetime,
     """The child: number the lines, scan from the lead-in on, spool findings after the cut."""
     with open(path, "rb") as stream:
         scanner = BlockScanner(matcher, label, reference,
-                               start_line=_count_lines(stream, lead) + 1)
+                               start_line=_count_lines(stream, lead) + 1, whole_input=True)
         for block in _blocks(stream, lead, cut):  # the lead-in: context, not its findings
             scanner.feed(block)
         cut_line = scanner.stats.lines + 1
@@ -190,7 +190,7 @@ def _scan_halves(path: str, matcher: Matcher, label: str, reference: datetime, s
                 args=(path, matcher, label, reference, lead, cut, size, spool))
             child.start()
             try:
-                first = BlockScanner(matcher, label, reference)
+                first = BlockScanner(matcher, label, reference, whole_input=True)
                 for block in _blocks(stream, 0, cut):
                     record(first.feed(block))  # all on lines before the cut
                 cut_line = first.stats.lines + 1

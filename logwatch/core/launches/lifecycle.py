@@ -42,7 +42,7 @@ from logwatch.core.signatures.signature import FALLBACK_CATEGORY, Signature
 
 LAUNCH_SIGNATURES = ("lifecycle.version", "lifecycle.non_default_args",
                      "lifecycle.engine_config")
-SERVING_SIGNATURES = frozenset({"lifecycle.startup_complete"})
+SERVING_SIGNATURES = frozenset({"lifecycle.startup_complete", "lifecycle.serving"})
 STOPPED_SIGNATURES = frozenset({"lifecycle.shutdown"})
 
 STARTING, SERVING, FAILED, STOPPED = "starting", "serving", "failed", "stopped"
@@ -105,6 +105,7 @@ class Launch:
     exit_code: int | None = None
     key: str = ""  # the history's id for it, once a store has named it
     stop_line: int | None = None  # where vLLM said it was told to stop (VLLM_STOP)
+    served: bool = False  # it came up: serving at some point (a stopped one may have)
 
     @property
     def fatal_incidents(self) -> list[Incident]:
@@ -119,6 +120,7 @@ class Launch:
         if outcome not in TRANSITIONS[self.outcome]:
             return False
         self.outcome = outcome
+        self.served = self.served or outcome == SERVING
         return True
 
     def superseded(self) -> bool:

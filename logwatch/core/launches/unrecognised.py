@@ -3,7 +3,8 @@
 
 A launch whose failure a specific signature explains, or that came up and kept serving, shows
 its generic incidents (core.signatures.fallback) demoted, never a second root cause; a launch
-with no fatal incident that never came up promotes its unrecognised error; a `run` child that
+with no fatal incident that never came up promotes its unrecognised error (an ERROR line, else
+a traceback without its exception); a `run` child that
 exited non-zero with nothing recognised gets an exit-status incident.
 """
 
@@ -14,7 +15,7 @@ from dataclasses import replace
 
 from logwatch.core.launches.incidents import Incident
 from logwatch.core.launches.lifecycle import FAILED, SERVING, STOPPED, Launch
-from logwatch.core.signatures.fallback import ERROR_LINE, is_generic
+from logwatch.core.signatures.fallback import ERROR_LINE, TRACEBACK_CUT, is_generic
 from logwatch.core.signatures.findings import Finding
 from logwatch.core.signatures.signature import FALLBACK_CATEGORY, Signature
 
@@ -50,7 +51,9 @@ def settle_launch(launch: Launch, incidents: list[Incident], root: int | None
         return incidents, root
     if any(i.signature.fatal for i in incidents):
         return incidents, root
-    errors = [i for i in incidents if i.signature.id == ERROR_LINE]
+    # an error said in words before frames without their exception
+    errors = sorted((i for i in incidents if i.signature.id in (ERROR_LINE, TRACEBACK_CUT)),
+                    key=lambda i: i.signature.id != ERROR_LINE)
     if errors and launch.outcome not in (SERVING, STOPPED):
         promoted = replace(errors[0], signature=replace(errors[0].signature, fatal=True))
         rest = [i for i in incidents if i is not errors[0]]

@@ -14,7 +14,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field, replace
 
 from logwatch.core.lines.normalize import strip_colour
-from logwatch.core.lines.pasted import split_embedded
+from logwatch.core.lines.pasted import SOFT_WRAP_MIN, soft_continues, split_embedded
 from logwatch.core.lines.records import ParsedLine, Record
 
 _TB_START = "Traceback (most recent call last):"
@@ -127,6 +127,13 @@ def _continues(current: _Open, line: ParsedLine) -> str | None:
     return "after_exception" if same_logger_call else None
 
 
+def rejoin_soft(head: ParsedLine, continuation: ParsedLine) -> ParsedLine:
+    """A message wrapped at a word, one line again (a space where the row broke)."""
+    rest = strip_colour(continuation.raw).strip()
+    return replace(head, message=head.message.rstrip() + " " + rest,
+                   raw=head.raw.rstrip() + " " + rest)
+
+
 def rejoin(head: ParsedLine, continuation: ParsedLine) -> ParsedLine:
     """A line a terminal cut at its width, whole again. The continuation is taken as printed
     (colour aside): what looked like a wrapper at its start was the middle of the line."""
@@ -142,8 +149,11 @@ class Assembler:
     records in log order; a writer that stays quiet for QUIET_WRITER_LINES lines is closed.
     """
 
-    def __init__(self, wrap_width: int | None = None, ordered: bool = True) -> None:
+    def __init__(self, wrap_width: int | None = None, ordered: bool = True,
+                 soft_wrap: bool = False) -> None:
         """`wrap_width`: the terminal width a copied log was hard-wrapped at, if known.
+        `soft_wrap`: the log is a paste whose messages were wrapped at a word (rows without a
+        header that go on with the row before: core.lines.pasted.soft_continues).
         `ordered=False` returns records as they close (cheaper when order does not matter)."""
         self._open: dict[tuple[object, ...], _Open] = {}
         self._closed: list[tuple[int, int, Record]] = []  # heap by first line
@@ -153,6 +163,7 @@ class Assembler:
         # a line exactly as long as the terminal: held until the next line says whether it
         # goes on, so the record sees it whole ("Traceback (most re" opens nothing)
         self._cut: ParsedLine | None = None
+        self._soft_wrap = soft_wrap and wrap_width is None
 
     def feed(self, line: ParsedLine) -> list[Record]:
         """Add one line; return the records that are complete and due, in order."""
@@ -188,6 +199,16 @@ class Assembler:
                     self._place(cut)
             if row == self._wrap_width:
                 self._cut = line
+                return
+        elif self._soft_wrap:
+            held, self._cut = self._cut, None
+            if held is not None:
+                if line.kind == "raw" and soft_continues(held.message, line.message):
+                    line = rejoin_soft(held, line)
+                else:
+                    self._place(held)
+            if line.kind == "raw" and len(line.message) >= SOFT_WRAP_MIN:
+                self._cut = line  # held until the next row says whether it goes on
                 return
         self._place(line)
 

@@ -57,3 +57,30 @@ def wrap_width(lines: list[str], continues: Callable[[str], bool]) -> int | None
             continues(lines[i + 1]) for i, line in enumerate(lines[:-1]) if len(line) == width):
         return width
     return None
+
+
+# A word-wrapped paste (an issue tracker, an e-mail, a terminal that wraps at a space): a message
+# broken into rows that carry no header of their own, each row but the last long, the next one
+# going on as the middle of a sentence does.
+SOFT_WRAP_MIN = 50
+_SOFT_NEXT = re.compile(r"[a-z0-9`(\[{'\"]")
+_RAISED = re.compile(r"(?:[A-Za-z_]\w*\.)*[A-Z]\w*(?:Error|Exception|Warning): \S")
+
+
+def soft_continues(previous: str, row: str) -> bool:
+    """Whether `row` is the rest of `previous` wrapped at a word: `previous` long and not
+    indented, not ending a sentence or a heading; `row` not indented, words (not one name,
+    as pydantic prints a field's on a line of its own) going on as the middle of a sentence
+    does (a lowercase letter, a digit, a backtick, a bracket, a quote)."""
+    tail = previous.rstrip()[-1:]
+    return (len(previous) >= SOFT_WRAP_MIN and previous[:1] not in (" ", "\t")
+            and tail not in (":", ".", "!", "?") and row[:1] not in (" ", "\t")
+            and _SOFT_NEXT.match(row) is not None and " " in row.strip())
+
+
+def soft_wrapped(rows: list[str], raw: Callable[[str], bool]) -> bool:
+    """Whether a paste holds an exception's message wrapped at a word: a raised error's line
+    (`ValueError: ...`) with no header, followed by a headerless row that goes on with it."""
+    return any(_RAISED.match(row) and raw(row) and raw(rows[i + 1])
+               and soft_continues(row, rows[i + 1])
+               for i, row in enumerate(rows[:-1]))

@@ -7,7 +7,8 @@ import shlex
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from logwatch.core.report.triage import PROSE_FIELDS, problem_of, verdict
+from logwatch.core.report.triage import PROSE_FIELDS, problem_of
+from logwatch.core.report.verdict import verdict_of
 from logwatch.core.safe_text.visible import visible_data
 
 SEVERITY_COLOURS = {"critical": "1;35", "error": "1;31", "warning": "33", "info": "2"}
@@ -22,7 +23,18 @@ def _headline(report: Mapping[str, Any], fatal: int) -> str:
     """The report's first judgement, one line: never "healthy" for a failure or for input
     that holds no vLLM output."""
     incidents, root = report["incidents"], report["root_cause"]
-    state = report.get("verdict") or verdict(incidents, root, report["stats"])
+    judged = verdict_of(report)
+    state = report.get("verdict") or judged.name
+    reason = report.get("verdict_reason") or judged.reason
+    if reason == "cause_not_in_excerpt":
+        captures = incidents[root]["captures"]
+        where = captures.get("frame")
+        area = captures.get("area_title")
+        return (f"{fatal} fatal incident(s); root cause not in this excerpt: a vLLM "
+                "traceback without its final exception"
+                + (f", raised in {area}" if area else "")
+                + (f" (deepest vLLM frame {_clip(where, 120)})" if where else "")
+                + "; read the full log from there on")
     if state == "unrecognised":
         captures = incidents[root]["captures"]
         what = captures.get("exc_type") or captures.get("what") or ""
@@ -41,7 +53,15 @@ def _headline(report: Mapping[str, Any], fatal: int) -> str:
     if state == "no_vllm_output":
         return ("No vLLM output recognised: no line of this input was written by vLLM, so it "
                 "says nothing about vLLM's health (is it the right file or unit?).")
-    return "No fatal incident and no error: vLLM looks healthy in this log."
+    if reason == "stopped_before_serving":
+        return ("Incomplete: no fatal incident and no error, but vLLM was stopped before it "
+                "came up, so this log does not show a healthy server.")
+    if state == "incomplete":
+        return ("Incomplete: no fatal incident and no error so far, but no evidence that vLLM "
+                "came up (no `Application startup complete`, no throughput stats): the log "
+                "stops in its start-up.")
+    return ("No fatal incident and no error, and vLLM came up: it looks healthy in this "
+            "log.")
 
 
 def incomplete_warning(gap: Mapping[str, Any]) -> str:

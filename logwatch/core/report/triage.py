@@ -9,8 +9,8 @@ from typing import Any
 from logwatch.core.diagnosis.analysis import LaunchAnalysis
 from logwatch.core.launches.incidents import Incident, problem_key
 from logwatch.core.report.timestamps import written
+from logwatch.core.report.verdict import evidence, judge
 from logwatch.core.signatures.findings import Finding
-from logwatch.core.signatures.signature import FALLBACK_CATEGORY
 from logwatch.core.snapshot.model import Snapshot
 
 PROSE_FIELDS = frozenset({"explanation", "summary", "details", "why"})
@@ -73,7 +73,8 @@ def report_dict(library_version: str, analyses: Sequence[LaunchAnalysis],
             "source": launch.source, "number": launch.number, "start_line": launch.start_line,
             "last_line": launch.last_line, "seen_start": launch.seen_start,
             "started": written(launch.started) if launch.started else None,
-            "outcome": launch.outcome, "exit_code": launch.exit_code, "snapshot": digest,
+            "outcome": launch.outcome, "served": launch.served, "exit_code": launch.exit_code,
+            "snapshot": digest,
             "root_cause": root, "incidents": list(range(base, len(incidents))),
             "fatal_incidents": sum(1 for i in analysis.incidents if i.signature.fatal)})
     for number, entry in enumerate(launches):  # newest first: the earlier ones follow it
@@ -84,6 +85,7 @@ def report_dict(library_version: str, analyses: Sequence[LaunchAnalysis],
             and older["root_cause"] is not None
             and problem_of(incidents[older["root_cause"]]) == fingerprint)
     _index_latent(launches, diagnoses)
+    judged = judge(evidence(incidents, root_cause, launches, stats))
     return {
         "library_version": library_version,
         "launches": launches,
@@ -91,26 +93,14 @@ def report_dict(library_version: str, analyses: Sequence[LaunchAnalysis],
         "root_cause": root_cause,
         "diagnoses": diagnoses,
         "stats": dict(stats),
-        "verdict": verdict(incidents, root_cause, stats),
+        "verdict": judged.name,
+        "verdict_reason": judged.reason,
     }
 
 
 def problem_of(incident: Mapping[str, Any]) -> str:
     """The problem an incident of the report is (the same over launches)."""
     return problem_key(incident["signature"], incident["key"])
-
-
-def verdict(incidents: Sequence[Mapping[str, Any]], root: int | None,
-            stats: Mapping[str, Any]) -> str:
-    """The report in one word: failed (a root cause; `unrecognised` when only the fallback
-    explains it), errors, no_vllm_output (nothing vLLM wrote was read), or healthy."""
-    if root is not None:
-        return "unrecognised" if incidents[root]["category"] == FALLBACK_CATEGORY else "failed"
-    if any(i["severity"] in ("error", "critical") for i in incidents):
-        return "errors"
-    if stats.get("vllm_output") is False:
-        return "no_vllm_output"
-    return "healthy"
 
 
 def _index_latent(launches: list[dict[str, Any]], diagnoses: Sequence[Mapping[str, Any]]

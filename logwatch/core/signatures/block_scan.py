@@ -29,6 +29,7 @@ from logwatch.core.lines.buffer_lines import (
 from logwatch.core.lines.header_runs import RunMemo, run_key
 from logwatch.core.lines.records import ParsedLine, Record
 from logwatch.core.lines.vllm_format import parse_line, plain_header
+from logwatch.core.signatures.fallback import NEEDS_WHOLE_RECORD
 from logwatch.core.signatures.findings import Finding
 from logwatch.core.signatures.matcher import Matcher
 
@@ -64,15 +65,24 @@ class BlockScanner:
 
     def __init__(self, matcher: Matcher, source: str, reference: datetime,
                  full: bool = False, wrap_width: int | None = None,
-                 start_line: int = 1) -> None:
-        """`start_line`: the number of the first line fed (resuming from a checkpoint)."""
+                 start_line: int = 1, soft_wrap: bool = False,
+                 whole_input: bool = False) -> None:
+        """`start_line`: the number of the first line fed (resuming from a checkpoint).
+        `whole_input`: the input is read whole, from its start to its end (a scan; not a live
+        source, which may go on or have begun before what is read): only then are the
+        findings made that need a whole record (fallback.NEEDS_WHOLE_RECORD)."""
         self.matcher = matcher
         self.source = source
         self.reference = reference
         self.full = full
         self.stats = ScanStats()
-        self._assembler = Assembler(wrap_width)  # the full pipeline's
+        self._assembler = Assembler(wrap_width, soft_wrap=soft_wrap)  # the full pipeline's
         self._next_lineno = start_line
+        # a record that starts at a resume point may have begun before it
+        self._head_floor = start_line if start_line > 1 else 0
+        self._whole_input = whole_input
+        self._window_cut = False  # the last record _record_around made may be cut
+        self._flushing = False  # in a flush, no record is known whole
         self._fed_bytes = 0
         self._carry = b""  # bytes kept from the previous block (context or a waiting hit)
         self._carry_lineno = start_line  # line number of the first line in _carry
@@ -111,7 +121,8 @@ class BlockScanner:
     def flush(self) -> list[Finding]:
         """Settle everything fed so far (a quiet live source) and keep going afterwards."""
         if self.full:
-            return self._match(self._assembler.flush())
+            return self._count(self._match(self._assembler.flush(),
+                                           head_floor=self._head_floor))
         findings = self._process(b"", final=True, keep_context=True)
         # nothing after this point joins a record before it: a resume may start here,
         # though the lines before it stay at hand as context for the next block
@@ -147,7 +158,7 @@ class BlockScanner:
             self.stats.lines = self.stats.lines_parsed = self._next_lineno - 1
         if final:
             records.extend(self._assembler.flush())
-        return self._match(records)
+        return self._count(self._match(records, head_floor=self._head_floor))
 
     # -- the prefiltered pipeline ---------------------------------------------------------
     def _process(self, block: bytes, final: bool, keep_context: bool = False
@@ -177,6 +188,9 @@ class BlockScanner:
         self.stats.lines = max(self.stats.lines, last_line)
 
         lines = BufferLines(self, buf, base, last_line, final)
+        # a flush settles what is at hand, though a record may go on after it (or its last
+        # line be half written)
+        self._flushing = final and keep_context
         pending: int | None = None  # the first hit whose record may go on in the next block
         holding: Holding | None = None  # what it waits for
         forced = final or len(buf) >= MAX_CARRY_BYTES
@@ -242,19 +256,25 @@ class BlockScanner:
         if single == _LATER:
             return "line"
         if isinstance(single, Record):  # proven alone: no other record overlaps it
-            self._held.extend(self._match([single], literals.get(hit[0])))
+            self._held.extend(self._count(self._match([single], literals.get(hit[0]),
+                                                      head_floor=self._head_floor)))
             return None
+        floor = self._head_floor  # a header run's first line is where its header begins
         record = self._header_run(lines, hit, forced)
         if record is None:
             record = self._record_around(lines, hit, forced)
+            if record is not None and self._window_cut:
+                floor = record.last_lineno  # the window may have cut it: not whole
         if record is None:
             return "record"
         self._covered.update(line.lineno for line in record.lines)
-        for finding in self._match([record]):
+        fresh = []
+        for finding in self._match([record], head_floor=floor):
             key = (finding.signature.id, finding.lineno)
             if key not in self._emitted:
                 self._emitted.add(key)
-                self._held.append(finding)
+                fresh.append(finding)
+        self._held.extend(self._count(fresh))
         return None
 
     def _record_around(self, lines: BufferLines, hit: tuple[int, int],
@@ -281,6 +301,11 @@ class BlockScanner:
                             and not _opens_cleanly(record, window, lines))
             widen_after = high < lines.last and after < CONTEXT_AFTER and not closed
             if not widen_before and not widen_after:
+                # whether the window may have cut the record: its first line is the window's
+                # first (not the input's) and does not open cleanly, or it may go on after
+                self._window_cut = ((low > 1 and record.first.lineno <= low
+                                     and not _opens_cleanly(record, window, lines))
+                                    or (high < lines.last and not closed))
                 return record
             if widen_before:
                 before = min(before * 4, CONTEXT_BEFORE)
@@ -393,15 +418,29 @@ class BlockScanner:
             self.stats.replaced_chars += text.count("\ufffd")
         return text.replace("\x00", "\ufffd") if "\x00" in text else text
 
-    def _match(self, records: list[Record], literal_ids: set[int] | None = None
-               ) -> list[Finding]:
+    def _match(self, records: list[Record], literal_ids: set[int] | None = None,
+               head_floor: int = 0) -> list[Finding]:
+        """The records' findings; those whose rule needs the whole record
+        (fallback.NEEDS_WHOLE_RECORD) not where the record starts at or before `head_floor`
+        (a resume point, or a window that may have cut the record, lies there), nor in a
+        flush (a live source gone quiet: what is at hand may go on), nor unless the input is
+        read whole."""
         self.stats.records += len(records)
         if literal_ids is not None:
             findings = self.matcher.match_record(records[0], literal_ids)
         else:
             findings = self.matcher.match_records(records)
+        if (head_floor or self._flushing or not self._whole_input) and findings:
+            findings = [f for f in findings if f.signature.id not in NEEDS_WHOLE_RECORD
+                        or (head_floor < f.record_lineno and not self._flushing
+                            and self._whole_input)]
         if len(findings) > 1:
             findings.sort(key=_line_order)
+        return findings
+
+    def _count(self, findings: list[Finding]) -> list[Finding]:
+        """Findings reported (each once), counted in the stats."""
+        if len(findings) > 1:
             self.stats.matched_lines += len({f.lineno for f in findings})
         else:
             self.stats.matched_lines += len(findings)

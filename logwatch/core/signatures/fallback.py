@@ -17,6 +17,7 @@ from logwatch.core.lines.assemble import cut_at_head, starts_traceback
 from logwatch.core.lines.records import Record
 from logwatch.core.lines.vllm_format import parse_line
 from logwatch.core.signatures.findings import Finding
+from logwatch.core.signatures.frame_areas import area_of, vllm_path
 from logwatch.core.signatures.signature import (
     CONSEQUENCE_CATEGORIES,
     FALLBACK_CATEGORY,
@@ -26,12 +27,20 @@ from logwatch.core.signatures.signature import (
 UNCAUGHT = "generic.uncaught_exception"
 PROCESS_DIED = "generic.process_died"
 ERROR_LINE = "generic.error_line"
+TRACEBACK_CUT = "generic.traceback_cut"
 # On one record, the first of these that holds is kept (an exception says more than its line).
-PRECEDENCE = (UNCAUGHT, PROCESS_DIED, ERROR_LINE)
+PRECEDENCE = (UNCAUGHT, PROCESS_DIED, ERROR_LINE, TRACEBACK_CUT)
+# Findings whose rule needs the whole record, its true first and last lines: where a scanning
+# window or a resume point may have cut the record (core.signatures.block_scan), they are not
+# made.
+NEEDS_WHOLE_RECORD = frozenset({TRACEBACK_CUT})
 ERROR_LEVELS = frozenset({"ERROR", "CRITICAL", "FATAL"})
 QUIET_LEVELS = frozenset({"DEBUG", "INFO", "WARNING"})
 VLLM_KINDS = frozenset({"vllm", "prefix", "uvicorn"})  # uvicorn: the API server's access
 SAMPLE_LINES = 5000  # lines of an input's head judged for vLLM output
+# What could be a traceback's exception line: a class name (CamelCase, after dotted module
+# names), alone or before a colon; not a code line, a markdown fence or a wrapped name's tail.
+_EXCEPTION_LIKE = re.compile(r"(?:[A-Za-z_]\w*\.)*[A-Z]\w*(?::(?:\s.*)?)?\s*$")
 _FRAME = re.compile(r'^\s*File "(?P<path>[^"]+)", line (?P<line>\d+), in (?P<func>\S+)')
 
 
@@ -49,12 +58,38 @@ def innermost_frame(record: Record, before_line: int) -> str | None:
         match = _FRAME.match(line.message)
         if match is None:
             continue
-        path = match.group("path").replace("\\", "/")
-        cut = path.rfind("/vllm/")
-        if cut >= 0 or path.startswith("vllm/"):
-            found = f"{path[cut + 1:] if cut >= 0 else path}:{match.group('line')} in " \
-                    f"{match.group('func')}"
+        path = vllm_path(match.group("path"))
+        if path is not None:
+            found = f"{path}:{match.group('line')} in {match.group('func')}"
     return found
+
+
+def ends_without_exception(record: Record) -> bool:
+    """Whether a record holds a traceback's frames and nothing after its last frame but the
+    frame's code lines: its exception line was never read (cut, or not pasted)."""
+    last_frame = None
+    for index, line in enumerate(record.lines):
+        if _FRAME.match(line.message):
+            last_frame = index
+    if last_frame is None:
+        return False
+    return not any(_EXCEPTION_LIKE.match(line.message) for line in record.lines[last_frame + 1:])
+
+
+def with_area(finding: Finding, record: Record) -> Finding:
+    """A fallback finding with the innermost vLLM frame of its record before it and the area
+    of vLLM its frames name (core.signatures.frame_areas), where the record has them."""
+    captures = dict(finding.captures)
+    frame = innermost_frame(record, finding.lineno if finding.signature.id == UNCAUGHT
+                            else record.last_lineno + 1)
+    if frame is not None:
+        captures["frame"] = frame
+    area = area_of(ln.message for ln in record.lines
+                   if finding.signature.id != UNCAUGHT or ln.lineno <= finding.lineno)
+    if area is not None:
+        captures["area"] = area.id
+        captures["area_title"] = area.title
+    return replace(finding, captures=captures) if captures != finding.captures else finding
 
 
 def _holds(finding: Finding, record: Record) -> bool:
@@ -71,6 +106,14 @@ def _holds(finding: Finding, record: Record) -> bool:
         message = finding.matched.message
         return (finding.matched.level in ERROR_LEVELS and message[:1] not in (" ", "\t")
                 and not starts_traceback(message))
+    if finding.signature.id == TRACEBACK_CUT:
+        # the record's first frame, in a record logged at ERROR (or printed raw, with vLLM's
+        # frames) that ends without its exception
+        first_frame = next((ln for ln in record.lines if _FRAME.match(ln.message)), None)
+        return (first_frame is not None and finding.lineno == first_frame.lineno
+                and level not in QUIET_LEVELS
+                and (level in ERROR_LEVELS or innermost_frame(record, 1 << 62) is not None)
+                and ends_without_exception(record))
     return True
 
 
@@ -91,10 +134,8 @@ def settle_record(findings: list[Finding], record: Record) -> list[Finding]:
     order = {sig_id: i for i, sig_id in enumerate(PRECEDENCE)}
     for finding in sorted(generic, key=lambda f: order.get(f.signature.id, len(order))):
         if finding.lineno not in explained and _holds(finding, record):
-            if finding.signature.id == UNCAUGHT:
-                frame = innermost_frame(record, finding.lineno)
-                if frame is not None:
-                    finding = replace(finding, captures={**finding.captures, "frame": frame})
+            if finding.signature.id in (UNCAUGHT, TRACEBACK_CUT):
+                finding = with_area(finding, record)
             kept.append(finding)
             break
     return kept

@@ -1,0 +1,134 @@
+"""The area of vLLM a traceback's frames name, for an error no signature knows.
+
+A traceback says where it was raised even when its message is new: the deepest vLLM frames
+(and a C++ check's `csrc/...` file) are in Marlin, a quantization scheme, the weight loader,
+the MTP/EAGLE drafter, KV-cache sizing, NCCL... The innermost vLLM frame that belongs to an
+area decides it (a helper such as `vllm/utils.py` below it decides nothing), so an unknown
+exception still comes with the part of vLLM that raised it and that part's general advice.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True, slots=True)
+class Area:
+    id: str
+    title: str
+    paths: re.Pattern[str]  # searched in a frame's path below `vllm/` (or a csrc/ file)
+    # and in its function's name
+    advice: str
+
+
+def _paths(*alternatives: str) -> re.Pattern[str]:
+    return re.compile("|".join(alternatives))
+
+
+# Most specific first: a Marlin frame is also under layers/quantization/.
+AREAS: tuple[Area, ...] = (
+    Area("marlin", "Marlin kernels (weight-only quantized GEMM)",
+         _paths(r"marlin", r"csrc/quantization/(?:gptq_)?marlin", r"csrc/moe/marlin"),
+         "Marlin runs weight-only (W4A16/W8A16, FP4 and FP8 weights on GPUs without native "
+         "support) and needs every layer's width to fit its tiles. Check the shapes of the "
+         "layer it names against the quantization (group size, a tensor-parallel split); an "
+         "FP4 checkpoint served on a GPU with native FP4 (compute capability 10.0 or newer) "
+         "does not need Marlin: serve the W4A4 variant through CUTLASS or FlashInfer."),
+    Area("quantization", "a quantization scheme (compressed-tensors, ModelOpt, Quark, FP8, "
+         "GPTQ/AWQ, MXFP4/NVFP4)",
+         _paths(r"model_executor/layers/quantization/", r"csrc/quantization/"),
+         "The checkpoint's quantization config and its weights disagree with what this "
+         "release's scheme code expects. Compare `quantization_config` in config.json (format, "
+         "ignore list, group size) with the scheme vLLM picked, and check that the release "
+         "supports the scheme on this GPU."),
+    Area("moe", "fused MoE layers",
+         _paths(r"model_executor/layers/fused_moe/", r"csrc/moe/"),
+         "A fused-MoE kernel or its weights: check the expert count and sizes against the "
+         "tensor/expert-parallel split and the MoE backend this release chose for the GPU."),
+    Area("speculative", "the speculative drafter (MTP, EAGLE, n-gram)",
+         _paths(r"spec_decode/", r"models/[\w]*mtp[\w]*\.py", r"eagle", r"medusa",
+                r"config/speculative\.py"),
+         "The draft model or its layers: check `--speculative-config` (method, number of "
+         "speculative tokens) against what the model ships, and that the MTP/draft weights "
+         "are in the checkpoint and covered by its quantization ignore list."),
+    Area("weight_loading", "the weight loader",
+         _paths(r"model_executor/model_loader/", r"weight_utils\.py", r"models/utils\.py",
+                r"^weight_loader", r"^load_weights$", r"_weight_loader$"),
+         "Loading the checkpoint's weights: a tensor of the wrong shape or dtype, a missing "
+         "or extra shard, or a name the model does not map. Check the checkpoint files "
+         "(index, shard list, config.json) against the architecture it names."),
+    Area("kv_cache", "KV-cache sizing and memory profiling",
+         _paths(r"kv_cache", r"core/block_pool\.py", r"memory_profil",
+                r"^determine_available_memory$", r"^profile_run$"),
+         "Memory for the KV cache: check `--gpu-memory-utilization`, `--max-model-len`, "
+         "`--max-num-seqs` and what else holds GPU memory on the device."),
+    Area("distributed", "distributed communication (NCCL, Ray, custom all-reduce)",
+         _paths(r"^vllm/distributed/", r"device_communicators",
+                r"parallel_state\.py", r"executor/ray", r"csrc/custom_all_reduce"),
+         "Communication between ranks: check NCCL (`NCCL_DEBUG=INFO`), the GPUs' P2P "
+         "topology, the tensor/pipeline-parallel sizes against the GPUs there are, and "
+         "that every rank runs the same release."),
+    Area("attention", "attention backends",
+         _paths(r"attention/", r"csrc/attention"),
+         "An attention backend: check which backend this release picked for the GPU and "
+         "dtype (`VLLM_ATTENTION_BACKEND` forces one) and the head size it supports."),
+    Area("compilation", "torch.compile and CUDA graphs",
+         _paths(r"compilation/"),
+         "torch.compile or CUDA-graph capture: `--enforce-eager` starts without them and "
+         "tells whether the failure is theirs."),
+    Area("config", "configuration and argument checks",
+         _paths(r"^vllm/config/", r"^vllm/engine/arg_utils\.py", r"transformers_utils/"),
+         "A configuration value or the model's config.json: read the check's message "
+         "against the flags and the model directory."),
+    Area("model", "the model definition",
+         _paths(r"model_executor/models/"),
+         "The model's own code in this release: check that the release supports the "
+         "architecture and the checkpoint's variant of it."),
+    Area("engine", "the engine core and its workers",
+         _paths(r"^vllm/(?:v1/)?(?:engine|executor|worker)/"),
+         "The engine core or a worker: the exception above is the cause; the lines that "
+         "follow it in other processes are consequences."),
+)
+BY_ID = {area.id: area for area in AREAS}
+
+_FRAME = re.compile(r'^\s*File "(?P<path>[^"]+)", line (?P<line>\d+), in (?P<func>\S+)')
+_CSRC = re.compile(r"(?P<path>csrc/[\w./-]+\.(?:cu|cuh|cpp|cc|h|hpp))")
+
+
+def vllm_path(path: str) -> str | None:
+    """The part of a frame's path from `vllm/` on; None for a frame outside vLLM."""
+    path = path.replace("\\", "/")
+    cut = path.rfind("/vllm/")
+    if cut >= 0:
+        return path[cut + 1:]
+    return path if path.startswith("vllm/") else None
+
+
+def frames(lines: Iterable[str]) -> list[tuple[str, str, str]]:
+    """(vLLM path, line, function) of each vLLM frame in a traceback's lines, outermost first."""
+    found = []
+    for line in lines:
+        match = _FRAME.match(line)
+        if match is not None:
+            path = vllm_path(match.group("path"))
+            if path is not None:
+                found.append((path, match.group("line"), match.group("func")))
+    return found
+
+
+def area_of(lines: Iterable[str]) -> Area | None:
+    """The area the traceback's innermost vLLM frames name, or a C++ check's `csrc/` file
+    (which is deeper than any Python frame); None when no frame belongs to one."""
+    lines = list(lines)
+    for line in reversed(lines):
+        for match in _CSRC.finditer(line):
+            for area in AREAS:
+                if area.paths.search(match.group("path")):
+                    return area
+    for path, _, func in reversed(frames(lines)):
+        for area in AREAS:
+            if area.paths.search(path) or area.paths.search(func):
+                return area
+    return None
