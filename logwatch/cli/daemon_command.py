@@ -53,6 +53,7 @@ def daemon_command(args: argparse.Namespace) -> int:
               "targets in the configuration", file=sys.stderr)
         return EXIT_USAGE
     args.signatures = [*args.signatures, *(Path(d) for d in config.get("signatures.dirs") or [])]
+    args.min_acceptance = config.get("signatures.min_acceptance_percent")
     library = load_library(args)
     db = args.db or configured_db_path(config.get("database.path"))
     with open_store(db, service=True) as store:

@@ -57,6 +57,11 @@ def parse_gpu_capability(text: str | None) -> int | None:
 
 def load_library(args: argparse.Namespace, check: bool = True) -> Library:
     """The library, loaded and checked in a child process with a deadline."""
+    from logwatch.core.signatures.library import DEFAULT_ACCEPTANCE_TARGET, with_acceptance_target
     from logwatch.library.worker import load_bounded
 
-    return load_bounded(args.signatures, base=args.library, check=check)
+    library = load_bounded(args.signatures, base=args.library, check=check)
+    target = getattr(args, "min_acceptance", None)
+    if target is not None and target != DEFAULT_ACCEPTANCE_TARGET:
+        library = with_acceptance_target(library, float(target))
+    return library

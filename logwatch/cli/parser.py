@@ -51,6 +51,9 @@ def build_parser() -> argparse.ArgumentParser:
                       help="extra signature directory layered over the shipped library")
     scan.add_argument("--library", type=Path, metavar="DIR",
                       help="use this library directory instead of the shipped one")
+    scan.add_argument("--min-acceptance", type=_acceptance_target, metavar="PERCENT",
+                      help="draft-acceptance target: a speculative-decoding reading under it "
+                           "is a warning (default 50; under 10 is a garbage draft)")
     scan.add_argument("--engine", choices=("auto", "hyperscan", "python"), default="auto",
                       help="literal prefilter engine (default: hyperscan when installed)")
     scan.add_argument("--mode", choices=("auto", "prefilter", "full"), default="auto",
@@ -330,4 +333,15 @@ def _positive_seconds(text: str) -> float:
         value = 0.0
     if not value > 0 or value == float("inf"):
         raise argparse.ArgumentTypeError(f"{text!r}: a number of seconds more than 0")
+    return value
+
+
+def _acceptance_target(text: str) -> float:
+    """A draft-acceptance target in percent: more than 10 (the garbage line), at most 100."""
+    try:
+        value = float(text.rstrip("%"))
+    except ValueError:
+        value = 0.0
+    if not 10 < value <= 100:
+        raise argparse.ArgumentTypeError(f"{text!r}: a percentage more than 10, at most 100")
     return value

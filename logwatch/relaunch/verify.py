@@ -19,8 +19,8 @@ import urllib.request
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from logwatch.core.launches.lifecycle import SERVING_SIGNATURES
-from logwatch.core.remedy.verify import ACCEPTANCE_SIGNATURE, Probes, Verdict, judge
+from logwatch.core.launches.lifecycle import READY_SIGNATURES
+from logwatch.core.remedy.verify import ACCEPTANCE_READINGS, Probes, Verdict, judge
 from logwatch.core.signatures.findings import Finding
 from logwatch.core.snapshot.argv import LaunchSpec
 
@@ -139,7 +139,7 @@ def verify_launch(spec: LaunchSpec, findings: Callable[[], Sequence[Finding]],
     drain_until: float | None = None
     while True:
         seen = findings()
-        if any(f.signature.id in SERVING_SIGNATURES or f.signature.fatal for f in seen):
+        if any(f.signature.id in READY_SIGNATURES or f.signature.fatal for f in seen):
             break
         now = time.monotonic()
         if drain_until is None and alive() is False:
@@ -150,13 +150,13 @@ def verify_launch(spec: LaunchSpec, findings: Callable[[], Sequence[Finding]],
     name = served_name(spec) or ""
     base = base or endpoint(spec, logged_port(seen))
     answers = Probes(errors={"health": "the launch never logged that it serves"})
-    if any(f.signature.id in SERVING_SIGNATURES for f in seen):
+    if any(f.signature.id in READY_SIGNATURES for f in seen):
         wait_healthy(base, time.monotonic() + HEALTH_SECONDS)
         soak_end = time.monotonic() + soak_seconds
         while True:
             answers = probe(base, name)
             if not spec.uses_mtp or time.monotonic() >= soak_end or any(
-                    f.signature.id == ACCEPTANCE_SIGNATURE for f in findings()):
+                    f.signature.id in ACCEPTANCE_READINGS for f in findings()):
                 break
             time.sleep(POLL_SECONDS)  # the soak: vLLM logs a reading per interval
     return judge(findings(), answers, name, spec.uses_mtp)

@@ -42,7 +42,12 @@ from logwatch.core.signatures.signature import FALLBACK_CATEGORY, Signature
 
 LAUNCH_SIGNATURES = ("lifecycle.version", "lifecycle.non_default_args",
                      "lifecycle.engine_config")
-SERVING_SIGNATURES = frozenset({"lifecycle.startup_complete", "lifecycle.serving"})
+# uvicorn's readiness line: the server accepts requests (what a relaunch's verification waits for)
+READY_SIGNATURES = frozenset({"lifecycle.startup_complete"})
+# what says a launch came up: uvicorn ready, vLLM's periodic stats, a draft-acceptance reading
+SERVING_SIGNATURES = frozenset({"lifecycle.startup_complete", "lifecycle.serving",
+                                "spec_decode.acceptance", "spec_decode.acceptance_below_target",
+                                "spec_decode.low_acceptance"})
 STOPPED_SIGNATURES = frozenset({"lifecycle.shutdown"})
 
 STARTING, SERVING, FAILED, STOPPED = "starting", "serving", "failed", "stopped"

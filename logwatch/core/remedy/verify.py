@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from logwatch.core.launches.lifecycle import SERVING_SIGNATURES
+from logwatch.core.launches.lifecycle import READY_SIGNATURES
 from logwatch.core.remedy.plan import Check
 from logwatch.core.signatures.findings import Finding
 from logwatch.core.signatures.signature import parse_number
@@ -22,6 +22,9 @@ MARLIN_SIGNATURE_PREFIXES = ("marlin.",)
 MARLIN_FALLBACKS = frozenset({"nvfp4.marlin_fallback", "nvfp4.marlin_negative_scales"})
 BACKEND_SIGNATURES = frozenset({"nvfp4.gemm_backend", "nvfp4.moe_backend"})
 ACCEPTANCE_SIGNATURE = "spec_decode.acceptance"
+# every reading of the draft's acceptance, whichever side of the target it falls
+ACCEPTANCE_READINGS = frozenset({ACCEPTANCE_SIGNATURE, "spec_decode.acceptance_below_target",
+                                 "spec_decode.low_acceptance"})
 MIN_ACCEPTANCE_PERCENT = 5.0  # below this, the MTP draft is garbage (see spec_decode.low_*)
 
 
@@ -52,7 +55,7 @@ def judge(findings: Sequence[Finding], probes: Probes, expected_model: str,
           uses_mtp: bool) -> Verdict:
     """Every check of the relaunched launch, from its findings (in log order) and the
     probes' answers."""
-    started = any(f.signature.id in SERVING_SIGNATURES for f in findings)
+    started = any(f.signature.id in READY_SIGNATURES for f in findings)
     checks = [
         Check("startup_complete", started, "vLLM logged `Application startup complete`"
               if started else "no `Application startup complete` line for this launch"),
@@ -101,7 +104,7 @@ def _completion(probes: Probes) -> Check:
 
 def _acceptance(findings: Sequence[Finding]) -> Check:
     rates = [f.captures.get("rate_percent") for f in findings
-             if f.signature.id == ACCEPTANCE_SIGNATURE]
+             if f.signature.id in ACCEPTANCE_READINGS]
     readings = [n for r in rates if r is not None and (n := parse_number(r)) is not None]
     if not readings:
         return Check("draft_acceptance", False, "no speculative-decoding reading yet")

@@ -60,8 +60,9 @@ def _headline(report: Mapping[str, Any], fatal: int) -> str:
         return ("Incomplete: no fatal incident and no error so far, but no evidence that vLLM "
                 "came up (no `Application startup complete`, no throughput stats): the log "
                 "stops in its start-up.")
-    return ("No fatal incident and no error, and vLLM came up: it looks healthy in this "
-            "log.")
+    warnings = sum(1 for i in incidents if i["severity"] == "warning")
+    return ("No fatal incident and no error, and vLLM came up: it looks healthy in this log"
+            + (f" ({warnings} warning(s) below)." if warnings else "."))
 
 
 def incomplete_warning(gap: Mapping[str, Any]) -> str:

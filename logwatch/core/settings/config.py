@@ -51,7 +51,9 @@ SCHEMA: dict[str, dict[str, tuple[type | tuple[type, ...], Any]]] = {
     "socket": {"path": (str, ""), "group": (str, ""), "operators_group": (str, ""),
                "idle_seconds": ((int, float), 60.0), "query_seconds": ((int, float), 10.0),
                "query_rows": (int, 10_000)},
-    "signatures": {"dirs": (list, [])},
+    # min_acceptance_percent: the draft-acceptance target; a speculative-decoding reading
+    # under it is spec_decode.acceptance_below_target (a warning), under 10 garbage
+    "signatures": {"dirs": (list, []), "min_acceptance_percent": ((int, float), 50.0)},
     # the daemon's Parquet export for a fleet (docs/fleet.md): dir "" exports nothing; host
     # "" is the hostname; every_minutes between exports (the days that can still change)
     "export": {"dir": (str, ""), "host": (str, ""), "every_minutes": ((int, float), 60.0)},
@@ -172,6 +174,12 @@ def parse_config(path: str, text: str, overrides: dict[str, Any] | None = None) 
                     and isinstance(value, int | float) and not 0 < value < 1):
                 problem(f"relaunch.min_confidence is {value}: more than 0, less than 1 (a "
                         "diagnosis must be above it)", key, section)
+                continue
+            if (f"{section}.{key}" == "signatures.min_acceptance_percent"
+                    and isinstance(value, int | float) and not 10 < value <= 100):
+                problem(f"signatures.min_acceptance_percent is {value}: more than 10 (below "
+                        "10 a draft is garbage, spec_decode.low_acceptance), at most 100",
+                        key, section)
                 continue
             if f"{section}.{key}" == "relaunch.dropin" and value not in DROPIN_KINDS:
                 problem(f"relaunch.dropin is {value!r}: one of {', '.join(DROPIN_KINDS)}",

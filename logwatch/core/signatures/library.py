@@ -9,7 +9,7 @@ from __future__ import annotations
 import re
 import tomllib
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
@@ -85,6 +85,31 @@ class Library:
 
     def get(self, signature_id: str) -> Signature | None:
         return next((s for s in self.signatures if s.id == signature_id), None)
+
+
+# The draft-acceptance target: spec_decode.acceptance takes rates at or above it,
+# spec_decode.acceptance_below_target those under it (and above the garbage line).
+DEFAULT_ACCEPTANCE_TARGET = 50.0
+GARBAGE_ACCEPTANCE = 10.0  # spec_decode.low_acceptance's line, fixed
+_TARGET_BOUNDS = {"spec_decode.acceptance": ">=", "spec_decode.acceptance_below_target": "<"}
+
+
+def with_acceptance_target(library: Library, percent: float) -> Library:
+    """The library with the draft-acceptance target at `percent` (more than the garbage
+    line, at most 100): the two signatures' bounds at the target move, nothing else."""
+    if not GARBAGE_ACCEPTANCE < percent <= 100:
+        raise ValueError(f"a draft-acceptance target of {percent:g}%: more than "
+                         f"{GARBAGE_ACCEPTANCE:g}, at most 100")
+    moved = []
+    for signature in library.signatures:
+        op = _TARGET_BOUNDS.get(signature.id)
+        if op is not None:
+            signature = replace(signature, conditions=tuple(
+                replace(c, value=percent if c.capture == "rate_percent" else percent / 100)
+                if c.op == op and c.capture in ("rate_percent", "rate_fraction") else c
+                for c in signature.conditions))
+        moved.append(signature)
+    return replace(library, signatures=tuple(moved))
 
 
 def _line_of(text: str, key: str, table: str | None = None, index: int = 0) -> int | None:

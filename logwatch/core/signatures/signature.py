@@ -20,7 +20,7 @@ CATEGORIES = (
     "kv_cache_insufficient", "gpu_memory_insufficient", "nccl_error", "cuda_error",
     "model_unsupported", "model_not_found", "engine_core_failed", "worker_failed",
     "unknown_env_var", "lifecycle", "unrecognised", "unclassified",
-    "quant_tp_split", "missing_dependency", "request_error",
+    "quant_tp_split", "missing_dependency", "request_error", "draft_acceptance_low",
 )
 # Findings that report another's failure ("EngineCore failed to start"): never a root cause.
 CONSEQUENCE_CATEGORIES = frozenset({"engine_core_failed", "worker_failed"})
