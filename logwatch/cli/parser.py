@@ -51,6 +51,9 @@ def build_parser() -> argparse.ArgumentParser:
                       help="extra signature directory layered over the shipped library")
     scan.add_argument("--library", type=Path, metavar="DIR",
                       help="use this library directory instead of the shipped one")
+    scan.add_argument("--one-run", action="store_true",
+                      help="the inputs are the streams of one run (vLLM's stdout, then its "
+                           "stderr): one source's launches")
     scan.add_argument("--min-acceptance", type=_acceptance_target, metavar="PERCENT",
                       help="draft-acceptance target: a speculative-decoding reading under it "
                            "is a warning (default 50; under 10 is a garbage draft)")

@@ -27,6 +27,11 @@ def scan_command(args: argparse.Namespace) -> int:
     if sum(1 for i in inputs if i.path is None) > 1:
         print("logwatch: stdin (-) can be given once", file=sys.stderr)
         return EXIT_USAGE
+    if args.one_run and args.db:
+        print("logwatch: scan: --one-run is not recorded in a history (--db): the history keeps "
+              "each file's launches under its own name; scan the streams together without "
+              "--db, or record them one by one", file=sys.stderr)
+        return EXIT_USAGE
     library = load_library(args)
     if args.db:  # DuckDB loads only for a scan that records, after it
         from logwatch.store.record import ScanRecorder
@@ -44,7 +49,7 @@ def scan_command(args: argparse.Namespace) -> int:
     try:
         report = run_scan(inputs, library, engine=args.engine, mode=args.mode,
                           snapshot_options=snapshot_options(args), recorder=recorder,
-                          jobs=args.jobs, plan=args.plan)
+                          jobs=args.jobs, plan=args.plan, one_run=args.one_run)
     except InputError as exc:
         warn(f"logwatch: {exc}")
         return EXIT_USAGE

@@ -123,15 +123,21 @@ def scan_inputs(inputs: Sequence[ScanInput], library: Library, engine: str = "au
                 on_progress: Callable[[int, int], None] | None = None,
                 snapshot_options: SnapshotOptions | None = None,
                 recorder: ScanRecorder | None = None, jobs: int | None = None,
-                matcher: Matcher | None = None, plan: bool = False) -> dict[str, Any]:
+                matcher: Matcher | None = None, plan: bool = False,
+                one_run: bool = False) -> dict[str, Any]:
     """Scan every input and return the report (with snapshots and diagnoses) as a dict.
 
+    `one_run`: the inputs are the streams of one run (vLLM's stdout and stderr written to two
+    files): their findings make one source's launches, named after the first input, each
+    finding keeping its own file and line.
     `jobs`: 2 scans a large regular file with two processes, 1 with one; None (auto) uses
     two when the file is large and two cores are idle. `matcher`: one already built from
     `library` (many small scans of one library). `plan`: add the corrected launch for the
     newest launch's diagnoses (core.remedy.plan), or None when a relaunch fixes none of them."""
     matcher = matcher or Matcher(library.signatures, engine=engine)
     book = LaunchBook()
+    if one_run:
+        book.aliases.update({i.label: inputs[0].label for i in inputs[1:]})
     unrecognised = TemplateGroups()
     keep_freed_blocks()
 

@@ -88,9 +88,10 @@ def rule_cause_on_stdout(incident: Incident, ctx: Context) -> Diagnosis | None:
         "Only the failure's wrappers were read (" + sig.title + "), and no line of vLLM's "
         "own logger: this is its stderr. vLLM's logger writes to stdout, the worker's "
         "traceback that names the cause included.",
-        ("Read both streams: `journalctl -u UNIT` and `docker logs` hold both; a file "
-         "written by `vllm serve ... > out 2> err` has the cause in `out` (scan it, or "
-         "`2>&1` next time).",), tuple(incident.evidence[-2:]), {}, 0.7,
+        ("Read both streams: `journalctl -u UNIT` and `docker logs` hold both; a run "
+         "written by `vllm serve ... > out 2> err` has the cause in `out`: `logwatch scan "
+         "--one-run out err` reads the two as one launch (or `2>&1` next time).",),
+        tuple(incident.evidence[-2:]), {}, 0.7,
         (Remedy("investigate", "Scan vLLM's stdout (or both streams together) to see the "
                 "cause.", None, "the cause is not in what was read"),))
 

@@ -163,6 +163,9 @@ class LaunchBook:
         self._restarts: dict[str, list[tuple[int, str]]] = {}
         # journald: (line, status, clean) of exits its manager said, not yet given out
         self._exits: dict[str, list[tuple[int, int, bool]]] = {}
+        # a source whose findings belong to another's launches (the stderr of a run whose
+        # stdout is that other source: `scan --one-run`); a finding keeps its own source
+        self.aliases: dict[str, str] = {}
 
     def restarted(self, source: str, line: int, generation: str = "") -> None:
         """The program behind `source` was started again at `line`: a finding from there on
@@ -219,7 +222,7 @@ class LaunchBook:
                 incident.signature = as_context(incident.signature)
 
     def observe(self, finding: Finding, generation: str = "") -> Change:
-        source, sig = finding.source, finding.signature
+        source, sig = self.aliases.get(finding.source, finding.source), finding.signature
         launch = self.current(source)
         new_launch = False
         restarts = self._restarts.get(source)
