@@ -120,8 +120,13 @@ def test_implausibly_high_acceptance(library: Library, tmp_path: Path) -> None:
     assert causes(report) == ["implausible_acceptance"]
 
 
-def test_a_healthy_log_needs_no_diagnosis(library: Library) -> None:
-    assert triage("healthy_033_startup.log", library)["diagnoses"] == []
+def test_a_healthy_log_needs_no_diagnosis_but_its_marlin_fp4_path(library: Library) -> None:
+    """The 0.33 start-up serves, and picks Marlin for its NVFP4 linear and MoE layers: the
+    latent FP4-on-Marlin problem is all there is to say (it was reported healthy, nothing
+    more)."""
+    diagnoses = triage("healthy_033_startup.log", library)["diagnoses"]
+    assert [(d["cause"], d["latent"], d["signature"]) for d in diagnoses] == [
+        ("fp4_on_marlin", True, "nvfp4.gemm_backend"), ("fp4_on_marlin", True, "nvfp4.moe_backend")]
 
 
 def test_unexplained_fatal_incidents_keep_their_signature_explanation(library: Library) -> None:

@@ -2,8 +2,8 @@
 fields that prove them, a confidence, and the remedies that apply on this GPU.
 
 Rules are small functions `(incident, context) -> Diagnosis | None`, tried in order (the
-Marlin tile in core.diagnosis.marlin_rules, the MTP draft in core.diagnosis.mtp_rules, three
-more here); an incident no rule explains still gets its signature's own explanation.
+Marlin tile in core.diagnosis.marlin_rules, the MTP draft in core.diagnosis.mtp_rules, the
+others here); an incident no rule explains still gets its signature's own explanation.
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 
-from logwatch.core.diagnosis.marlin_rules import rule_marlin_tile
+from logwatch.core.diagnosis.marlin_rules import rule_marlin_tile, w4a4_remedy
 from logwatch.core.diagnosis.model import Context, Diagnosis, Remedy
 from logwatch.core.diagnosis.mtp_rules import rule_mtp_ignore
 from logwatch.core.launches.incidents import Incident
@@ -47,6 +47,44 @@ def rule_native_fp4_fallback(incident: Incident, ctx: Context) -> Diagnosis | No
         (Remedy("change_backend", "Remove the forcing flag or variable, or install "
                 "FlashInfer with SM100 kernels.", True, "native W4A4 is faster and never "
                 "repacks through Marlin"),))
+
+
+# The start-up lines that name the kernel an NVFP4 layer runs on (captured as `backend`)
+FP4_KERNEL_SIGNATURES = ("nvfp4.gemm_backend", "nvfp4.moe_backend")
+
+
+def rule_fp4_on_marlin(incident: Incident, ctx: Context) -> Diagnosis | None:
+    """An FP4 checkpoint whose start-up chose a Marlin kernel: it serves, but weight-only
+    (FP4 weights dequantized for 16-bit activations), repacked through Marlin, whose tiles
+    the next layer width or tensor-parallel size may not fit. Latent: nothing failed yet.
+    The runbook's remedy is the W4A4 variant through CUTLASS/FlashInfer where the GPU has
+    native FP4; where it has not, that remedy is refused and says why."""
+    backend = incident.captures.get("backend", "")
+    if incident.signature.id not in FP4_KERNEL_SIGNATURES or "marlin" not in backend.lower():
+        return None
+    cap = ctx.capability
+    if cap is not None and cap >= NATIVE_FP4_CAPABILITY and ctx.has("nvfp4.marlin_fallback"):
+        return None  # rule_native_fp4_fallback's: Marlin although the GPU has native FP4
+    if any(i.signature.fatal and i.signature.id.startswith("marlin.") for i in ctx.incidents):
+        return None  # Marlin's failure is in the log: its diagnosis has the W4A4 remedy
+    model = ctx.snapshot.model
+    scheme = model.quant.scheme if model is not None and model.quant is not None else "unknown"
+    layer = "MoE experts" if incident.signature.id == "nvfp4.moe_backend" else "linear layers"
+    where = ("GPU not identified" if cap is None else
+             f"compute capability {cap / 10:.1f}: " + (
+                 "native FP4, so W4A4 runs through CUTLASS/FlashInfer" if
+                 cap >= NATIVE_FP4_CAPABILITY else "no native FP4, Marlin is the only path"))
+    return Diagnosis(
+        "fp4_on_marlin", "FP4 checkpoint served through weight-only Marlin", incident.signature.id,
+        f"vLLM chose {backend} for the NVFP4 {layer}: the FP4 weights are repacked for Marlin "
+        f"and run weight-only against 16-bit activations ({where}).",
+        (f"Checkpoint scheme: {scheme}.",
+         "Marlin needs every layer's width, split by the tensor-parallel size, to fit its "
+         "tiles: a change of size or model can fail at start-up (size_n/size_k not divisible "
+         "by the tile), and W4A16 is slower than native W4A4 where the GPU has it."),
+        tuple(incident.evidence[-2:]), {"backend": backend, "scheme": scheme,
+                                        "gpu_capability": cap}, 0.8,
+        (w4a4_remedy(ctx, scheme),), latent=True)
 
 
 def rule_high_acceptance(incident: Incident, ctx: Context) -> Diagnosis | None:
@@ -98,7 +136,7 @@ def rule_cause_on_stdout(incident: Incident, ctx: Context) -> Diagnosis | None:
 
 RULES: tuple[Callable[[Incident, Context], Diagnosis | None], ...] = (
     rule_marlin_tile, rule_mtp_ignore, rule_native_fp4_fallback, rule_high_acceptance,
-    rule_cause_on_stdout)
+    rule_cause_on_stdout, rule_fp4_on_marlin)
 
 
 def config_findings(snapshot: Snapshot) -> list[Diagnosis]:

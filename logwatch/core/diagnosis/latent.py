@@ -38,7 +38,8 @@ REACHED_BY: dict[str, tuple[frozenset[str], tuple[str, ...], frozenset[str]]] = 
                     frozenset({"marlin_weight_only_tile"})),
     LATENT_FP4: (frozenset({"nvfp4_marlin_fallback", "marlin_tile", "marlin_shape",
                             "marlin_padding"}), ("marlin.",),
-                 frozenset({"marlin_weight_only_tile", "marlin_on_native_fp4"})),
+                 frozenset({"marlin_weight_only_tile", "marlin_on_native_fp4",
+                            "fp4_on_marlin"})),
 }
 FAILURES_AHEAD = (LATENT_MTP, LATENT_MARLIN)  # the ones a root cause's remedy must include
 ACTIVATION_FP4 = ("W4A4_NVFP4", "MXFP4")

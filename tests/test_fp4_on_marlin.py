@@ -1,0 +1,45 @@
+"""The seed's own condition, which was reported healthy: an NVFP4 checkpoint whose start-up
+says it runs on Marlin (`Using MarlinNvFp4LinearKernel for NVFP4 GEMM`, `Using 'MARLIN' NvFp4
+MoE backend`) serves weight-only through Marlin. That is a latent problem with the runbook's
+remedy: the W4A4 variant through CUTLASS/FlashInfer where the GPU has native FP4 (10.0+), and
+that remedy refused, with the reason, where it has not."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from tests.inprocess import logwatch_text
+
+HEAD = "(EngineCore_DP0 pid=88) INFO 12-01 02:10:14 [__init__.py:1259] "
+UP = "INFO:     Application startup complete.\n"
+
+
+def latent(log: str, capability: str) -> list[dict[str, object]]:
+    done = logwatch_text("scan", "--json", "--gpu-capability", capability, "-",
+                         stdin=log.encode())
+    report = json.loads(done.stdout)
+    assert done.returncode == 0 and report["verdict"] == "healthy"
+    return [d for d in report["diagnoses"] if d["cause"] == "fp4_on_marlin"]
+
+
+@pytest.mark.parametrize(("line", "capability", "applicable"), [
+    (HEAD + "Using MarlinNvFp4LinearKernel for NVFP4 GEMM\n", "10.0", True),
+    (HEAD + "Using MarlinNvFp4LinearKernel for NVFP4 GEMM\n", "9.0", False),
+    ("(EngineCore_DP0 pid=88) INFO 12-01 02:10:14 [nvfp4.py:88] Using 'MARLIN' NvFp4 MoE "
+     "backend out of potential backends: ['FLASHINFER_CUTLASS', 'MARLIN']\n", "12.0", True),
+])
+def test_an_fp4_start_up_on_marlin_is_a_latent_problem_with_the_w4a4_remedy(
+        line: str, capability: str, applicable: bool) -> None:
+    (diagnosis,) = latent(line + UP, capability)
+    assert diagnosis["latent"] is True
+    (remedy,) = diagnosis["remedies"]
+    assert (remedy["kind"], remedy["applicable"]) == ("switch_to_w4a4", applicable)
+    if not applicable:
+        assert "no native FP4" in remedy["why"]
+
+
+def test_a_native_fp4_kernel_is_no_problem() -> None:
+    line = HEAD + "Using FlashInferCutlassNvFp4LinearKernel for NVFP4 GEMM\n"
+    assert latent(line + UP, "10.0") == []
