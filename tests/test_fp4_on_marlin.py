@@ -43,3 +43,41 @@ def test_an_fp4_start_up_on_marlin_is_a_latent_problem_with_the_w4a4_remedy(
 def test_a_native_fp4_kernel_is_no_problem() -> None:
     line = HEAD + "Using FlashInferCutlassNvFp4LinearKernel for NVFP4 GEMM\n"
     assert latent(line + UP, "10.0") == []
+
+
+@pytest.mark.parametrize(("model", "capability", "path", "says"), [
+    ("qwen3.6-35b-a3b-nvfp4a16", "9.0", "marlin", "W4A4 is refused here"),
+    ("qwen3.6-35b-a3b-nvfp4a16", "10.0", "native", ""),
+    ("qwen3.6-35b-a3b-nvfp4-mtp-covered", "9.0", "marlin", "W4A4 is refused here"),
+    ("qwen3.6-35b-a3b-nvfp4-mtp-covered", "10.0", "native", ""),
+    ("qwen2.5-72b-gptq-int4", "10.0", "marlin", ""),
+])
+def test_preflight_predicts_the_kernel_path(model: str, capability: str, path: str,
+                                            says: str) -> None:
+    """Before any weight loads: the checkpoint's scheme and the GPU decide Marlin or a native
+    kernel, and an FP4 checkpoint on Marlin gets the runbook's advice (or its refusal)."""
+    from tests.conftest import ROOT
+
+    directory = ROOT / "samples" / "models" / model
+    done = logwatch_text("preflight", "--json", "--model-dir", str(directory), "--cmdline",
+                         f"vllm serve {directory}", "--gpu-capability", capability,
+                         "--vllm-version", "0.33.0")
+    kernel = json.loads(done.stdout)["kernel_path"]
+    assert kernel["path"] == path
+    assert says in kernel["advice"]
+    text = logwatch_text("--no-pager", "preflight", "--model-dir", str(directory), "--cmdline",
+                         f"vllm serve {directory}", "--gpu-capability", capability,
+                         "--vllm-version", "0.33.0").stdout
+    assert "kernel path: " + kernel["summary"].split(":")[0] in text
+
+
+def test_a_forcing_flag_puts_a_w4a4_checkpoint_on_marlin_even_on_native_fp4() -> None:
+    from tests.conftest import ROOT
+
+    directory = ROOT / "samples" / "models" / "qwen3.6-35b-a3b-nvfp4-mtp-covered"
+    done = logwatch_text("preflight", "--json", "--model-dir", str(directory), "--cmdline",
+                         f"vllm serve {directory} --linear-backend marlin",
+                         "--gpu-capability", "10.0", "--vllm-version", "0.33.0")
+    kernel = json.loads(done.stdout)["kernel_path"]
+    assert kernel["path"] == "marlin" and "--linear-backend marlin" in kernel["summary"]
+    assert kernel["advice"].startswith("remove --linear-backend marlin")

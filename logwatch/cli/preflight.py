@@ -99,6 +99,12 @@ def render(snapshot: Snapshot, prediction: Prediction, width: int = 100) -> str:
     out = [f"preflight: vLLM {snapshot.vllm_version or 'unknown'}, {gpu}, "
            f"tensor-parallel {snapshot.tensor_parallel_size}, model {snapshot.model.path}"
            if snapshot.model else "preflight:"]
+    kernel = prediction.kernel
+    if kernel is not None:
+        texts = [f"kernel path: {kernel.summary}"] + ([kernel.advice] if kernel.advice else [])
+        for number, text in enumerate(texts):
+            for n, line in enumerate(textwrap.wrap(text, width - 10, break_on_hyphens=False)):
+                out.append(("  " if number == 0 and n == 0 else "    ") + line)
     for label, problems in (("FAIL", prediction.problems), ("MAYBE", prediction.uncertain)):
         for problem in problems:
             out += _problem_lines(label, problem, width)

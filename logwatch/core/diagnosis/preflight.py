@@ -19,6 +19,7 @@ from logwatch.core.diagnosis.latent import LATENT_FP4, LATENT_MARLIN, LATENT_MTP
 from logwatch.core.diagnosis.model import Diagnosis
 from logwatch.core.diagnosis.mtp_coverage import snapshot_release
 from logwatch.core.quant.ignore_rules import parse_release, release_text
+from logwatch.core.quant.kernel_path import KernelPath, kernel_path
 from logwatch.core.snapshot.argv import ArgvError, Option, parse_launch
 from logwatch.core.snapshot.model import Snapshot
 from logwatch.core.snapshot.vllm_cli import CliVocabulary, unknown_names
@@ -47,6 +48,7 @@ class Prediction:
     problems: tuple[PreflightProblem, ...]  # failures predicted for certain
     uncertain: tuple[PreflightProblem, ...]  # possible, depending on what is not known
     notes: tuple[str, ...]  # what was not checked, and why
+    kernel: KernelPath | None = None  # the quantized layers' kernel path (None: unquantized)
 
     @property
     def clean(self) -> bool:
@@ -54,7 +56,8 @@ class Prediction:
 
     def to_dict(self) -> dict[str, Any]:
         return {"clean": self.clean, "problems": [p.to_dict() for p in self.problems],
-                "uncertain": [p.to_dict() for p in self.uncertain], "notes": list(self.notes)}
+                "uncertain": [p.to_dict() for p in self.uncertain], "notes": list(self.notes),
+                "kernel_path": self.kernel.to_dict() if self.kernel else None}
 
 
 def predict(snapshot: Snapshot, vocab: CliVocabulary | None) -> Prediction:
@@ -89,7 +92,7 @@ def predict(snapshot: Snapshot, vocab: CliVocabulary | None) -> Prediction:
                 {"name": unknown.name, "vllm_version": release_text(release),
                  "known_in": list(unknown.known_in)},
                 (unknown.hint,) if unknown.hint else ()))
-    return Prediction(tuple(certain), tuple(uncertain), tuple(notes))
+    return Prediction(tuple(certain), tuple(uncertain), tuple(notes), kernel_path(snapshot))
 
 
 def launch_flags(snapshot: Snapshot) -> list[str]:
