@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test check lint typecheck unit fast bench bench-tui vocab clean system-deps vllm-sources vllm-cli real-vllm
+.PHONY: demo test check lint typecheck unit fast bench bench-tui vocab vocab-data clean system-deps vllm-sources vllm-cli real-vllm
 
 # Tools the tests drive for real (logrotate, journal files, the TUI in tmux, the docs' jq and
 # socat examples). Installed with apt when running as root; elsewhere the tests that need
@@ -103,11 +103,16 @@ bench: $(STAMP)
 bench-tui: $(STAMP)
 	$(BIN)/python benchmarks/tui_bench.py
 
-# logwatch measured on the curated vLLM messages (tools/vllm_vocab/curated.toml): per-area
+# logwatch measured on the curated vLLM messages (tools/vllm_vocab/curated.toml) and on the
+# generated vocabulary's tuning and held-out halves (tools/vllm_vocab/generated.json.gz): per-area
 # coverage printed and written into the README, the misses into docs/vocab-misses.md; no vLLM
-# sources needed.
+# sources needed. `make vocab-data` writes the generated vocabulary again from the sdists
+# (`make vllm-sources VLLM_RELEASES="..."` for the releases of the matrix first).
 vocab: $(STAMP)
 	$(BIN)/python -m tools.vllm_vocab coverage --write-readme
+
+vocab-data: $(STAMP) vllm-sources
+	$(BIN)/python -m tools.vllm_vocab generate
 
 # The `vllm serve` flags and VLLM_* variables of each release logwatch/core/snapshot/data/vllm_cli.json
 # lists, extracted again from their sdists (`make vllm-sources VLLM_RELEASES="..."` first;

@@ -11,7 +11,7 @@ import pytest
 from logwatch.core.lines.vllm_format import parse_line
 from logwatch.core.signatures.library import Library
 from tools.vllm_vocab.__main__ import MISSES, misses_page
-from tools.vllm_vocab.coverage import classify, is_generic, markdown, measure
+from tools.vllm_vocab.coverage import classify, coverage_body, is_generic, measure
 from tools.vllm_vocab.curated import Curated, CuratedError, load
 from tools.vllm_vocab.readme import MarkersMissing, current, replaced, section
 from tools.vllm_vocab.render import render
@@ -80,14 +80,19 @@ def test_a_torch_check_and_a_bare_assert_and_a_log_line() -> None:
     assert _parsed(render(log)) == [("EngineCore_DP0", "WARNING", "Marlin padding 2880")]
 
 
-def test_logwatch_classifies_specific_generic_and_healthy(library: Library) -> None:
+def test_logwatch_classifies_specific_area_generic_and_healthy(library: Library) -> None:
     unknown = _entry(id="x.unknown", template="the frobnicator exploded")
+    # raised in a file of no area of vLLM, logged as a plain ERROR line: nothing places it
+    stray = _entry(id="x.stray", kind="log", label="ERROR", fatal=True,
+                   template="the frobnicator gave up", file="vllm/frobnicate.py")
     warning = _entry(id="x.warning", kind="log", label="WARNING", fatal=False,
                      template="the frobnicator is warm")
-    outcomes = measure([_entry(), unknown, warning], library)
-    assert [o.outcome for o in outcomes] == ["specific", "generic", "healthy"]
+    outcomes = measure([_entry(), unknown, stray, warning], library)
+    assert [o.outcome for o in outcomes] == ["specific", "area", "generic", "healthy"]
     assert "memory.no_cache_blocks" in outcomes[0].signatures
-    assert all(is_generic(s) for s in outcomes[1].signatures)
+    # the frames name KV-cache sizing, which fits the message's area
+    assert outcomes[1].signatures == ("generic.uncaught_exception@kv_cache",)
+    assert all(is_generic(s) for s in outcomes[2].signatures)
     assert classify({"incidents": []}) == ("healthy", ())
 
 
@@ -112,9 +117,9 @@ def test_the_curated_file_rejects_bad_entries(tmp_path: Path) -> None:
 def test_the_readme_coverage_section_is_what_the_command_computes(library: Library) -> None:
     """`make vocab` wrote it (and docs/vocab-misses.md) from this repository's curated set and
     signatures; no vLLM sources are needed to check it."""
-    outcomes = measure(load(), library)
+    body, outcomes = coverage_body(load(), library)
     text = (Path(__file__).resolve().parent.parent / "README.md").read_text(encoding="utf-8")
-    assert current(text) == section(markdown(outcomes)), "README coverage is stale: `make vocab`"
+    assert current(text) == section(body), "README coverage is stale: `make vocab`"
     assert MISSES.read_text(encoding="utf-8") == misses_page(outcomes), (
         "docs/vocab-misses.md is stale: run `make vocab`")
 
@@ -156,9 +161,11 @@ def test_the_coverage_command_prints_the_table_and_writes_the_misses(
         'file = "vllm/v1/worker/gpu_worker.py"\nreleases = ["0.25.1"]\nfatal = true\n',
         encoding="utf-8")
     misses_file = tmp_path / "misses.md"
-    assert main(["coverage", "--curated", str(curated), "--misses", str(misses_file)]) == 0
+    assert main(["coverage", "--curated", str(curated), "--misses", str(misses_file),
+                 "--no-generated"]) == 0
     table = capsys.readouterr().out
-    assert "| worker/engine/memory | 1 | 0 (0%) | 1 (100%) | 0 (0%) |" in table
+    # no signature knows it; its traceback's frames place it in the engine's workers
+    assert "| worker/engine/memory | 1 | 0 (0%) | 1 (100%) | 0 (0%) | 0 (0%) |" in table
     written = misses_file.read_text(encoding="utf-8")
-    assert "`engine.frobnicator` [fatal; generic (" in written
+    assert "`engine.frobnicator` [fatal; area (" in written
     assert "RuntimeError: the frobnicator exploded" in written

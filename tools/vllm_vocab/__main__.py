@@ -66,6 +66,25 @@ def cmd_extract(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_generate(args: argparse.Namespace) -> int:
+    from tools.vllm_vocab.generated import GENERATED, HALVES, half_of, to_data, write
+    from tools.vllm_vocab.vocabulary import vocabulary
+
+    root = Path(args.sources)
+    if not releases(root):  # sdists (`make vllm-sources`): unpacked once, as the tests do
+        from tests.vllm_sources import release_trees
+
+        root = release_trees()[0]
+    words = vocabulary(root, _releases(root, args.releases), jobs=args.jobs,
+                       progress=lambda r: print(f"read {r}", file=sys.stderr))
+    entries = to_data(words)
+    write(entries)
+    halves = {h: sum(1 for e in entries if half_of(e["id"]) == h) for h in HALVES}
+    print(f"wrote {GENERATED.name}: {len(entries)} failure wordings of {len(words)} "
+          f"({', '.join(f'{n} {h}' for h, n in halves.items())})", file=sys.stderr)
+    return 0
+
+
 def cmd_verify(args: argparse.Namespace) -> int:
     from tools.vllm_vocab.verify import verify
 
@@ -81,7 +100,7 @@ def cmd_verify(args: argparse.Namespace) -> int:
 
 def cmd_coverage(args: argparse.Namespace) -> int:
     from logwatch.core.signatures.library import LibraryError
-    from tools.vllm_vocab.coverage import load_signatures, markdown, measure, misses
+    from tools.vllm_vocab.coverage import coverage_body, load_signatures, misses
 
     entries = curated_set.load(Path(args.curated))
     try:
@@ -91,8 +110,7 @@ def cmd_coverage(args: argparse.Namespace) -> int:
                          f"{exc}\n(a branch whose signatures need its own code: run this "
                          "command from that worktree with PYTHONPATH pointing at this one)"
                          ) from None
-    outcomes = measure(entries, library)
-    body = markdown(outcomes)
+    body, outcomes = coverage_body(entries, library, generated=not args.no_generated)
     print(body)
     if args.write_readme:
         README.write_text(replaced(README.read_text(encoding="utf-8"), body), encoding="utf-8")
@@ -132,6 +150,15 @@ def parser() -> argparse.ArgumentParser:
     extract.add_argument("--toml", action="store_true",
                          help="as curated.toml entries, to review and paste")
     extract.set_defaults(run=cmd_extract)
+    generate = sub.add_parser("generate", help="write the generated vocabulary (every failure "
+                              "message of the domain areas, every release) as data")
+    generate.add_argument("--sources", default=str(default_root()),
+                          help="directory of unpacked release trees")
+    generate.add_argument("--releases", help="comma-separated releases (default: all found)")
+    generate.add_argument("--jobs", type=int, default=os.cpu_count() or 1,
+                          help="processes reading releases not cached yet")
+    generate.set_defaults(run=cmd_generate)
+
     verify = sub.add_parser("verify", help="check the curated set against the sources")
     verify.add_argument("--sources", default=str(default_root()))
     verify.add_argument("--curated", default=str(curated_set.CURATED))
@@ -143,6 +170,8 @@ def parser() -> argparse.ArgumentParser:
                           help="signature directory (repeatable: later ones layered on top; "
                                "default: the repository's)")
     coverage.add_argument("--curated", default=str(curated_set.CURATED))
+    coverage.add_argument("--no-generated", action="store_true",
+                          help="the curated set only, not the generated vocabulary's halves")
     coverage.add_argument("--write-readme", action="store_true",
                           help="replace the README's coverage section and "
                                "docs/vocab-misses.md")

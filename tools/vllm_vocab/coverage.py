@@ -9,7 +9,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from logwatch.core.signatures.frame_areas import area_of_path
 from logwatch.core.signatures.library import Library
+from logwatch.core.signatures.matcher import Matcher
 from logwatch.library.files import load_signature_dirs
 from logwatch.scan.offline import ScanInput, scan_inputs
 from tools.vllm_vocab.areas import AREAS
@@ -18,7 +20,19 @@ from tools.vllm_vocab.render import headline, render
 
 GENERIC = frozenset({"engine.core_failed_to_start", "engine.init_failed",
                      "engine.worker_failed", "engine.dead"})
-OUTCOMES = ("specific", "generic", "healthy")
+OUTCOMES = ("specific", "area", "generic", "healthy")
+# A message no signature knows is still placed when the traceback's frames name its part of
+# vLLM (logwatch/core/signatures/frame_areas.py): which of those areas fit each vocabulary area.
+AREA_FITS: dict[str, frozenset[str]] = {
+    "marlin": frozenset({"marlin"}),
+    "quantization configs": frozenset({"quantization", "marlin", "moe"}),
+    "nvfp4/mxfp4 backends": frozenset({"quantization", "marlin", "moe"}),
+    "speculative decoding/MTP": frozenset({"speculative"}),
+    "model loading": frozenset({"weight_loading", "model", "config"}),
+    "worker/engine/memory": frozenset({"engine", "kv_cache", "attention", "compilation"}),
+    "distributed": frozenset({"distributed"}),
+    "config validation": frozenset({"config"}),
+}
 
 
 def is_generic(signature_id: str) -> bool:
@@ -47,24 +61,40 @@ def load_signatures(directories: Sequence[Path]) -> Library:
     return load_signature_dirs(list(directories[1:]), base=directories[0])
 
 
-def classify(report: dict[str, Any]) -> tuple[str, tuple[str, ...]]:
+def classify(report: dict[str, Any], area: str | None = None, path: str | None = None
+             ) -> tuple[str, tuple[str, ...]]:
+    """specific: a signature names it; area: only the fallback does, with the area of vLLM
+    the frames name, and that area fits the message's (`area`, when given) or is the one of
+    the file that raises it (`path`); generic: only the fallback or a wrapper names it;
+    healthy: nothing fatal."""
+    fits = set(AREA_FITS.get(area, ())) if area is not None else None
+    own = area_of_path(path) if path is not None else None
+    if fits is not None and own is not None:
+        fits.add(own.id)
     incidents = report["incidents"]
     specific = sorted({i["signature"] for i in incidents if not is_generic(i["signature"])
                        and i["severity"] != "info"})
     if specific:
         return "specific", tuple(specific)
     fatal = sorted({i["signature"] for i in incidents if i["fatal"]})
+    placed = sorted({f"{i['signature']}@{i['captures']['area']}" for i in incidents
+                     if i["fatal"] and i["captures"].get("area")
+                     and (fits is None or i["captures"]["area"] in fits)})
+    if placed:
+        return "area", tuple(placed)
     return ("generic", tuple(fatal)) if fatal else ("healthy", ())
 
 
 def measure(entries: Sequence[Curated], library: Library) -> list[Outcome]:
-    """Scan each entry's rendered log in this process, one scan per message."""
+    """Scan each entry's rendered log in this process, one scan per message (one matcher
+    for all; it never gives up on a signature, however often a pattern runs over)."""
+    matcher = Matcher(library.signatures, disable_after=None)
     outcomes = []
     for entry in entries:
         data = io.BytesIO(render(entry).encode("utf-8"))
         report = scan_inputs([ScanInput(f"<{entry.id}>", None, stream=True)], library,
-                             stdin=data)
-        outcome, signatures = classify(report)
+                             stdin=data, matcher=matcher)
+        outcome, signatures = classify(report, entry.area, entry.file)
         outcomes.append(Outcome(entry, outcome, signatures))
     return outcomes
 
@@ -89,8 +119,8 @@ def _percent(part: int, whole: int) -> str:
 def markdown(outcomes: Sequence[Outcome]) -> str:
     """The coverage table as Markdown (what the README shows)."""
     fatal = [o for o in outcomes if o.entry.fatal]
-    lines = ["| area | messages | specific | generic only | healthy |",
-             "| --- | ---: | ---: | ---: | ---: |"]
+    lines = ["| area | messages | specific | area only | generic only | healthy |",
+             "| --- | ---: | ---: | ---: | ---: | ---: |"]
     for area, counts in table(outcomes):
         total = sum(counts.values())
         name = f"**{area}**" if area == "all" else area
@@ -130,3 +160,53 @@ def misses(outcomes: Sequence[Outcome], detail: bool = False) -> str:
                 out.append(f"  - rendered: `` {headline(entry)} ``")
         out.append("")
     return "\n".join(out)
+
+
+def halves_markdown(tuning: Sequence[Outcome], held_out: Sequence[Outcome]) -> str:
+    """The generated vocabulary's table: each area's tuning and held-out halves side by side,
+    as messages, named by a signature or placed in their area ("placed"), and reported
+    healthy."""
+    lines = ["| area | tuning: messages | specific | placed | healthy | held-out: messages "
+             "| specific | placed | healthy |",
+             "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
+    rows_t, rows_h = dict(table(tuning)), dict(table(held_out))
+    for area in [*AREAS, "all"]:
+        if area not in rows_t and area not in rows_h:
+            continue
+        cells = []
+        for rows in (rows_t, rows_h):
+            counts = rows.get(area, dict.fromkeys(OUTCOMES, 0))
+            total = sum(counts.values())
+            placed = counts["specific"] + counts["area"]
+            cells += [str(total), f"{counts['specific']} ({_percent(counts['specific'], total)})",
+                      f"{placed} ({_percent(placed, total)})",
+                      f"{counts['healthy']} ({_percent(counts['healthy'], total)})"]
+        name = f"**{area}**" if area == "all" else area
+        lines.append(f"| {name} | " + " | ".join(cells) + " |")
+    lines.append("")
+    for name, outcomes in (("tuning", tuning), ("held-out", held_out)):
+        fatal = [o for o in outcomes if o.entry.fatal]
+        lines.append(f"- {name}: {len(outcomes)} messages ({len(fatal)} fatal); fatal reported "
+                     f"healthy: {sum(1 for o in fatal if o.outcome == 'healthy')}.")
+    return "\n".join(lines)
+
+
+GENERATED_INTRO = (
+    "The generated vocabulary (`tools/vllm_vocab/generated.json.gz`: every failure message of "
+    "these areas in the sources of every release, split by a fixed hash of its wording; "
+    "signatures are written looking at the tuning half only). *Placed*: a signature names it, "
+    "or the traceback's frames put it in its area of vLLM.")
+
+
+def coverage_body(curated: Sequence[Curated], library: Library, generated: bool = True
+                  ) -> tuple[str, list[Outcome]]:
+    """The README's coverage section (the curated table, then the generated vocabulary's two
+    halves) and the curated outcomes (for the misses page)."""
+    outcomes = measure(curated, library)
+    body = markdown(outcomes)
+    if generated:
+        from tools.vllm_vocab.generated import GENERATED, load
+
+        halves = [measure(load(GENERATED, half), library) for half in ("tuning", "held_out")]
+        body += "\n\n" + GENERATED_INTRO + "\n\n" + halves_markdown(*halves)
+    return body, outcomes

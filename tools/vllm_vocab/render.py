@@ -48,8 +48,9 @@ def _exception(entry: Curated) -> tuple[list[str], str]:
     text = message_text(entry)
     if entry.kind == "torch_check":
         # the custom op is named after the C++ entry point the check sits in
-        op = entry.function if entry.function.isidentifier() else \
-            posixpath.splitext(posixpath.basename(entry.file))[0]
+        # (a macro's name, all capitals, is not an op: the file's is)
+        op = entry.function if entry.function.isidentifier() and not \
+            entry.function.isupper() else posixpath.splitext(posixpath.basename(entry.file))[0]
         frames = [f'  File "{SITE}vllm/_custom_ops.py", line 1022, in {op}',
                   f"    return torch.ops._C.{op}(",
                   f'  File "{SITE}torch/_ops.py", line 1243, in __call__',

@@ -38,18 +38,23 @@ AREAS: tuple[Area, ...] = (
          "does not need Marlin: serve the W4A4 variant through CUTLASS or FlashInfer."),
     Area("quantization", "a quantization scheme (compressed-tensors, ModelOpt, Quark, FP8, "
          "GPTQ/AWQ, MXFP4/NVFP4)",
-         _paths(r"model_executor/layers/quantization/", r"csrc/quantization/"),
+         _paths(r"model_executor/layers/quantization/", r"csrc/quantization/",
+                r"model_executor/kernels/(?:linear|mixed_precision|scaled_mm)",
+                # the custom ops a kernel check raises through (vllm/_custom_ops.py)
+                r"^(?:cutlass_|scaled_|machete_|allspark_|awq_|gptq_)", r"_scaled_mm",
+                r"(?:fp8|fp4|int8|w4a8|w8a8|mxfp|nvfp)_?\w*(?:quant|mm|gemm)"),
          "The checkpoint's quantization config and its weights disagree with what this "
          "release's scheme code expects. Compare `quantization_config` in config.json (format, "
          "ignore list, group size) with the scheme vLLM picked, and check that the release "
          "supports the scheme on this GPU."),
     Area("moe", "fused MoE layers",
-         _paths(r"model_executor/layers/fused_moe/", r"csrc/moe/"),
+         _paths(r"model_executor/layers/fused_moe/", r"csrc/moe/", r"^(?:fused_)?moe_\w+",
+                r"_moe$"),
          "A fused-MoE kernel or its weights: check the expert count and sizes against the "
          "tensor/expert-parallel split and the MoE backend this release chose for the GPU."),
     Area("speculative", "the speculative drafter (MTP, EAGLE, n-gram)",
-         _paths(r"spec_decode/", r"models/[\w]*mtp[\w]*\.py", r"eagle", r"medusa",
-                r"config/speculative\.py"),
+         _paths(r"spec_decode", r"rejection_sampler", r"(?:^|/)\w*mtp\w*\.py$", r"eagle",
+                r"medusa", r"config/speculative\.py"),
          "The draft model or its layers: check `--speculative-config` (method, number of "
          "speculative tokens) against what the model ships, and that the MTP/draft weights "
          "are in the checkpoint and covered by its quantization ignore list."),
@@ -83,7 +88,7 @@ AREAS: tuple[Area, ...] = (
          "A configuration value or the model's config.json: read the check's message "
          "against the flags and the model directory."),
     Area("model", "the model definition",
-         _paths(r"model_executor/models/"),
+         _paths(r"model_executor/models/", r"^vllm/models/"),
          "The model's own code in this release: check that the release supports the "
          "architecture and the checkpoint's variant of it."),
     Area("engine", "the engine core and its workers",
@@ -128,7 +133,14 @@ def area_of(lines: Iterable[str]) -> Area | None:
                 if area.paths.search(match.group("path")):
                     return area
     for path, _, func in reversed(frames(lines)):
-        for area in AREAS:
-            if area.paths.search(path) or area.paths.search(func):
-                return area
+        # the frame's file first (a distributed connector's `register_kv_caches` is
+        # distributed), then its function's name (an op in vllm/_custom_ops.py)
+        found = area_of_path(path) or next((a for a in AREAS if a.paths.search(func)), None)
+        if found is not None:
+            return found
     return None
+
+
+def area_of_path(path: str) -> Area | None:
+    """The area a file of vLLM's sources belongs to (`vllm/...` or `csrc/...`)."""
+    return next((area for area in AREAS if area.paths.search(path)), None)
