@@ -81,3 +81,33 @@ def test_a_forcing_flag_puts_a_w4a4_checkpoint_on_marlin_even_on_native_fp4() ->
     kernel = json.loads(done.stdout)["kernel_path"]
     assert kernel["path"] == "marlin" and "--linear-backend marlin" in kernel["summary"]
     assert kernel["advice"].startswith("remove --linear-backend marlin")
+
+
+@pytest.mark.slow
+def test_the_daemon_says_it_live_and_keeps_it_in_the_history(tmp_path: object,
+                                                             library: object) -> None:
+    """A daemon following the real 0.33 start-up that picks Marlin for its NVFP4 layers: the
+    status lists the latent problem, and the history's diagnoses hold it (latent)."""
+    from pathlib import Path
+
+    from logwatch.store.operator_sql import read_only_query
+    from tests.conftest import SAMPLES
+    from tests.following import wait_for
+    from tests.test_live_model import InProcessDaemon, settled
+
+    tmp = Path(str(tmp_path))
+    log = tmp / "vllm.log"
+    log.write_bytes((SAMPLES / "healthy_033_startup.log").read_bytes())
+    running = InProcessDaemon(tmp, log, library)  # type: ignore[arg-type]
+    try:
+        settled(running, launches=1, failed=0)
+        status = wait_for(lambda: (st := running.status())["launches"][0]["latent"] and st,
+                          30, "the launch's latent problems in the status")
+    finally:
+        running.stop()
+    assert status["launches"][0]["latent"] == [
+        "FP4 checkpoint served through weight-only Marlin"] * 2
+    rows = read_only_query(tmp / "h.duckdb",
+                           "SELECT cause, body FROM diagnoses ORDER BY ALL").rows
+    assert [(cause, json.loads(body)["latent"]) for cause, body in rows] == [
+        ("fp4_on_marlin", True), ("fp4_on_marlin", True)]

@@ -164,7 +164,8 @@ def test_json_shape() -> None:
                      "--vllm-version", "0.33.0", "--json")
     body = json.loads(done.stdout)
     assert set(body) == {"snapshot", "vllm_version", "gpu", "clean", "problems", "uncertain",
-                         "notes"}
+                         "notes", "kernel_path"}
+    assert set(body["kernel_path"]) == {"scheme", "path", "summary", "advice"}
     assert body["gpu"]["capability"] == 120 and body["vllm_version"] == "0.33.0"
     for problem in body["problems"] + body["uncertain"]:
         assert set(problem) == {"kind", "title", "reason", "details", "config", "fixes"}

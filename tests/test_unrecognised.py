@@ -65,7 +65,8 @@ def test_an_unknown_exception_is_an_unrecognised_fatal_error(tmp_path: Path) -> 
                                 "area_title": "the engine core and its workers"}
     assert root["processes"] == ["EngineCore_DP0"]
     text = " ".join(logwatch_text("scan", str(log)).stdout.split())  # wrapped at 80 columns
-    assert "unrecognised fatal error (KeyError: 'zorblax_slot_12')" in text
+    assert ("unrecognised fatal error in the engine core and its workers (KeyError: "
+            "'zorblax_slot_12')") in text
     assert "looks healthy" not in text
 
 

@@ -130,6 +130,48 @@ def _log_line(entry: Curated) -> list[str]:
     return [f"{prefix}{entry.label} {STAMP} {tag}{first}", *(prefix + line for line in rest)]
 
 
+WORKER = "(Worker pid=3144) "
+WORKER_TAG = "[multiproc_executor.py:953] "
+# The multiprocessing executor's workers log their start-up failure themselves from this
+# release on (the real 0.32.0 output: docs/real-vllm.md); the engine's lines follow.
+WORKER_FORM_FROM = (0, 10, 2)
+
+
+def _worker_failure(entry: Curated) -> list[str]:
+    """A worker's start-up failure as vLLM 0.32 prints it: the worker's own ERROR lines
+    (`WorkerProc failed to start.` and the traceback), then the engine core's wrapper."""
+    frames, error = _exception(entry)
+    tail = [f'  File "{SITE}vllm/v1/executor/multiproc_executor.py", line 924, in worker_main',
+            "    worker = WorkerProc(*args, **kwargs)",
+            f'  File "{SITE}vllm/v1/worker/gpu_worker.py", line 240, in load_model',
+            "    self.model_runner.load_model()", *frames, *error.split("\n")]
+    lines = _prefixed(WORKER, WORKER_TAG, ["WorkerProc failed to start.",
+                                           "Traceback (most recent call last):", *tail])
+    engine, api = _prefixes(entry)
+    lines += _prefixed(engine, CORE_TAG, [
+        "EngineCore failed to start.", "Traceback (most recent call last):",
+        f'  File "{SITE}vllm/v1/executor/multiproc_executor.py", line 160, in _init_executor',
+        "    raise e from None",
+        "Exception: WorkerProc initialization failed due to an exception in a background "
+        "process. See stack trace for root cause."])
+    return [*lines, api + "RuntimeError: Engine core initialization failed. See root cause "
+            "above. Failed core proc(s): {}"]
+
+
+def forms(entry: Curated) -> dict[str, str]:
+    """Each form vLLM prints the message in, newline-terminated: a log call its line; a
+    failure raised in the API server that server's traceback; one raised in the engine the
+    engine core's traceback and, from 0.10.2, a worker's own lines before the engine's."""
+    if entry.kind == "log":
+        return {"log line": "\n".join(_log_line(entry)) + "\n"}
+    if entry.process == "api":
+        return {"API server": "\n".join(_api_failure(entry)) + "\n"}
+    out = {"engine": "\n".join(_engine_failure(entry)) + "\n"}
+    if release_key(max(entry.releases, key=release_key)) >= WORKER_FORM_FROM:
+        out["worker"] = "\n".join(_worker_failure(entry)) + "\n"
+    return out
+
+
 def render(entry: Curated) -> str:
     """The log text an operator would paste for this message, newline-terminated."""
     if entry.kind == "log":

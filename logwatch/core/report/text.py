@@ -42,7 +42,9 @@ def _headline(report: Mapping[str, Any], fatal: int) -> str:
             what = f"{what}: {captures['message']}" if what else captures["message"]
         if captures.get("exit_code"):
             what = f"exit status {captures['exit_code']}"
+        area = captures.get("area_title")
         return (f"{fatal} fatal incident(s); root cause: unrecognised fatal error"
+                + (f" in {area}" if area else "")
                 + (f" ({_clip(what, 160)})" if what else "")
                 + " — no signature knows it"
                 + ("; see UNRECOGNISED ERRORS" if report.get("unrecognised") else ""))
