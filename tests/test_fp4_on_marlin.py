@@ -27,6 +27,7 @@ def latent(log: str, capability: str) -> list[dict[str, object]]:
 @pytest.mark.parametrize(("line", "capability", "applicable"), [
     (HEAD + "Using MarlinNvFp4LinearKernel for NVFP4 GEMM\n", "10.0", True),
     (HEAD + "Using MarlinNvFp4LinearKernel for NVFP4 GEMM\n", "9.0", False),
+    (HEAD + "Using MarlinMxfp4LinearKernel for MXFP4 GEMM\n", "10.0", True),
     ("(EngineCore_DP0 pid=88) INFO 12-01 02:10:14 [nvfp4.py:88] Using 'MARLIN' NvFp4 MoE "
      "backend out of potential backends: ['FLASHINFER_CUTLASS', 'MARLIN']\n", "12.0", True),
 ])
@@ -43,6 +44,20 @@ def test_an_fp4_start_up_on_marlin_is_a_latent_problem_with_the_w4a4_remedy(
 def test_a_native_fp4_kernel_is_no_problem() -> None:
     line = HEAD + "Using FlashInferCutlassNvFp4LinearKernel for NVFP4 GEMM\n"
     assert latent(line + UP, "10.0") == []
+
+
+@pytest.mark.parametrize(("capability", "applicable"), [("8.0", True), ("9.0", False)])
+def test_fp8_on_marlin_is_a_latent_problem_too(capability: str, applicable: bool) -> None:
+    """`Selected MarlinFP8ScaledMMLinearKernel for Fp8LinearMethod`: FP8 weight-only. On 8.0
+    a GPU with native FP8 is the way out; on 9.0, which has it, something forces Marlin."""
+    line = HEAD + "Selected MarlinFP8ScaledMMLinearKernel for Fp8LinearMethod\n"
+    done = logwatch_text("scan", "--json", "--gpu-capability", capability, "-",
+                         stdin=(line + UP).encode())
+    (diagnosis,) = [d for d in json.loads(done.stdout)["diagnoses"]
+                    if d["cause"] == "fp8_on_marlin"]
+    assert diagnosis["latent"] and diagnosis["remedies"][0]["applicable"] is applicable
+    cpu = HEAD + "Selected CPUFp8PerTensorScaledMMLinearKernel for Fp8LinearMethod\n"
+    assert latent(cpu + UP, capability) == []
 
 
 @pytest.mark.parametrize(("model", "capability", "path", "says"), [

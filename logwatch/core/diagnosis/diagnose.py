@@ -15,7 +15,7 @@ from logwatch.core.diagnosis.marlin_rules import rule_marlin_tile, w4a4_remedy
 from logwatch.core.diagnosis.model import Context, Diagnosis, Remedy
 from logwatch.core.diagnosis.mtp_rules import rule_mtp_ignore
 from logwatch.core.launches.incidents import Incident
-from logwatch.core.quant.scheme import NATIVE_FP4_CAPABILITY
+from logwatch.core.quant.scheme import NATIVE_FP4_CAPABILITY, NATIVE_FP8_CAPABILITY
 from logwatch.core.signatures.signature import CONSEQUENCE_CATEGORIES, parse_number
 from logwatch.core.snapshot.model import Snapshot
 
@@ -49,8 +49,30 @@ def rule_native_fp4_fallback(incident: Incident, ctx: Context) -> Diagnosis | No
                 "repacks through Marlin"),))
 
 
-# The start-up lines that name the kernel an NVFP4 layer runs on (captured as `backend`)
+# The start-up lines that name the kernel an NVFP4 layer runs on (captured as `backend`), and
+# the one for the other quantized linear kernels (`kernel` for `method`: FP8, MXFP4, ...)
 FP4_KERNEL_SIGNATURES = ("nvfp4.gemm_backend", "nvfp4.moe_backend")
+LINEAR_KERNEL = "quant.linear_kernel"
+
+
+def _fp8_on_marlin(incident: Incident, ctx: Context, kernel: str) -> Diagnosis:
+    """FP8 weights served weight-only through Marlin (a GPU without native FP8, or forced)."""
+    cap = ctx.capability
+    native = cap is not None and cap >= NATIVE_FP8_CAPABILITY
+    return Diagnosis(
+        "fp8_on_marlin", "FP8 checkpoint served through weight-only Marlin",
+        incident.signature.id,
+        f"vLLM chose {kernel}: the FP8 weights run weight-only (W8A16) against 16-bit "
+        "activations, repacked for Marlin"
+        + ("" if cap is None else f" (compute capability {cap / 10:.1f}: "
+           + ("native FP8, so something forces Marlin" if native else
+              "no native FP8 below 8.9") + ")") + ".",
+        ("Marlin needs every layer's width, split by the tensor-parallel size, to fit its "
+         "tiles; W8A16 is slower than native FP8 where the GPU has it.",),
+        tuple(incident.evidence[-2:]), {"kernel": kernel, "gpu_capability": cap}, 0.8,
+        (Remedy("change_backend", "Serve on a GPU with native FP8 (compute capability 8.9 or "
+                "newer), with no setting that forces Marlin.", None if cap is None else
+                not native, "native FP8 kernels never repack through Marlin"),), latent=True)
 
 
 def rule_fp4_on_marlin(incident: Incident, ctx: Context) -> Diagnosis | None:
@@ -59,8 +81,14 @@ def rule_fp4_on_marlin(incident: Incident, ctx: Context) -> Diagnosis | None:
     the next layer width or tensor-parallel size may not fit. Latent: nothing failed yet.
     The runbook's remedy is the W4A4 variant through CUTLASS/FlashInfer where the GPU has
     native FP4; where it has not, that remedy is refused and says why."""
-    backend = incident.captures.get("backend", "")
-    if incident.signature.id not in FP4_KERNEL_SIGNATURES or "marlin" not in backend.lower():
+    backend = incident.captures.get("backend") or incident.captures.get("kernel", "")
+    if "marlin" not in backend.lower():
+        return None
+    method = incident.captures.get("method", "")
+    if incident.signature.id == LINEAR_KERNEL and "fp8" in (method + backend).lower():
+        return _fp8_on_marlin(incident, ctx, backend)
+    if incident.signature.id not in FP4_KERNEL_SIGNATURES and not (
+            incident.signature.id == LINEAR_KERNEL and method.upper() == "MXFP4"):
         return None
     cap = ctx.capability
     if cap is not None and cap >= NATIVE_FP4_CAPABILITY and ctx.has("nvfp4.marlin_fallback"):

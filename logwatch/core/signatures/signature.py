@@ -21,6 +21,7 @@ CATEGORIES = (
     "model_unsupported", "model_not_found", "engine_core_failed", "worker_failed",
     "unknown_env_var", "lifecycle", "unrecognised", "unclassified",
     "quant_tp_split", "missing_dependency", "request_error", "draft_acceptance_low",
+    "kernel_selection",
 )
 # Findings that report another's failure ("EngineCore failed to start"): never a root cause.
 CONSEQUENCE_CATEGORIES = frozenset({"engine_core_failed", "worker_failed"})
