@@ -193,8 +193,8 @@ def _latent_headline(report: Mapping[str, Any], focus: int | None) -> list[str]:
     if report["root_cause"] is not None:
         head = f"{len(latent)} latent problem(s) in the configuration, after this failure is fixed"
     else:  # no failure yet is not an all-clear
-        head = (f"Not an all-clear: {len(latent)} latent problem(s) in the configuration, "
-                "which this log has not reached yet")
+        head = (f"Not an all-clear: {len(latent)} latent problem(s), which have not failed "
+                "in this log yet")
     return [head + ": " + "; ".join(d["title"] for d in latent) + " (see LATENT PROBLEMS)."]
 
 
@@ -203,8 +203,8 @@ def _latent_section(report: Mapping[str, Any], focus: int | None, colour: bool,
     latent = _latent_of(report, focus)
     if not latent:
         return []
-    out = ["", *_heading("LATENT PROBLEMS", " (the configuration shows them; the log has not "
-                                            "reached them yet)", colour, width)]
+    out = ["", *_heading("LATENT PROBLEMS", " (not failures yet: what the configuration, or the "
+                                            "kernels vLLM chose, lead to)", colour, width)]
     for diag in latent:
         out += _diagnosis_block(diag, colour, width)
         out.append("")
