@@ -19,8 +19,8 @@ import urllib.request
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from logwatch.core.launches.lifecycle import READY_SIGNATURES
-from logwatch.core.remedy.verify import ACCEPTANCE_READINGS, Probes, Verdict, judge
+from logwatch.core.launches.lifecycle import ACCEPTANCE_READINGS, READY_SIGNATURES
+from logwatch.core.remedy.verify import Probes, Verdict, judge
 from logwatch.core.signatures.findings import Finding
 from logwatch.core.snapshot.argv import LaunchSpec
 

@@ -77,23 +77,18 @@ def resolve_inputs(names: Sequence[str]) -> list[ScanInput]:
     return inputs
 
 
-def hard_wrap_width(sample: bytes) -> int | None:
-    """The width a terminal cut the sample's lines at (core.lines.pasted.wrap_width)."""
-    lines = sample.decode("utf-8", errors="replace").split("\n")[:-1]
+def paste_wrapping(sample: bytes) -> tuple[int | None, bool]:
+    """How a paste was wrapped, from the sample's rows (decoded and judged once): the width a
+    terminal cut them at (core.lines.pasted.wrap_width), and, when it cut none, whether an
+    exception's message was wrapped at a word (core.lines.pasted.soft_wrapped)."""
+    rows = sample.decode("utf-8", errors="replace").split("\n")[:-1]
     reference = datetime.now()
 
-    def continues(row: str) -> bool:  # a row with no header of its own
+    def headerless(row: str) -> bool:  # a row with no header of its own
         return parse_line("sample", 1, row, reference).kind == "raw"
 
-    return wrap_width(lines, continues)
-
-
-def word_wrapped(sample: bytes) -> bool:
-    """Whether the sample is a paste whose exception message was wrapped at a word
-    (core.lines.pasted.soft_wrapped)."""
-    lines = sample.decode("utf-8", errors="replace").split("\n")[:-1]
-    reference = datetime.now()
-    return soft_wrapped(lines, lambda row: parse_line("sample", 1, row, reference).kind == "raw")
+    width = wrap_width(rows, headerless)
+    return width, width is None and soft_wrapped(rows, headerless)
 
 
 class _Peekable:
@@ -165,8 +160,8 @@ def scan_inputs(inputs: Sequence[ScanInput], library: Library, engine: str = "au
                 stream = _Peekable(raw, WRAP_SAMPLE_BYTES)
                 if recorder is not None:
                     recorder.source(item.label, stream.head, size, item.kind)
-                wrap_width = hard_wrap_width(stream.head) if mode != "prefilter" else None
-                soft = wrap_width is None and mode != "prefilter" and word_wrapped(stream.head)
+                wrap_width, soft = (paste_wrapping(stream.head) if mode != "prefilter"
+                                    else (None, False))
                 full = mode == "full" or wrap_width is not None or soft
                 modes.append("full" if full else "prefilter")
                 reference = (datetime.fromtimestamp(item.path.stat().st_mtime)

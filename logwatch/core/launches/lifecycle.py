@@ -44,10 +44,11 @@ LAUNCH_SIGNATURES = ("lifecycle.version", "lifecycle.non_default_args",
                      "lifecycle.engine_config")
 # uvicorn's readiness line: the server accepts requests (what a relaunch's verification waits for)
 READY_SIGNATURES = frozenset({"lifecycle.startup_complete"})
+# every reading of the draft's acceptance, whichever side of the target it falls
+ACCEPTANCE_READINGS = frozenset({"spec_decode.acceptance", "spec_decode.acceptance_below_target",
+                                 "spec_decode.low_acceptance"})
 # what says a launch came up: uvicorn ready, vLLM's periodic stats, a draft-acceptance reading
-SERVING_SIGNATURES = frozenset({"lifecycle.startup_complete", "lifecycle.serving",
-                                "spec_decode.acceptance", "spec_decode.acceptance_below_target",
-                                "spec_decode.low_acceptance"})
+SERVING_SIGNATURES = READY_SIGNATURES | {"lifecycle.serving"} | ACCEPTANCE_READINGS
 STOPPED_SIGNATURES = frozenset({"lifecycle.shutdown"})
 
 STARTING, SERVING, FAILED, STOPPED = "starting", "serving", "failed", "stopped"

@@ -13,18 +13,14 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from logwatch.core.launches.lifecycle import READY_SIGNATURES
+from logwatch.core.diagnosis.diagnose import FP4_KERNEL_SIGNATURES
+from logwatch.core.launches.lifecycle import ACCEPTANCE_READINGS, READY_SIGNATURES
 from logwatch.core.remedy.plan import Check
 from logwatch.core.signatures.findings import Finding
 from logwatch.core.signatures.signature import parse_number
 
 MARLIN_SIGNATURE_PREFIXES = ("marlin.",)
 MARLIN_FALLBACKS = frozenset({"nvfp4.marlin_fallback", "nvfp4.marlin_negative_scales"})
-BACKEND_SIGNATURES = frozenset({"nvfp4.gemm_backend", "nvfp4.moe_backend"})
-ACCEPTANCE_SIGNATURE = "spec_decode.acceptance"
-# every reading of the draft's acceptance, whichever side of the target it falls
-ACCEPTANCE_READINGS = frozenset({ACCEPTANCE_SIGNATURE, "spec_decode.acceptance_below_target",
-                                 "spec_decode.low_acceptance"})
 MIN_ACCEPTANCE_PERCENT = 5.0  # below this, the MTP draft is garbage (see spec_decode.low_*)
 
 
@@ -76,7 +72,7 @@ def _marlin(finding: Finding) -> bool:
     sid = finding.signature.id
     if sid.startswith(MARLIN_SIGNATURE_PREFIXES) or sid in MARLIN_FALLBACKS:
         return True
-    return sid in BACKEND_SIGNATURES and "marlin" in finding.captures.get("backend", "").lower()
+    return sid in FP4_KERNEL_SIGNATURES and "marlin" in finding.captures.get("backend", "").lower()
 
 
 def _health(probes: Probes) -> Check:

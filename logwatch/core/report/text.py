@@ -23,9 +23,10 @@ def _headline(report: Mapping[str, Any], fatal: int) -> str:
     """The report's first judgement, one line: never "healthy" for a failure or for input
     that holds no vLLM output."""
     incidents, root = report["incidents"], report["root_cause"]
-    judged = verdict_of(report)
-    state = report.get("verdict") or judged.name
-    reason = report.get("verdict_reason") or judged.reason
+    state, reason = report.get("verdict"), report.get("verdict_reason")
+    if not (state and reason):  # a report written before it said why
+        judged = verdict_of(report)
+        state, reason = judged.name, judged.reason
     if reason == "cause_not_in_excerpt":
         captures = incidents[root]["captures"]
         where = captures.get("frame")

@@ -36,7 +36,6 @@ from logwatch.core.signatures.signature import FALLBACK_CATEGORY
 FAILED, UNRECOGNISED, ERRORS = "failed", "unrecognised", "errors"
 NO_VLLM_OUTPUT, INCOMPLETE, HEALTHY = "no_vllm_output", "incomplete", "healthy"
 VERDICTS = (FAILED, UNRECOGNISED, ERRORS, NO_VLLM_OUTPUT, INCOMPLETE, HEALTHY)
-NOT_HEALTHY = frozenset({FAILED, UNRECOGNISED, ERRORS})  # scan exits 1 on a fatal one
 
 
 @dataclass(frozen=True, slots=True)

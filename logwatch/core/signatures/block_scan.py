@@ -81,7 +81,6 @@ class BlockScanner:
         # a record that starts at a resume point may have begun before it
         self._head_floor = start_line if start_line > 1 else 0
         self._whole_input = whole_input
-        self._window_cut = False  # the last record _record_around made may be cut
         self._flushing = False  # in a flush, no record is known whole
         self._fed_bytes = 0
         self._carry = b""  # bytes kept from the previous block (context or a waiting hit)
@@ -262,8 +261,8 @@ class BlockScanner:
         floor = self._head_floor  # a header run's first line is where its header begins
         record = self._header_run(lines, hit, forced)
         if record is None:
-            record = self._record_around(lines, hit, forced)
-            if record is not None and self._window_cut:
+            record, cut = self._record_around(lines, hit, forced)
+            if record is not None and cut:
                 floor = record.last_lineno  # the window may have cut it: not whole
         if record is None:
             return "record"
@@ -278,9 +277,11 @@ class BlockScanner:
         return None
 
     def _record_around(self, lines: BufferLines, hit: tuple[int, int],
-                       final: bool) -> Record | None:
-        """The record holding the hit line, from the smallest window that settles it; None
-        when it may go on past what has been read so far."""
+                       final: bool) -> tuple[Record | None, bool]:
+        """The record holding the hit line, from the smallest window that settles it (None
+        when it may go on past what has been read so far), and whether the window may have
+        cut it: its first line is the window's first (not the input's) and does not open
+        cleanly, or it may go on after the window."""
         before = after = INITIAL_CONTEXT
         tokens = _writer_tokens(lines.get(hit[0], hit))
         while True:
@@ -296,17 +297,15 @@ class BlockScanner:
             record = next(r for r in records if any(ln.lineno == hit[0] for ln in r.lines))
             closed = _closed_in(record, window, lines)
             if high == lines.last and not final and not closed:
-                return None  # it may go on in data not read yet
+                return None, False  # it may go on in data not read yet
             widen_before = (low > lines.first and before < CONTEXT_BEFORE
                             and not _opens_cleanly(record, window, lines))
             widen_after = high < lines.last and after < CONTEXT_AFTER and not closed
             if not widen_before and not widen_after:
-                # whether the window may have cut the record: its first line is the window's
-                # first (not the input's) and does not open cleanly, or it may go on after
-                self._window_cut = ((low > 1 and record.first.lineno <= low
-                                     and not _opens_cleanly(record, window, lines))
-                                    or (high < lines.last and not closed))
-                return record
+                cut = ((low > 1 and record.first.lineno <= low
+                        and not _opens_cleanly(record, window, lines))
+                       or (high < lines.last and not closed))
+                return record, cut
             if widen_before:
                 before = min(before * 4, CONTEXT_BEFORE)
             if widen_after:
