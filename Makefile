@@ -104,7 +104,7 @@ bench-tui: $(STAMP)
 	$(BIN)/python benchmarks/tui_bench.py
 
 # logwatch measured on the curated vLLM messages (tools/vllm_vocab/curated.toml) and on the
-# generated vocabulary's tuning and held-out halves (tools/vllm_vocab/generated.json.gz): per-area
+# generated vocabulary's tuning and held-out halves (signatures/vocabulary.json.gz): per-area
 # coverage printed and written into the README, the misses into docs/vocab-misses.md; no vLLM
 # sources needed. `make vocab-data` writes the generated vocabulary again from the sdists
 # (`make vllm-sources VLLM_RELEASES="..."` for the releases of the matrix first).

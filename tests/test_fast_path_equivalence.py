@@ -213,7 +213,7 @@ def test_a_finding_crosses_between_processes_whole(library: Library) -> None:
     scanner = BlockScanner(roomy_matcher(library, ENGINE), "t", REF)
     found = scanner.feed(data) + scanner.finish()
     assert any(f.matched is not f.record.lines[0] for f in found)  # some match a later line
-    signatures = {s.id: s for s in library.signatures}
+    signatures = library.by_id()  # placed signatures (core.signatures.placed) too
     back = [_unflat(flat, signatures) for flat in
             pickle.loads(pickle.dumps([_flat(f) for f in found], pickle.HIGHEST_PROTOCOL))]
     assert back == found

@@ -22,6 +22,7 @@ from logwatch.core.signatures.block_scan import BlockScanner
 from logwatch.core.signatures.fallback import NEEDS_WHOLE_RECORD, is_generic
 from logwatch.core.signatures.library import Library
 from logwatch.core.signatures.matcher import Matcher
+from logwatch.core.signatures.placed import rule_of
 from logwatch.core.signatures.signature import Signature
 from logwatch.library.files import load_signature_dirs
 from logwatch.scan.offline import ScanInput, scan_inputs
@@ -55,7 +56,9 @@ def key_captures(library: Library, signature_id: str,
     assert signature is not None
     out = []
     for incident in incidents:
-        if incident["signature"] != signature_id:
+        found = library.get(incident["signature"])
+        # a fallback finding may come placed (core.signatures.placed): its rule is the id
+        if found is None or signature_id not in (found.id, rule_of(found)):
             continue
         captures: dict[str, str] = incident["captures"]
         names = signature.key_captures if signature.key_captures is not None else captures
@@ -75,7 +78,8 @@ def live_key_captures(signature: Signature, text: str, matcher: Matcher
     names = signature.key_captures
     return [{name: value for name, value in finding.captures.items()
              if names is None or name in names}
-            for finding in findings if finding.signature.id == signature.id]
+            for finding in findings if signature.id in (finding.signature.id,
+                                                        rule_of(finding.signature))]
 
 
 _baselines: dict[tuple[str, int], list[dict[str, str]]] = {}

@@ -57,8 +57,9 @@ def test_an_unknown_exception_is_an_unrecognised_fatal_error(tmp_path: Path) -> 
     code, report = scan_json(log)
     assert code == EXIT_FATAL_FOUND and report["verdict"] == "unrecognised"
     root = root_of(report)
-    assert root["signature"] == "generic.uncaught_exception" and root["fatal"]
-    # the innermost vLLM frame is in no area of vLLM; the engine core's frame above it is
+    # placed (core.signatures.placed): the innermost vLLM frame is in no area of vLLM; the
+    # engine core's frame above it is
+    assert root["signature"] == "engine.unrecognised_error" and root["fatal"]
     assert root["captures"] == {"exc_type": "KeyError", "message": "'zorblax_slot_12'",
                                 "frame": "vllm/zorblax/planner.py:41 in plan",
                                 "area": "engine",
@@ -100,7 +101,8 @@ def test_an_error_line_before_the_server_came_up_is_the_root_cause(tmp_path: Pat
     log.write_text("".join(lines))
     code, report = scan_json(log)
     root = root_of(report)
-    assert code == EXIT_FATAL_FOUND and root["signature"] == "generic.error_line"
+    # the logger tag names the engine core's file: the error is placed there
+    assert code == EXIT_FATAL_FOUND and root["signature"] == "engine.unrecognised_error_line"
     assert root["count"] == 50
     # fifty lines, one template, one group with the count
     assert [(g["template"], g["count"]) for g in report["unrecognised"]] == [
@@ -131,12 +133,14 @@ def test_an_error_line_that_names_no_error_word_is_not_healthy(tmp_path: Path,
 
 @pytest.mark.parametrize(("exception", "signature", "captures"), [
     ("torch._dynamo.exc.BackendCompilerFailed: backend='inductor' raised: zorblax",
-     "generic.uncaught_exception",
+     "engine.unrecognised_error",
      {"exc_type": "torch._dynamo.exc.BackendCompilerFailed",
       "message": "backend='inductor' raised: zorblax",
       "frame": "vllm/v1/engine/core.py:690 in run", "area": "engine",
       "area_title": "the engine core and its workers"}),
-    ("KeyboardInterrupt", "generic.error_line", {"message": "KeyboardInterrupt"})])
+    ("KeyboardInterrupt", "engine.unrecognised_error_line",
+     {"message": "KeyboardInterrupt", "area": "engine",
+      "area_title": "the engine core and its workers"})])
 @pytest.mark.parametrize("header", [True, False])
 def test_a_traceback_ending_in_an_unusual_exception_is_not_healthy(
         tmp_path: Path, exception: str, signature: str, captures: dict[str, str],
@@ -151,7 +155,7 @@ def test_a_traceback_ending_in_an_unusual_exception_is_not_healthy(
         "Traceback (most recent call last):",
         '  File "/usr/lib/python3/site-packages/vllm/v1/engine/core.py", line 690, in run',
         "    compile()", exception)))
-    if not header and signature == "generic.error_line":  # printed to stderr: no level
+    if not header and signature.endswith("_line"):  # printed to stderr: no level
         # an operator's Ctrl-C during the start-up: nothing wrong, but it never came up
         assert scan_json(log)[1]["verdict"] == "incomplete"
         return
@@ -181,11 +185,12 @@ def test_a_native_crash_is_not_healthy(tmp_path: Path, line: str, what: str) -> 
     assert (root["signature"], root["captures"]) == ("generic.process_died", {"what": what})
 
 
-@pytest.mark.parametrize("tail", [
-    ["    return self._call_impl(*args, **kwargs)"],
-    ['  File "/usr/lib/python3/site-packages/vllm/v1/worker/gpu_worker.py", line 240, in '
-     "load_model", "    self.model_runner.load_model()"]])
-def test_a_traceback_cut_at_its_head_is_not_healthy(tmp_path: Path, tail: list[str]) -> None:
+@pytest.mark.parametrize(("tail", "signature"), [
+    (["    return self._call_impl(*args, **kwargs)"], "generic.uncaught_exception"),
+    (['  File "/usr/lib/python3/site-packages/vllm/v1/worker/gpu_worker.py", line 240, in '
+      "load_model", "    self.model_runner.load_model()"], "engine.unrecognised_error")])
+def test_a_traceback_cut_at_its_head_is_not_healthy(tmp_path: Path, tail: list[str],
+                                                    signature: str) -> None:
     """What a log's tail shows of a traceback (`kubectl logs --tail`, a rotated file): some
     frames and the exception, printed raw, its head cut off. It was reported healthy."""
     log = tmp_path / "vllm.log"
@@ -194,8 +199,7 @@ def test_a_traceback_cut_at_its_head_is_not_healthy(tmp_path: Path, tail: list[s
         code, report = scan_json(log, "--mode", mode)
         assert code == EXIT_FATAL_FOUND and report["verdict"] == "unrecognised", mode
         root = root_of(report)
-        assert (root["signature"], root["captures"]["exc_type"]) == (
-            "generic.uncaught_exception", "RuntimeError")
+        assert (root["signature"], root["captures"]["exc_type"]) == (signature, "RuntimeError")
 
 
 def test_indented_output_followed_by_plain_text_is_no_traceback(tmp_path: Path) -> None:
@@ -258,7 +262,7 @@ def test_a_lone_traceback_header_at_error_is_no_error_line(library: Library) -> 
         scanner = BlockScanner(matcher, "t", datetime(2026, 3, 2), full=full)
         found = scanner.feed(data) + scanner.finish()
         assert [(f.signature.id, f.lineno) for f in found if f.signature.severity != "info"] \
-            == [("generic.uncaught_exception", 10)], full
+            == [("engine.unrecognised_error", 10)], full
 
 
 def test_an_error_line_while_serving_is_an_error_not_a_failure(tmp_path: Path) -> None:
@@ -273,7 +277,7 @@ def test_an_error_line_while_serving_is_an_error_not_a_failure(tmp_path: Path) -
     assert code == EXIT_OK
     errors = [i for i in report["incidents"] if i["severity"] == "error"]
     assert [(i["signature"], i["fatal"], i["count"]) for i in errors] == [
-        ("generic.error_line", False, 2)]
+        ("api_server.unrecognised_error_line", False, 2)]
     assert [g["template"] for g in report["unrecognised"]] == [
         "Zorblax request <num> failed", "Zorblax request <num> gave up"]
 
@@ -408,7 +412,7 @@ def test_an_unknown_exception_while_serving_is_an_error_not_a_failure(tmp_path: 
     [launch] = report["launches"]
     assert report["root_cause"] is None and report["verdict"] == "errors", report["launches"]
     assert code == EXIT_OK and launch["outcome"] == "serving"
-    [exc] = [i for i in report["incidents"] if i["signature"] == "generic.uncaught_exception"]
+    [exc] = [i for i in report["incidents"] if i["signature"] == "api_server.unrecognised_error"]
     assert not exc["fatal"] and exc["captures"]["exc_type"] == "ZorblaxError"
 
 

@@ -91,7 +91,7 @@ def test_logwatch_classifies_specific_area_generic_and_healthy(library: Library)
     assert [o.outcome for o in outcomes] == ["specific", "area", "generic", "healthy"]
     assert "memory.no_cache_blocks" in outcomes[0].signatures
     # the frames name KV-cache sizing, which fits the message's area
-    assert outcomes[1].signatures == ("generic.uncaught_exception@kv_cache",)
+    assert outcomes[1].signatures == ("kv_cache.unrecognised_error@kv_cache",)
     assert all(is_generic(s) for s in outcomes[2].signatures)
     assert classify({"incidents": []}) == ("healthy", ())
 

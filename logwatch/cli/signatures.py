@@ -106,13 +106,15 @@ def _groups_from_db(db: Path) -> list[Any]:
 
     groups = TemplateGroups()
     # read-only: through the daemon when it holds the file, else the file (never made)
+    # the fallback's findings, placed ones too (core.signatures.placed)
     rows = query_history(db, "SELECT text, source_id, line, signature FROM findings WHERE "
-                             "starts_with(signature, 'generic.') ORDER BY time, source_id, "
-                             "line", None).rows
+                             "starts_with(signature, 'generic.') OR regexp_matches(signature, "
+                             "'[.](known|unrecognised)_error(_line)?$') ORDER BY time, "
+                             "source_id, line", None).rows
     for text, source, line, signature in rows:
         parsed = parse_line(str(source), int(line), str(text), datetime.now())
         groups.add_line(parsed.message, str(text), str(signature), str(source), int(line),
-                        signature != "generic.error_line")
+                        not str(signature).endswith("error_line"))
     return groups.ordered()
 
 

@@ -79,7 +79,8 @@ class LibraryReload:
         """In a worker thread: the bounded load, and compiling what it checked."""
         assert self.load is not None
         library = self.load()
-        return library, Matcher(library.signatures, on_disable=self.signature_disabled)
+        return library, Matcher(library.signatures, on_disable=self.signature_disabled,
+                                vocabulary=library.vocabulary)
 
     def _refuse_library(self, exc: LibraryError | OSError) -> None:
         told = self.told

@@ -108,7 +108,7 @@ class Daemon:
             on_begin=lambda launch: self.log.info("launch", source=launch.source,
                                                   number=launch.number,
                                                   line=launch.start_line),
-            signatures={s.id: s for s in library.signatures},
+            signatures=library.by_id(),
             exiting=[s.name for s in sources if hasattr(s, "on_exit")])
         # findings and positions on their way into the history
         self.writes = Writes(self.writer, self.launches, self)
@@ -116,7 +116,8 @@ class Daemon:
         self.in_force = SnapshotsInForce(snapshots or {}, targets, self.writer, self.writes,
                                          self.launches, self)
         self.scan_streams = ScanStreams(
-            Matcher(library.signatures, on_disable=self.library_reload.signature_disabled),
+            Matcher(library.signatures, on_disable=self.library_reload.signature_disabled,
+                    vocabulary=library.vocabulary),
             self.resume, self.launches, self.writes, self.in_force, self,
             quiet_flush=quiet_flush, hold=hold, line_hold=line_hold)
         self._stop = asyncio.Event()

@@ -266,7 +266,7 @@ def verify_child(library: Library, child: Child, launch: Launch, timeline: Timel
     base = _bound_endpoint(child, launch.spec)
     timeline.say(f"the corrected launch serves on {base}" if base
                  else "the corrected launch never named its port")
-    matcher = Matcher(library.signatures)
+    matcher = Matcher(library.signatures, vocabulary=library.vocabulary)
     return verify_launch(launch.spec, lambda: _findings(matcher, child),
                          lambda: child.running,
                          HEALTH_DEADLINE_S, SOAK_DEADLINE_S, base)

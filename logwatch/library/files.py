@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+import gzip
+import json
 from collections.abc import Sequence
+from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 from logwatch.core.problems import Problem
 from logwatch.core.signatures.library import (
@@ -13,10 +17,12 @@ from logwatch.core.signatures.library import (
     load_library,
     no_progress,
 )
+from logwatch.core.signatures.vocabulary import Vocabulary
 
 PACKAGE_DIR = Path(__file__).resolve().parent.parent  # logwatch/
 # The largest shipped file is a few KiB; reading a file is not bounded by any deadline.
 MAX_FILE_BYTES = 1 << 20
+VOCABULARY_FILE = "vocabulary.json.gz"  # written by `python -m tools.vllm_vocab generate`
 Texts = tuple[tuple[str, str], list[list[tuple[str, str]]]]  # header, layers of (label, text)
 
 
@@ -54,7 +60,40 @@ def load_signature_dirs(extra: Sequence[Path] = (), base: Path | None = None,
     """The shipped library (or `base`) with site directories layered on top, in this
     process and without a time bound (library.worker.load_bounded has one)."""
     header, layers = read_library(extra, base)
-    return load_library(header, layers, check=check, progress=progress)
+    return with_vocabulary(load_library(header, layers, check=check, progress=progress))
+
+
+def shipped_vocabulary() -> Vocabulary | None:
+    """vLLM's wordings as shipped beside the signatures (read on first use); None where the
+    file is absent."""
+    try:
+        path = default_signature_dir() / VOCABULARY_FILE
+    except FileNotFoundError:
+        return None
+    return VocabularyFile(path) if path.is_file() else None
+
+
+class VocabularyFile(Vocabulary):
+    """The vocabulary read from its data file on first use (a worker process reads it
+    again rather than receive it)."""
+
+    def __init__(self, path: Path) -> None:
+        super().__init__()
+        self.path = path
+
+    def _sourced(self) -> bool:
+        return True
+
+    def _read(self) -> tuple[list[dict[str, Any]], dict[str, list[str]]]:
+        with gzip.open(self.path, "rt", encoding="utf-8") as stream:
+            data = json.load(stream)
+        return data["entries"], data.get("files", {})
+
+
+def with_vocabulary(library: Library) -> Library:
+    """The library with the shipped vocabulary (the same for any signature directories:
+    it is vLLM's, not a site's)."""
+    return replace(library, vocabulary=shipped_vocabulary())
 
 
 def read_library(extra: Sequence[Path] = (), base: Path | None = None) -> Texts:

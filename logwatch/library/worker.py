@@ -30,7 +30,7 @@ from logwatch.core.signatures.library import (
     check_examples,
     load_library,
 )
-from logwatch.library.files import Texts, load_signature_dirs, read_library
+from logwatch.library.files import Texts, load_signature_dirs, read_library, with_vocabulary
 from logwatch.library.vetted import VettedCache, library_digest
 
 if TYPE_CHECKING:
@@ -57,14 +57,14 @@ def load_bounded(extra: Sequence[Path] = (), base: Path | None = None, check: bo
     texts that passed that way before (the cache) load in this process."""
     texts = read_library(extra, base)  # read here: what is checked is what is remembered
     if not check:
-        return run_bounded(_load, (texts, False), deadline)
+        return with_vocabulary(run_bounded(_load, (texts, False), deadline))
     cache = cache or VettedCache()
     digest = library_digest(texts)
     if cache.holds(digest):
-        return load_library(*texts, check=False, vetted=True)
+        return with_vocabulary(load_library(*texts, check=False, vetted=True))
     library = run_bounded(_load, (texts, True), deadline)
     cache.add(digest)
-    return library
+    return with_vocabulary(library)
 
 
 def run_examples_bounded(extra: Sequence[Path] = (), base: Path | None = None,

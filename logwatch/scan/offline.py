@@ -129,7 +129,8 @@ def scan_inputs(inputs: Sequence[ScanInput], library: Library, engine: str = "au
     two when the file is large and two cores are idle. `matcher`: one already built from
     `library` (many small scans of one library). `plan`: add the corrected launch for the
     newest launch's diagnoses (core.remedy.plan), or None when a relaunch fixes none of them."""
-    matcher = matcher or Matcher(library.signatures, engine=engine)
+    matcher = matcher or Matcher(library.signatures, engine=engine,
+                                 vocabulary=library.vocabulary)
     book = LaunchBook()
     if one_run:
         book.aliases.update({i.label: inputs[0].label for i in inputs[1:]})

@@ -14,7 +14,7 @@ import operator
 import os
 import pickle
 import tempfile
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import fields
 from datetime import datetime
 from typing import IO, Any, BinaryIO
@@ -29,6 +29,7 @@ from logwatch.core.signatures.block_scan import (
 )
 from logwatch.core.signatures.findings import Finding
 from logwatch.core.signatures.matcher import Matcher
+from logwatch.core.signatures.placed import WithDerived
 from logwatch.core.signatures.signature import Signature
 from logwatch.scan.blocks import read_blocks
 
@@ -145,7 +146,7 @@ def _flat(finding: Finding) -> tuple[Any, ...]:
             tuple(_LINE_FIELDS(line) for line in record.lines))
 
 
-def _unflat(flat: tuple[Any, ...], signatures: dict[str, Signature]) -> Finding:
+def _unflat(flat: tuple[Any, ...], signatures: Mapping[str, Signature]) -> Finding:
     signature_id, values, index, lines = flat
     parsed = [ParsedLine(*line) for line in lines]
     # the fields in order: signature, those _FINDING_FIELDS read, record, matched
@@ -207,7 +208,7 @@ def _scan_halves(path: str, matcher: Matcher, label: str, reference: datetime, s
 
 def _merge_second(spool: IO[bytes], matcher: Matcher, record: Callable[[list[Finding]], None],
                   first: ScanStats, size: int) -> ScanStats:
-    signatures = {s.id: s for s in matcher.signatures}
+    signatures = WithDerived({s.id: s for s in matcher.signatures})
     while True:
         kind, *rest = pickle.load(spool)
         if kind == "findings":

@@ -67,7 +67,7 @@ def cmd_extract(args: argparse.Namespace) -> int:
 
 
 def cmd_generate(args: argparse.Namespace) -> int:
-    from tools.vllm_vocab.generated import GENERATED, HALVES, half_of, to_data, write
+    from tools.vllm_vocab.generated import GENERATED, HALVES, file_index, half_of, to_data, write
     from tools.vllm_vocab.vocabulary import vocabulary
 
     root = Path(args.sources)
@@ -75,10 +75,11 @@ def cmd_generate(args: argparse.Namespace) -> int:
         from tests.vllm_sources import release_trees
 
         root = release_trees()[0]
-    words = vocabulary(root, _releases(root, args.releases), jobs=args.jobs,
+    names = _releases(root, args.releases)
+    words = vocabulary(root, names, jobs=args.jobs,
                        progress=lambda r: print(f"read {r}", file=sys.stderr))
     entries = to_data(words)
-    write(entries)
+    write(entries, file_index(root, names))
     halves = {h: sum(1 for e in entries if half_of(e["id"]) == h) for h in HALVES}
     print(f"wrote {GENERATED.name}: {len(entries)} failure wordings of {len(words)} "
           f"({', '.join(f'{n} {h}' for h, n in halves.items())})", file=sys.stderr)

@@ -19,14 +19,15 @@ import gzip
 import hashlib
 import json
 from collections.abc import Sequence
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import Any
 
 from tools.vllm_vocab.curated import Curated
+from tools.vllm_vocab.sources import message_files
 from tools.vllm_vocab.stubs import API_FILES
 from tools.vllm_vocab.vocabulary import Wording, wording_key
 
-GENERATED = Path(__file__).with_name("generated.json.gz")
+GENERATED = Path(__file__).resolve().parent.parent.parent / "signatures" / "vocabulary.json.gz"
 HALVES = ("tuning", "held_out")
 FAILURE_LEVELS = frozenset({"ERROR", "CRITICAL"})
 
@@ -60,8 +61,21 @@ def to_data(words: Sequence[Wording]) -> list[dict[str, Any]]:
     return sorted(out, key=lambda e: e["id"])
 
 
-def write(entries: list[dict[str, Any]], path: Path = GENERATED) -> None:
-    text = json.dumps({"entries": entries}, separators=(",", ":"), sort_keys=True)
+def file_index(root: Path, names: Sequence[str]) -> dict[str, list[str]]:
+    """Every Python file of vLLM in these releases by its name, with every path it has: what
+    a log line's `[file.py:N]` tag may name (a file list, no wording)."""
+    index: dict[str, set[str]] = {}
+    for name in names:
+        for relative, _ in message_files(root / name):
+            if relative.endswith(".py"):
+                index.setdefault(PurePosixPath(relative).name, set()).add(relative)
+    return {name: sorted(paths) for name, paths in sorted(index.items())}
+
+
+def write(entries: list[dict[str, Any]], files: dict[str, list[str]],
+          path: Path = GENERATED) -> None:
+    text = json.dumps({"entries": entries, "files": files}, separators=(",", ":"),
+                      sort_keys=True)
     # mtime 0: the same entries give the same bytes, so a regeneration diffs only on change
     with gzip.GzipFile(path, "wb", mtime=0) as out:
         out.write(text.encode())

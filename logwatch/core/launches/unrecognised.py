@@ -15,8 +15,9 @@ from dataclasses import replace
 
 from logwatch.core.launches.incidents import Incident
 from logwatch.core.launches.lifecycle import FAILED, SERVING, STOPPED, Launch
-from logwatch.core.signatures.fallback import ERROR_LINE, TRACEBACK_CUT, is_generic
+from logwatch.core.signatures.fallback import TRACEBACK_CUT, is_generic
 from logwatch.core.signatures.findings import Finding
+from logwatch.core.signatures.placed import ERROR_LINE, rule_of
 from logwatch.core.signatures.signature import FALLBACK_CATEGORY, Signature
 
 EXIT_STATUS = "generic.exit_status"
@@ -52,8 +53,8 @@ def settle_launch(launch: Launch, incidents: list[Incident], root: int | None
     if any(i.signature.fatal for i in incidents):
         return incidents, root
     # an error said in words before frames without their exception
-    errors = sorted((i for i in incidents if i.signature.id in (ERROR_LINE, TRACEBACK_CUT)),
-                    key=lambda i: i.signature.id != ERROR_LINE)
+    errors = sorted((i for i in incidents if rule_of(i.signature) in (ERROR_LINE, TRACEBACK_CUT)),
+                    key=lambda i: rule_of(i.signature) != ERROR_LINE)
     if errors and launch.outcome not in (SERVING, STOPPED):
         promoted = replace(errors[0], signature=replace(errors[0].signature, fatal=True))
         rest = [i for i in incidents if i is not errors[0]]

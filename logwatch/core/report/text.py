@@ -36,6 +36,15 @@ def _headline(report: Mapping[str, Any], fatal: int) -> str:
                 + (f", raised in {area}" if area else "")
                 + (f" (deepest vLLM frame {_clip(where, 120)})" if where else "")
                 + "; read the full log from there on")
+    if reason == "known_vllm_error":
+        captures = incidents[root]["captures"]
+        what = captures.get("exc_type", "")
+        if captures.get("message"):
+            what = f"{what}: {captures['message']}" if what else captures["message"]
+        return (f"{fatal} fatal incident(s); root cause: a check of vLLM failed in "
+                f"{captures.get('area_title', 'vLLM')} ({_clip(what, 160)}), raised by "
+                f"{_clip(captures.get('check', '?'), 120)} (releases "
+                f"{captures.get('releases', '?')}) — no signature diagnoses it")
     if state == "unrecognised":
         captures = incidents[root]["captures"]
         what = captures.get("exc_type") or captures.get("what") or ""

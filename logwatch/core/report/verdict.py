@@ -8,6 +8,9 @@ verdict needs the evidence its rule names, and the rules are tried in the order 
 - failed:         the cause is not in the excerpt: a vLLM traceback without its final
                   exception, in a launch that never came up; the deepest vLLM frames name the
                   area.
+- failed:         a fatal error whose wording vLLM's own sources raise (its vocabulary,
+                  core.signatures.vocabulary) and no signature diagnoses: the check that
+                  failed and its part of vLLM.
 - unrecognised:   a fatal error no specific signature explains (an exception, a process that
                   died, an ERROR line of a launch that never came up, a non-zero exit).
 - errors:         no fatal incident, but errors to look at (an unexplained ERROR line while
@@ -31,6 +34,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from logwatch.core.signatures.fallback import TRACEBACK_CUT
+from logwatch.core.signatures.placed import KNOWN_ERROR_SUFFIX
 from logwatch.core.signatures.signature import FALLBACK_CATEGORY
 
 FAILED, UNRECOGNISED, ERRORS = "failed", "unrecognised", "errors"
@@ -65,6 +69,10 @@ def _cause_cut(e: Evidence) -> bool:
     return e.root is not None and e.root["signature"] == TRACEBACK_CUT
 
 
+def _known_check(e: Evidence) -> bool:
+    return e.root is not None and str(e.root["signature"]).endswith(KNOWN_ERROR_SUFFIX)
+
+
 RULES: tuple[Rule, ...] = (
     Rule(FAILED, "root_cause",
          "a fatal incident a specific signature explains: its root cause",
@@ -73,6 +81,10 @@ RULES: tuple[Rule, ...] = (
          "vLLM traceback frames without their final exception, in a launch that never came "
          "up: the cause is not in the excerpt; the deepest vLLM frames name the area",
          _cause_cut),
+    Rule(FAILED, "known_vllm_error",
+         "a fatal error whose wording vLLM's own sources raise (its vocabulary) and no "
+         "signature diagnoses: the check that failed, where, and the releases that print it",
+         _known_check),
     Rule(UNRECOGNISED, "unrecognised_fatal",
          "a fatal error no specific signature explains: an exception, a process that died, "
          "an ERROR line of a launch that never came up, a non-zero exit",

@@ -18,15 +18,15 @@ from logwatch.core.lines.records import Record
 from logwatch.core.lines.vllm_format import parse_line
 from logwatch.core.signatures.findings import Finding
 from logwatch.core.signatures.frame_areas import area_of, vllm_path
+from logwatch.core.signatures.placed import ERROR_LINE, UNCAUGHT, place
 from logwatch.core.signatures.signature import (
     CONSEQUENCE_CATEGORIES,
     FALLBACK_CATEGORY,
     Signature,
 )
+from logwatch.core.signatures.vocabulary import Vocabulary
 
-UNCAUGHT = "generic.uncaught_exception"
 PROCESS_DIED = "generic.process_died"
-ERROR_LINE = "generic.error_line"
 TRACEBACK_CUT = "generic.traceback_cut"
 # On one record, the first of these that holds is kept (an exception says more than its line).
 PRECEDENCE = (UNCAUGHT, PROCESS_DIED, ERROR_LINE, TRACEBACK_CUT)
@@ -117,10 +117,12 @@ def _holds(finding: Finding, record: Record) -> bool:
     return True
 
 
-def settle_record(findings: list[Finding], record: Record) -> list[Finding]:
+def settle_record(findings: list[Finding], record: Record,
+                  vocabulary: Vocabulary | None = None) -> list[Finding]:
     """One record's findings with the fallback applied: generic findings give way to a
     specific cause above info on the record, or to any specific finding on their own line; at
-    most one generic finding stays (exceptions first)."""
+    most one generic finding stays (exceptions first), placed where it can be
+    (core.signatures.placed: named from vLLM's `vocabulary`, or put in its area)."""
     generic = [f for f in findings if is_generic(f.signature)]
     if not generic:
         return findings
@@ -136,7 +138,7 @@ def settle_record(findings: list[Finding], record: Record) -> list[Finding]:
         if finding.lineno not in explained and _holds(finding, record):
             if finding.signature.id in (UNCAUGHT, TRACEBACK_CUT):
                 finding = with_area(finding, record)
-            kept.append(finding)
+            kept.append(place(finding, record, vocabulary))
             break
     return kept
 

@@ -91,6 +91,10 @@ AREAS: tuple[Area, ...] = (
          _paths(r"model_executor/models/", r"^vllm/models/"),
          "The model's own code in this release: check that the release supports the "
          "architecture and the checkpoint's variant of it."),
+    Area("api_server", "the OpenAI-compatible API server",
+         _paths(r"^vllm/entrypoints/"),
+         "The API server: a request it could not serve, or its own start-up (arguments, chat "
+         "template, tool parser). Check the request or the flags it names."),
     Area("engine", "the engine core and its workers",
          _paths(r"^vllm/(?:v1/)?(?:engine|executor|worker)/"),
          "The engine core or a worker: the exception above is the cause; the lines that "

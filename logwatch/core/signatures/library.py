@@ -17,6 +17,7 @@ import regex
 
 from logwatch.core.lines.assemble import assemble
 from logwatch.core.problems import Problem, did_you_mean
+from logwatch.core.signatures.placed import WithDerived, derived
 from logwatch.core.signatures.signature import (
     CATEGORIES,
     CONDITION_OPS,
@@ -28,6 +29,7 @@ from logwatch.core.signatures.signature import (
     Pattern,
     Signature,
 )
+from logwatch.core.signatures.vocabulary import Vocabulary
 
 if TYPE_CHECKING:
     from logwatch.core.signatures.findings import Finding
@@ -82,9 +84,16 @@ class Library:
     signatures: tuple[Signature, ...]
     sources: tuple[str, ...] = field(default=())
     texts: dict[str, str] = field(default_factory=dict)  # signature id -> its file's text
+    vocabulary: Vocabulary | None = None  # vLLM's own wordings (core.signatures.vocabulary)
 
     def get(self, signature_id: str) -> Signature | None:
-        return next((s for s in self.signatures if s.id == signature_id), None)
+        """A signature by id; a placed one (core.signatures.placed) from its rule."""
+        own = next((s for s in self.signatures if s.id == signature_id), None)
+        return own or derived(signature_id, self.get)
+
+    def by_id(self) -> WithDerived:
+        """Every signature by id, the placed ones resolved on demand."""
+        return WithDerived({s.id: s for s in self.signatures})
 
 
 # The draft-acceptance target: spec_decode.acceptance takes rates at or above it,

@@ -20,6 +20,7 @@ from logwatch.core.signatures.fallback import ERROR_LEVELS, is_generic, settle_r
 from logwatch.core.signatures.findings import Finding
 from logwatch.core.signatures.prefilter import LiteralScanner, make_scanner
 from logwatch.core.signatures.signature import CONSEQUENCE_CATEGORIES, Signature
+from logwatch.core.signatures.vocabulary import Vocabulary
 
 # One record's budget for all its patterns, in CPU time of the matching thread: `regex` counts
 # its timeout in process CPU time (clock()), so a wall-clock budget would be spent by one
@@ -93,8 +94,10 @@ class Matcher:
     def __init__(self, signatures: Sequence[Signature], engine: str = "auto",
                  timeout: float = MATCH_TIMEOUT_S,
                  on_disable: Callable[[Signature, str], None] | None = None,
-                 disable_after: int | None = DISABLE_AFTER_TIMEOUTS) -> None:
+                 disable_after: int | None = DISABLE_AFTER_TIMEOUTS,
+                 vocabulary: Vocabulary | None = None) -> None:
         self.signatures = list(signatures)
+        self.vocabulary = vocabulary  # vLLM's wordings, for what no signature explains
         self.timeout = timeout
         self.on_disable = on_disable
         self.disable_after = disable_after
@@ -185,7 +188,7 @@ class Matcher:
         ids = frozenset(self.scanner.present(message) if literal_ids is None else literal_ids)
         findings, whole = self._search(record, message, self._candidates_for(ids))
         if findings:
-            findings = settle_record(findings, record)
+            findings = settle_record(findings, record, self.vocabulary)
         if key is not None and whole:
             if len(self._memo) >= MEMO_ENTRIES:
                 self._memo.clear()
