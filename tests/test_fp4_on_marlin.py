@@ -102,7 +102,8 @@ def test_a_forcing_flag_puts_a_w4a4_checkpoint_on_marlin_even_on_native_fp4() ->
 def test_the_daemon_says_it_live_and_keeps_it_in_the_history(tmp_path: object,
                                                              library: object) -> None:
     """A daemon following the real 0.33 start-up that picks Marlin for its NVFP4 layers: the
-    status lists the latent problem, and the history's diagnoses hold it (latent)."""
+    status lists the latent problem, the history's diagnoses hold it (latent), and the TUI's
+    incident table shows it (an info incident with a diagnosis: `latent`)."""
     from pathlib import Path
 
     from logwatch.store.operator_sql import read_only_query
@@ -126,3 +127,12 @@ def test_the_daemon_says_it_live_and_keeps_it_in_the_history(tmp_path: object,
                            "SELECT cause, body FROM diagnoses ORDER BY ALL").rows
     assert [(cause, json.loads(body)["latent"]) for cause, body in rows] == [
         ("fp4_on_marlin", True), ("fp4_on_marlin", True)]
+    from logwatch.tui import queries
+    from logwatch.tui.board import as_dicts, incident_rows
+
+    shown = read_only_query(tmp / "h.duckdb", queries.OPEN_INCIDENTS)
+    # the kernel-selection lines are info incidents: shown for their diagnosis alone
+    assert sorted((r.signature, r.diagnosis) for r in incident_rows(as_dicts(
+        shown.columns, shown.rows)) if r.severity == "info") == [
+        ("nvfp4.gemm_backend", "FP4 checkpoint served through weight-only Marlin"),
+        ("nvfp4.moe_backend", "FP4 checkpoint served through weight-only Marlin")]

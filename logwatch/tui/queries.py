@@ -27,7 +27,8 @@ QUALIFY row_number() OVER (PARTITION BY l.source
                            ORDER BY l.number DESC, l.seq DESC NULLS LAST) = 1
 ORDER BY l.source"""
 
-# incidents of each source's newest launch: root cause first, then by severity
+# incidents of each source's newest launch: root cause first, then by severity; an info
+# incident only with a diagnosis (a latent problem: the kernel vLLM chose, FP4 on Marlin)
 OPEN_INCIDENTS = """
 WITH newest AS (
   SELECT id FROM launches
@@ -36,10 +37,10 @@ WITH newest AS (
 SELECT i.id, i.severity, i.fatal, i.root_cause, i.signature, i.title, i.count,
        i.first_time, l.source, d.title AS diagnosis
 FROM incidents i JOIN newest n ON n.id = i.launch_id JOIN launches l ON l.id = i.launch_id
-   AND i.severity IN ('critical', 'error', 'warning')
 LEFT JOIN (SELECT * FROM diagnoses QUALIFY row_number() OVER (
              PARTITION BY incident_id ORDER BY confidence DESC, recorded DESC) = 1
           ) d ON d.incident_id = i.id
+WHERE i.severity IN ('critical', 'error', 'warning') OR d.title IS NOT NULL
 ORDER BY i.root_cause DESC, CASE i.severity WHEN 'critical' THEN 0 WHEN 'error' THEN 1
          WHEN 'warning' THEN 2 ELSE 3 END, i.first_time
 LIMIT 50"""

@@ -80,7 +80,10 @@ class DashboardScreen(AppScreen):
         incidents.clear()
         for incident in board.incidents:
             sev = ("ROOT " if incident.root_cause else "") + incident.severity
-            incidents.add_row(cell(sev, SEVERITY_STYLE.get(incident.severity, "")),
+            style = SEVERITY_STYLE.get(incident.severity, "")
+            if incident.severity == "info" and incident.diagnosis:
+                sev, style = "latent", "yellow"  # not a failure yet (a kernel vLLM chose)
+            incidents.add_row(cell(sev, style),
                               cell(incident.target), cell(incident.signature, "bold"),
                               cell(incident.diagnosis or incident.title), cell(incident.count),
                               key=incident.id)
