@@ -136,3 +136,30 @@ def test_the_daemon_says_it_live_and_keeps_it_in_the_history(tmp_path: object,
         shown.columns, shown.rows)) if r.severity == "info") == [
         ("nvfp4.gemm_backend", "FP4 checkpoint served through weight-only Marlin"),
         ("nvfp4.moe_backend", "FP4 checkpoint served through weight-only Marlin")]
+
+
+def test_the_launch_holds_its_kernel_path_one_record_per_scheme_and_layers() -> None:
+    """The real 0.33 start-up names its NVFP4 linear kernel, its MoE backend and, in a
+    warning, the Marlin fallback: one record per scheme and layers, the selection lines'
+    kernels kept, the warning folded into them; the report's first lines say it."""
+    from tests.conftest import SAMPLES
+
+    log = (SAMPLES / "healthy_033_startup.log").read_bytes()
+    done = logwatch_text("scan", "--json", "-", stdin=log)
+    kernels = json.loads(done.stdout)["launches"][0]["kernels"]
+    assert [(k["scheme"], k["layers"], k["kernel"], k["path"]) for k in kernels] == [
+        ("NVFP4", "linear", "MarlinNvFp4LinearKernel", "marlin"),
+        ("NVFP4", "MoE", "MARLIN", "marlin")]
+    text = logwatch_text("scan", "-", stdin=log).stdout
+    assert "kernel path: NVFP4 linear: MarlinNvFp4LinearKernel (Marlin, weight-only); " \
+           "NVFP4\n  MoE: Marlin, weight-only" in text
+    # the warning alone (no selection line): FP4 on Marlin, said as the warning says it
+    warning = next(line for line in log.decode().splitlines() if "native support" in line)
+    alone = json.loads(logwatch_text("scan", "--json", "-",
+                                     stdin=(warning + "\n").encode()).stdout)
+    assert [(k["scheme"], k["layers"], k["path"]) for k in alone["launches"][0]["kernels"]] \
+        == [("FP4", "linear", "marlin")]
+    native = HEAD + "Using NvFp4LinearBackend.FLASHINFER_CUTLASS for NVFP4 GEMM\n"
+    report = json.loads(logwatch_text("scan", "--json", "-", stdin=native.encode()).stdout)
+    assert [(k["kernel"], k["path"]) for k in report["launches"][0]["kernels"]] == [
+        ("NvFp4LinearBackend.FLASHINFER_CUTLASS", "native")]

@@ -75,3 +75,81 @@ def kernel_path(snapshot: Snapshot) -> KernelPath | None:
                   "Marlin and make every layer fit its tiles (a tensor-parallel size that "
                   "aligns each layer), or serve W4A4 on a 10.0+ GPU (B200/B300/RTX 50)")
     return KernelPath(scheme, MARLIN, summary, advice)
+
+
+# What a start-up says it runs, signature by signature: (scheme, layers) from the captures,
+# or fixed where the signature names them. The kernel the line names decides the path.
+SELECTION_SIGNATURES = {
+    "quant.linear_kernel": ("method", "linear", "kernel"),
+    "nvfp4.gemm_backend": ("NVFP4", "linear", "backend"),
+    "nvfp4.moe_backend": ("NVFP4", "MoE", "backend"),
+}
+# The fallback warnings: they name no kernel, only that the layers run weight-only on Marlin
+# (or emulated); a selection line of the same scheme and layers says more and wins.
+FALLBACK_SIGNATURES = {
+    "nvfp4.marlin_fallback": ("dtype", "linear", "Marlin"),
+    "nvfp4.cutlass_unsupported": ("NVFP4", "linear", "scheme"),
+    "nvfp4.emulation_fallback": ("NVFP4", "linear", "emulation"),
+}
+_SCHEMES = (("nvfp4", "NVFP4"), ("mxfp4", "MXFP4"), ("mxfp8", "MXFP8"), ("fp4", "FP4"),
+            ("fp8", "FP8"), ("int8", "INT8"), ("w4a8", "W4A8"), ("int4", "INT4"))
+
+
+@dataclass(frozen=True, slots=True)
+class ObservedKernel:
+    """One scheme × layers of a launch and the kernel its start-up said runs them."""
+
+    scheme: str  # NVFP4, MXFP4, FP8, ... (or the method vLLM named)
+    layers: str  # linear | MoE
+    kernel: str  # as vLLM names it
+    path: str  # marlin (weight-only) | native | emulation
+    signature: str  # the line that said it
+
+    def to_dict(self) -> dict[str, str]:
+        return {"scheme": self.scheme, "layers": self.layers, "kernel": self.kernel,
+                "path": self.path, "signature": self.signature}
+
+    def text(self) -> str:
+        how = {MARLIN: "Marlin, weight-only", "emulation": "emulated"}.get(self.path,
+                                                                          "native")
+        if self.kernel.lower() in ("marlin", "emulation"):  # a fallback warning's: no name
+            return f"{self.scheme} {self.layers}: {how}"
+        return f"{self.scheme} {self.layers}: {self.kernel} ({how})"
+
+
+def _scheme(named: str) -> str:
+    lowered = named.lower()
+    return next((scheme for key, scheme in _SCHEMES if key in lowered), named)
+
+
+def _path(kernel: str) -> str:
+    lowered = kernel.lower()
+    if "marlin" in lowered or "w4a16" in lowered:
+        return MARLIN
+    return "emulation" if "emulat" in lowered else NATIVE
+
+
+def observed_kernels(incidents: list[dict[str, Any]]) -> list[ObservedKernel]:
+    """The kernel path a launch's start-up reported, one record per scheme and layers: its
+    kernel-selection lines first, the fallback warnings where no line named a kernel
+    (`incidents`: a report's incident dicts of one launch)."""
+    found: dict[tuple[str, str], ObservedKernel] = {}
+    for table in (SELECTION_SIGNATURES, FALLBACK_SIGNATURES):
+        for incident in incidents:
+            rule = table.get(incident["signature"])
+            if rule is None:
+                continue
+            captures = incident["captures"]
+            scheme_of, layers, kernel_of = rule
+            scheme = _scheme(captures.get(scheme_of, scheme_of))
+            kernel = captures.get(kernel_of, kernel_of).strip("'\"")
+            if table is FALLBACK_SIGNATURES and any(
+                    known.endswith(scheme) and known_layers == layers
+                    for known, known_layers in found):
+                continue  # a selection line said which kernel (FP4: NVFP4's or MXFP4's)
+            if table is SELECTION_SIGNATURES and scheme_of == "method":
+                scheme = _scheme(kernel) if scheme == captures.get("method") else scheme
+            found.setdefault((scheme, layers), ObservedKernel(
+                scheme, layers, kernel, _path(kernel) if kernel != "emulation" else "emulation",
+                incident["signature"]))
+    return list(found.values())

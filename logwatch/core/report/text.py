@@ -7,6 +7,7 @@ import shlex
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+from logwatch.core.diagnosis.kernel_path import ObservedKernel
 from logwatch.core.report.triage import PROSE_FIELDS, problem_of
 from logwatch.core.report.verdict import verdict_of
 from logwatch.core.safe_text.visible import visible_data
@@ -119,6 +120,10 @@ def render_text(report: Mapping[str, Any], colour: bool = False, width: int = 80
     out += _fill(_headline(report, fatal), width, "", "  ")
     for head in _latent_headline(report, focus):
         out += _fill(head, width, "", "  ")
+    shown = launches[focus if focus is not None else 0] if launches else {}
+    if shown.get("kernels"):  # what its start-up said runs the quantized layers
+        out += _fill("kernel path: " + "; ".join(ObservedKernel(**k).text()
+                                                 for k in shown["kernels"]), width, "", "  ")
     for gap in report.get("incomplete") or []:
         out += [_paint(row, "1;33", colour) for row in _fill(
             f"warning: {incomplete_warning(gap)}", width, "", "  ")]
@@ -205,7 +210,8 @@ def _latent_headline(report: Mapping[str, Any], focus: int | None) -> list[str]:
     else:  # no failure yet is not an all-clear
         head = (f"Not an all-clear: {len(latent)} latent problem(s), which have not failed "
                 "in this log yet")
-    return [head + ": " + "; ".join(d["title"] for d in latent) + " (see LATENT PROBLEMS)."]
+    titles = list(dict.fromkeys(d["title"] for d in latent))  # one each, in order
+    return [head + ": " + "; ".join(titles) + " (see LATENT PROBLEMS)."]
 
 
 def _latent_section(report: Mapping[str, Any], focus: int | None, colour: bool,

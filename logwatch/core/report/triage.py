@@ -7,6 +7,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from logwatch.core.diagnosis.analysis import LaunchAnalysis
+from logwatch.core.diagnosis.kernel_path import observed_kernels
 from logwatch.core.launches.incidents import Incident, problem_key
 from logwatch.core.report.timestamps import written
 from logwatch.core.report.verdict import evidence, judge
@@ -75,6 +76,7 @@ def report_dict(library_version: str, analyses: Sequence[LaunchAnalysis],
             "started": written(launch.started) if launch.started else None,
             "outcome": launch.outcome, "served": launch.served, "exit_code": launch.exit_code,
             "snapshot": digest,
+            "kernels": [k.to_dict() for k in observed_kernels(incidents[base:])],
             "root_cause": root, "incidents": list(range(base, len(incidents))),
             "fatal_incidents": sum(1 for i in analysis.incidents if i.signature.fatal)})
     for number, entry in enumerate(launches):  # newest first: the earlier ones follow it
