@@ -1,7 +1,9 @@
-"""How issue trackers and notebooks hand a vLLM failure over: quoted with `> `, collapsed onto
-one line, a Jupyter traceback, a message wrapped at a word without any prefix, a `**bold**`
-line, an `@user` glued to the first line. Each form, written here the way those tools produce
-it, names the failure's own cause (never healthy, never "no vLLM output")."""
+"""How issue trackers, terminals and notebooks hand a vLLM failure over: quoted with `> `,
+collapsed onto one line, a Jupyter traceback, a message wrapped at a word without any prefix,
+a `**bold**` line, an `@user` glued to the first line, markdown bullets, frames elided with
+`...`, Windows paths, ANSI colour, journald and Docker prefixes, a worker's prefix on every row,
+rows cut hard by an 80-column terminal. Each form, written here the way those tools produce it,
+names the failure's own cause (never healthy, never "no vLLM output")."""
 
 # The forms keep the row lengths those tools produce (a wrap near 100 columns, IPython's long
 # frame lines), so some rows here are longer than the code's limit.
@@ -58,6 +60,37 @@ the estimated maximum model length is 20480. Try increasing `gpu_memory_utilizat
     "bold": (f"**{MIN_THREAD_N}**\n", "marlin.min_thread_n"),
     # a mention glued to the first line of the paste
     "at-user": (f"@vllm-maintainer {HEAD}{MIN_THREAD_N}\n", "marlin.min_thread_n"),
+    # a markdown list, one log line per bullet
+    "bullets": ("".join(f"- {ln}\n" for ln in LOGGED), "weights.tensor_size_mismatch"),
+    "star-bullets": ("".join(f"* {ln}\n" for ln in LOGGED), "weights.tensor_size_mismatch"),
+    # the reporter cut the middle of the traceback out
+    "elided-frames": ("".join(f"{ln}\n" for ln in [
+        LOGGED[0], LOGGED[1], HEAD + "  ...", HEAD + "[... 14 frames omitted ...]",
+        *LOGGED[2:]]), "weights.tensor_size_mismatch"),
+    # a run on Windows (WSL paths pasted from a Windows editor)
+    "windows-paths": ("".join(f"{ln}\n" for ln in [
+        "Traceback (most recent call last):",
+        '  File "C:\\Users\\op\\venv\\Lib\\site-packages\\vllm\\model_executor\\'
+        'model_loader\\weight_utils.py", line 612, in default_weight_loader',
+        "    param.data.copy_(loaded_weight)", TENSOR]), "weights.tensor_size_mismatch"),
+    # colours copied from a terminal
+    "ansi": ("".join(f"\x1b[31m{ln}\x1b[0m\n" for ln in LOGGED),
+             "weights.tensor_size_mismatch"),
+    # `journalctl -u vllm` pasted
+    "journald": ("".join(f"Dec 01 02:10:20 gpu-07 vllm[2391]: {ln}\n" for ln in LOGGED),
+                 "weights.tensor_size_mismatch"),
+    # `docker logs -t` pasted
+    "docker": ("".join(f"2026-12-01T02:10:20.123456789Z {ln}\n" for ln in LOGGED),
+               "weights.tensor_size_mismatch"),
+    # a worker's lines: its prefix on every row, frames included
+    "worker-prefixed": ("".join(
+        "(Worker_TP1 pid=2402) ERROR 12-01 02:10:20 [multiproc_executor.py:953] " + ln + "\n"
+        for ln in ["WorkerProc failed to start.", *FRAMES, TENSOR]),
+        "weights.tensor_size_mismatch"),
+    # a terminal 80 columns wide copied as it shows: each long row cut hard mid-word
+    "terminal-wrapped": ("".join(
+        "".join(ln[i:i + 80] + "\n" for i in range(0, len(ln), 80)) for ln in LOGGED),
+        "weights.tensor_size_mismatch"),
 }
 
 
