@@ -9,8 +9,9 @@ verdict needs the evidence its rule names, and the rules are tried in the order 
                   exception, in a launch that never came up; the deepest vLLM frames name the
                   area.
 - failed:         a fatal error whose wording vLLM's own sources raise (its vocabulary,
-                  core.signatures.vocabulary) and no signature diagnoses: the check that
-                  failed and its part of vLLM.
+                  core.signatures.vocabulary), raised by vLLM's code outside the API server
+                  (whose errors are mostly a request's), and no signature diagnoses: the
+                  check that failed and its part of vLLM.
 - unrecognised:   a fatal error no specific signature explains (an exception, a process that
                   died, an ERROR line of a launch that never came up, a non-zero exit).
 - errors:         no fatal incident, but errors to look at (an unexplained ERROR line while
@@ -70,7 +71,9 @@ def _cause_cut(e: Evidence) -> bool:
 
 
 def _known_check(e: Evidence) -> bool:
-    return e.root is not None and str(e.root["signature"]).endswith(KNOWN_ERROR_SUFFIX)
+    # not the API server's: what it raises is mostly a request's error (a client's input)
+    return (e.root is not None and str(e.root["signature"]).endswith(KNOWN_ERROR_SUFFIX)
+            and e.root["captures"].get("area") != "api_server")
 
 
 RULES: tuple[Rule, ...] = (
@@ -82,8 +85,9 @@ RULES: tuple[Rule, ...] = (
          "up: the cause is not in the excerpt; the deepest vLLM frames name the area",
          _cause_cut),
     Rule(FAILED, "known_vllm_error",
-         "a fatal error whose wording vLLM's own sources raise (its vocabulary) and no "
-         "signature diagnoses: the check that failed, where, and the releases that print it",
+         "a fatal error whose wording vLLM's own sources raise (its vocabulary), raised by "
+         "vLLM's own code outside the API server, and no signature diagnoses: the check that "
+         "failed, where, and the releases that print it",
          _known_check),
     Rule(UNRECOGNISED, "unrecognised_fatal",
          "a fatal error no specific signature explains: an exception, a process that died, "

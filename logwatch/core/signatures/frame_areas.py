@@ -103,16 +103,24 @@ AREAS: tuple[Area, ...] = (
 BY_ID = {area.id: area for area in AREAS}
 
 _FRAME = re.compile(r'^\s*File "(?P<path>[^"]+)", line (?P<line>\d+), in (?P<func>\S+)')
+_SLASHES = re.compile(r"/{2,}")
 _CSRC = re.compile(r"(?P<path>csrc/[\w./-]+\.(?:cu|cuh|cpp|cc|h|hpp))")
 
 
 def vllm_path(path: str) -> str | None:
-    """The part of a frame's path from `vllm/` on; None for a frame outside vLLM."""
-    path = path.replace("\\", "/")
+    """The part of a frame's path from `vllm/` on; None for a frame outside vLLM (another
+    installed package, even in a virtual environment that lives in a `vllm/` folder). A
+    Windows path is read too, its backslashes doubled or not."""
+    path = _SLASHES.sub("/", path.replace("\\", "/"))
+    for installed in ("site-packages/", "dist-packages/"):
+        cut = path.rfind(installed)
+        if cut >= 0:
+            inside = path[cut + len(installed):]
+            return inside if inside.startswith("vllm/") else None
     cut = path.rfind("/vllm/")
-    if cut >= 0:
-        return path[cut + 1:]
-    return path if path.startswith("vllm/") else None
+    found = path[cut + 1:] if cut >= 0 else path if path.startswith("vllm/") else None
+    # a source checkout's module, not a console script (`/opt/vllm/bin/vllm`)
+    return found if found is not None and "/bin/" not in found else None
 
 
 def frames(lines: Iterable[str]) -> list[tuple[str, str, str]]:

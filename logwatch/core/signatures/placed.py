@@ -25,9 +25,9 @@ from dataclasses import replace
 
 from logwatch.core.lines.records import Record
 from logwatch.core.signatures.findings import Finding
-from logwatch.core.signatures.frame_areas import BY_ID, Area, area_of_path
+from logwatch.core.signatures.frame_areas import BY_ID, Area, area_of_path, vllm_path
 from logwatch.core.signatures.signature import Signature
-from logwatch.core.signatures.vocabulary import Entry, Vocabulary
+from logwatch.core.signatures.vocabulary import Entry, Vocabulary, Wanted
 
 UNCAUGHT = "generic.uncaught_exception"
 ERROR_LINE = "generic.error_line"
@@ -40,6 +40,11 @@ KINDS: dict[str, tuple[str, bool]] = {
 }
 KNOWN_ERROR_SUFFIX = ".known_error"  # a raised wording's id: `<area>.known_error`
 _VALUE_ERROR = "Value error, "  # pydantic's form of a ValueError a config check raised
+# the classes a C++ TORCH_CHECK reaches Python as
+TORCH_CHECK_CLASSES = frozenset({"RuntimeError", "ValueError", "IndexError", "TypeError",
+                                 "NotImplementedError"})
+_TORCH_DISPATCH = re.compile(r"/torch/(?:_ops\.py|_library/)")
+_FRAME = re.compile(r'^\s*File "([^"]+)", line \d+, in \S+')
 
 
 def rule_of(signature: Signature) -> str:
@@ -136,8 +141,8 @@ def place(finding: Finding, record: Record, vocabulary: Vocabulary | None) -> Fi
         return finding
     line = rule == ERROR_LINE
     captures = dict(finding.captures)
-    entry = (vocabulary.lookup(_texts(finding, record), raised=not line)
-             if vocabulary is not None else None)
+    asked = _error_line_texts(finding, vocabulary) if line else _exception_texts(finding, record)
+    entry = vocabulary.lookup(asked) if vocabulary is not None else None
     area: Area | None
     if entry is not None:
         area = _entry_area(entry)
@@ -155,22 +160,70 @@ def place(finding: Finding, record: Record, vocabulary: Vocabulary | None) -> Fi
                    captures=captures)
 
 
-def _texts(finding: Finding, record: Record) -> Iterator[str]:
-    """What may be the wording: the exception's message; a bare assert's statement (the
-    frame's code line above it); a config check's message inside pydantic's report."""
-    message = finding.captures.get("message")
-    if message:
-        yield message
-    lines = record.lines
-    index = next((i for i, ln in enumerate(lines) if ln.lineno == finding.lineno), None)
-    if index is None:
+def _frames_before(record: Record, lineno: int) -> list[tuple[str, int]]:
+    """(path, index in the record) of each frame line before `lineno`, outermost first."""
+    return [(m.group(1), i) for i, ln in enumerate(record.lines)
+            if ln.lineno < lineno and (m := _FRAME.match(ln.message)) is not None]
+
+
+def _raising_frame(frames: list[tuple[str, int]]) -> tuple[str, int] | None:
+    """The frame that raised: the innermost, or, for a custom op's check, the vLLM frame
+    that called torch's op dispatch (`torch/_ops.py`, `torch/_library/`)."""
+    inner = list(frames)
+    while inner and _TORCH_DISPATCH.search(inner[-1][0].replace("\\", "/")):
+        inner.pop()
+    return inner[-1] if inner else None
+
+
+def _exception_texts(finding: Finding, record: Record) -> Iterator[tuple[str, Wanted]]:
+    """What may be the exception's wording, each with the wordings it may be. Only an
+    exception vLLM raised is looked up: its raising frame is vLLM's (a library's exception
+    that passes through vLLM is not vLLM's wording), or the record holds no frame at all (a
+    message pasted alone). Its class must be the wording's (a C++ check's any of those
+    torch raises); a bare assert's statement is the code line under a vLLM frame; a config
+    check's message inside pydantic's report needs a vLLM frame in the record."""
+    exc_type = finding.captures.get("exc_type", "")
+    name = exc_type.rsplit(".", 1)[-1]
+    frames = _frames_before(record, finding.lineno)
+    raising = _raising_frame(frames)
+    ours = raising is not None and vllm_path(raising[0]) is not None
+    if frames and not ours and not any(vllm_path(p) is not None for p, _ in frames):
         return
-    if index > 0 and finding.captures.get("exc_type", "").endswith("AssertionError"):
-        yield lines[index - 1].message.strip()
-    for ln in lines[index + 1:index + 8]:
-        cut = ln.message.find(_VALUE_ERROR)
-        if cut >= 0:
-            yield ln.message[cut + len(_VALUE_ERROR):].split(" [type=", 1)[0]
+    file = vllm_path(raising[0]) if raising is not None and ours else None
+    message = finding.captures.get("message")
+    if message and (ours or not frames):
+        if name == "AssertionError":
+            yield message, Wanted(frozenset({"assert"}), None, file)
+        else:
+            kinds = {"raise"} | ({"torch_check"} if name in TORCH_CHECK_CLASSES else set())
+            yield message, Wanted(frozenset(kinds), frozenset({name}), file)
+    if name == "AssertionError" and not message and ours and raising is not None:
+        code = record.lines[raising[1] + 1].message.strip() \
+            if raising[1] + 1 < len(record.lines) else ""
+        if code.startswith("assert "):
+            yield code, Wanted(frozenset({"assert"}), None, file)
+    if name == "ValidationError":
+        index = next((i for i, ln in enumerate(record.lines) if ln.lineno == finding.lineno),
+                     len(record.lines))
+        for ln in record.lines[index + 1:index + 8]:
+            cut = ln.message.find(_VALUE_ERROR)
+            if cut >= 0:
+                text = ln.message[cut + len(_VALUE_ERROR):].split(" [type=", 1)[0]
+                yield text, Wanted(frozenset({"raise"}), frozenset({"ValueError"}))
+
+
+def _error_line_texts(finding: Finding, vocabulary: Vocabulary | None
+                      ) -> Iterator[tuple[str, Wanted]]:
+    """An ERROR line's message, among the wordings vLLM logs at ERROR, only where the line's
+    logger tag names a file of vLLM that prints it."""
+    message = finding.captures.get("message")
+    tag = finding.matched.logger_file
+    if not message or not tag or vocabulary is None:
+        return
+    paths = vocabulary.paths_of(tag)
+    if paths:
+        yield message, Wanted(frozenset({"log"}), None, paths[0],
+                              name=paths[0].rsplit("/", 1)[-1])
 
 
 def _entry_area(entry: Entry) -> Area:

@@ -23,11 +23,18 @@ from dataclasses import dataclass
 from typing import Any
 
 MIN_LITERAL = 12  # fixed characters a wording needs in its first line to be matched
+MIN_LITERAL_UNANCHORED = 20  # and one that starts with a placeholder (`{} is not supported.`)
 MAX_TEXT = 4000  # characters of a message looked at
+# A message cut by the capture that holds it (fallback's `message`, 300 characters) may not end
+# where its wording does.
+CUT_AT = 300
 MEMO_ENTRIES = 4096
 _FIELD = re.compile(r"\{\{|\}\}|\{([^{}]*)\}")
 _WORD = re.compile(r"[A-Za-z][A-Za-z0-9_]{2,}")
 RAISED = frozenset({"raise", "assert", "torch_check"})
+# vLLM's own test helpers ship inside the package (marlin_utils_test.py copies torch's code):
+# their wordings are not what a serving vLLM raises.
+_TEST_HELPER = re.compile(r"(?:^|/)tests?/|(?:^|/)test_\w+\.py$|_test(?:_\w+)?\.py$")
 
 
 @dataclass(frozen=True, slots=True)
@@ -43,6 +50,7 @@ class Entry:
     releases: tuple[str, ...]
     literals: tuple[str, ...]  # the first line's fixed pieces, in order
     anchored: bool  # the first line starts with fixed text
+    closed: bool = False  # the first line ends with fixed text
 
     @property
     def raised(self) -> bool:
@@ -55,14 +63,16 @@ class Entry:
 
     def matches(self, text: str) -> bool:
         """Whether `text` is this wording: its fixed pieces in order, the first at the start
-        when the wording starts with one."""
+        when the wording starts with one, the last at the end when it ends with one (unless
+        the text was cut)."""
         position = 0
         for index, literal in enumerate(self.literals):
             found = text.find(literal, position)
             if found < 0 or (index == 0 and self.anchored and found != 0):
                 return False
             position = found + len(literal)
-        return True
+        cut = len(text) >= CUT_AT
+        return not self.closed or cut or text.rstrip().endswith(self.literals[-1].rstrip())
 
 
 def literal_pieces(template: str) -> tuple[tuple[str, ...], bool]:
@@ -90,14 +100,46 @@ def literal_pieces(template: str) -> tuple[tuple[str, ...], bool]:
     return tuple(p for p in pieces if p.strip()), starts_fixed and bool(pieces)
 
 
+def _ends_fixed(template: str) -> bool:
+    """Whether a template's first line ends with fixed text, not a placeholder."""
+    first = template.split("\n", 1)[0].rstrip()
+    last = None
+    for match in _FIELD.finditer(first):
+        last = match
+    return bool(first) and not (last is not None and last.group(1) is not None
+                                and last.end() == len(first))
+
+
 def _entry(raw: dict[str, Any]) -> Entry | None:
     literals, anchored = literal_pieces(raw["template"])
-    if sum(len(p.strip()) for p in literals) < MIN_LITERAL or not any(
-            _WORD.search(p) for p in literals):
+    anchored = anchored and not literals[0][:1].isspace() if literals else False
+    fixed = sum(len(p.strip()) for p in literals)
+    if (fixed < (MIN_LITERAL if anchored else MIN_LITERAL_UNANCHORED)
+            or not any(_WORD.search(p) for p in literals) or _TEST_HELPER.search(raw["file"])):
         return None
     return Entry(raw["id"], raw["kind"], raw["label"], raw["template"], raw["file"],
-                 raw["function"], tuple(raw["releases"]), literals,
-                 anchored and not literals[0][:1].isspace())
+                 raw["function"], tuple(raw["releases"]), literals, anchored,
+                 _ends_fixed(raw["template"]))
+
+
+@dataclass(frozen=True, slots=True)
+class Wanted:
+    """Which wordings a text may be: of these kinds, raised as one of these classes (None:
+    any), and preferably printed by this file (the raising frame's)."""
+
+    kinds: frozenset[str]
+    labels: frozenset[str] | None = None
+    file: str | None = None
+    name: str | None = None  # the file's name the wording must be printed by (a logger tag's)
+
+    def accepts(self, entry: Entry) -> bool:
+        return (entry.kind in self.kinds
+                and (self.labels is None or entry.label in self.labels
+                     or entry.kind == "torch_check")
+                and (self.name is None or entry.file.rsplit("/", 1)[-1] == self.name))
+
+    def rank(self, entry: Entry) -> tuple[bool, int]:
+        return entry.file == self.file, _fixed(entry)
 
 
 class Vocabulary:
@@ -113,7 +155,8 @@ class Vocabulary:
         self._files = files
         self.withheld = frozenset(withheld)
         self._index: dict[str, list[Entry]] | None = None
-        self._memo: dict[tuple[str, bool], Entry | None] = {}
+        self._memo: dict[tuple[str, Wanted], Entry | None] = {}
+        self.problem = ""  # why the wordings could not be read, once tried
 
     def __getstate__(self) -> dict[str, Any]:  # to a worker process: no index, no memo
         state = dict(self.__dict__)
@@ -141,7 +184,13 @@ class Vocabulary:
 
     def _load(self) -> tuple[list[dict[str, Any]], dict[str, list[str]]]:
         if self._raw is None:
-            self._raw, self._files = self._read()
+            try:
+                self._raw, self._files = self._read()
+            except (OSError, EOFError, ValueError, KeyError, TypeError) as error:
+                # a damaged data file: nothing is known, said once (`problem`); placing by
+                # frames and logger tags goes on
+                self._raw, self._files = [], {}
+                self.problem = f"vLLM's vocabulary could not be read: {error}"
         return self._raw, self._files or {}
 
     def entries(self) -> Iterator[dict[str, Any]]:
@@ -169,18 +218,18 @@ class Vocabulary:
         self._index = index
         return index
 
-    def lookup(self, texts: Iterable[str], raised: bool) -> Entry | None:
-        """The wording one of `texts` is (the first text that is one wins), among those vLLM
-        raises (`raised`) or those it logs at ERROR; None when none is."""
-        for text in texts:
+    def lookup(self, asked: Iterable[tuple[str, Wanted]]) -> Entry | None:
+        """The wording one of the texts is, among the wordings each wants (the first text
+        that is one wins); None when none is."""
+        for text, wanted in asked:
             text = text.strip()[:MAX_TEXT]
             if not text:
                 continue
-            key = (text, raised)
+            key = (text, wanted)
             if key in self._memo:
                 found = self._memo[key]
             else:
-                found = self._find(text, raised)
+                found = self._find(text, wanted)
                 if len(self._memo) >= MEMO_ENTRIES:
                     self._memo.clear()
                 self._memo[key] = found
@@ -188,25 +237,31 @@ class Vocabulary:
                 return found
         return None
 
-    def _find(self, text: str, raised: bool) -> Entry | None:
+    def _find(self, text: str, wanted: Wanted) -> Entry | None:
         index = self._built()
         best: Entry | None = None
         for word in set(_WORD.findall(text)):
             for entry in index.get(word, ()):
-                if entry.raised != raised or not entry.matches(text):
+                if not wanted.accepts(entry) or not entry.matches(text):
                     continue
-                if best is None or _fixed(entry) > _fixed(best):
+                if best is None or wanted.rank(entry) > wanted.rank(best):
                     best = entry
-                break  # a bucket is sorted: its first match is its best
         return best
 
     def paths_of(self, logger_file: str) -> list[str]:
         """The paths below a release root of the files a log line's `[file.py:N]` tag may
         name: vLLM's shortened path as it is, a bare file name through the releases' file
         list (every file of that name)."""
-        if "/" in logger_file:
-            return ["vllm/" + logger_file.lstrip("/")]
-        return list(self._load()[1].get(logger_file, ()))
+        files = self._load()[1]
+        if "/" not in logger_file:
+            return list(files.get(logger_file, ()))
+        # vLLM's shortened form: `model_executor/.../quantization/utils/fp8_utils.py`; only
+        # a file of the releases that fits it (a plugin's path names nothing)
+        head, _, tail = logger_file.partition("...")
+        head, tail = head.rstrip("/"), tail.lstrip("/")
+        return [path for path in files.get(logger_file.rsplit("/", 1)[-1], ())
+                if (path == "vllm/" + logger_file) or (
+                    tail and path.startswith("vllm/" + head + "/") and path.endswith("/" + tail))]
 
 def _fixed(entry: Entry) -> int:
     return sum(len(p) for p in entry.literals)
