@@ -6,6 +6,7 @@ name; and every Marlin check of vLLM's C++ sources is named, in every release th
 from __future__ import annotations
 
 import io
+import json
 import pickle
 from dataclasses import replace
 from pathlib import Path
@@ -321,3 +322,22 @@ def test_a_logger_tag_path_must_be_a_file_of_vllm(library: Library) -> None:
     assert vocabulary.paths_of("/opt/app/my_attention/x.py") == []
     line = "(APIServer pid=1) ERROR 12-01 03:12:44 [/opt/app/my_attention/x.py:3] plugin broke\n"
     assert _root(_scan(line, library, vocabulary))["signature"] == "generic.error_line"
+
+
+def test_scan_says_the_vocabulary_is_damaged(tmp_path: Path,
+                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    from logwatch.library import files
+    from tests.inprocess import logwatch_text
+
+    shipped = shipped_vocabulary()
+    assert shipped is not None
+    cut = tmp_path / "vocabulary.json.gz"
+    cut.write_bytes(shipped.path.read_bytes()[:1000])
+    monkeypatch.setattr(files, "shipped_vocabulary", lambda: VocabularyFile(cut))
+    log = tmp_path / "vllm.log"
+    log.write_text(_traceback("RuntimeError: Invalid MNK = [16, 2880, 4096]",
+                              frame="model_executor/layers/quantization/utils/marlin_utils.py"))
+    done = logwatch_text("scan", "--json", str(log))
+    assert "vLLM's vocabulary could not be read" in done.stderr
+    report = json.loads(done.stdout)
+    assert report["incidents"][report["root_cause"]]["signature"] == "marlin.unrecognised_error"

@@ -70,6 +70,9 @@ def scan_command(args: argparse.Namespace) -> int:
                  + ", ".join(f"{n} new {t}" for t, n in added.items()))
     for gap in report["incomplete"]:
         warn(f"logwatch: warning: {incomplete_warning(gap)}")
+    if library.vocabulary is not None and library.vocabulary.problem:
+        warn(f"logwatch: warning: {library.vocabulary.problem}; errors no signature knows "
+             "are placed by their frames and logger tags only")
     for fault in report.get("scan_faults") or []:
         warn(f"logwatch: warning: {visible(fault['source'])}:{fault['line']}: the scan failed "
              f"on this record and passed over it ({visible(fault['error'])}); please report it")

@@ -122,6 +122,10 @@ class Daemon:
             quiet_flush=quiet_flush, hold=hold, line_hold=line_hold)
         self._stop = asyncio.Event()
         self.readers = Readers(self.scan_streams, self.writes, self._stop, self.log)
+        problem = library.vocabulary.read() if library.vocabulary is not None else ""
+        if problem:  # said at start-up, once: the daemon goes on placing by frames and tags
+            self.events.append(problem)
+            self.log.warning("vocabulary_unreadable", problem=problem)
         self.metrics: Any = None  # a MetricsServer, when --metrics is given
         self.relaunches: Relaunches | None = None  # when a target's policy may act
         # why the control socket is needed, when nothing can go on without it (`run

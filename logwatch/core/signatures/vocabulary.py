@@ -193,6 +193,12 @@ class Vocabulary:
                 self.problem = f"vLLM's vocabulary could not be read: {error}"
         return self._raw, self._files or {}
 
+    def read(self) -> str:
+        """Read the wordings now (not on the first unexplained error); why they could not
+        be, or ""."""
+        self._load()
+        return self.problem
+
     def entries(self) -> Iterator[dict[str, Any]]:
         """Every wording as the data file holds it (withheld ones too)."""
         yield from self._load()[0]
