@@ -313,6 +313,24 @@ def test_every_report_line_fits_80_columns(sample: Path) -> None:
     assert _too_wide(text, 80) == []
 
 
+def test_a_command_in_a_deep_directory_still_fits_and_pastes_as_one(tmp_path: Path) -> None:
+    """The report's `logwatch signatures draft <path>` for a log in a deep directory (CI's
+    checkout, a mounted volume): no row wider than the terminal, and a shell that reads the
+    rows gets the command back, the path whole."""
+    deep = tmp_path.joinpath(*["a-rather-long-directory-name-level-" + str(i)
+                               for i in range(6)])
+    deep.mkdir(parents=True)
+    log = deep / "vllm.log"
+    log.write_text("(APIServer pid=1) ERROR 12-01 03:12:44 [zorblax.py:9] Zorblax gave up\n")
+    done = logwatch("scan", str(log), env={"COLUMNS": None, "NO_COLOR": "1"})
+    text = done.stdout.decode()
+    assert _too_wide(text, 80) == []
+    rows = text.split("draft a signature:\n", 1)[1].split("\n")
+    command = "\n".join(rows[:rows.index(next(r for r in rows if not r.endswith("\\"))) + 1])
+    assert shlex.split(command.replace("\\\n", "")) == [
+        "logwatch", "signatures", "draft", str(log), "--group", "1"]
+
+
 def test_the_terminals_width_decides(tmp_path: Path) -> None:
     shown = on_pty(["scan", str(DEMO), "--no-pager"], _env(), tmp_path, cols=60)
     assert shown.code == 1, shown.stderr

@@ -491,13 +491,21 @@ def _fill(text: str, width: int, first: str, rest: str) -> list[str]:
 
 def _command_rows(words: Sequence[str], width: int, first: str, rest: str) -> list[str]:
     """A shell command in rows of at most `width` columns, each but the last ending with
-    ` \\` so that it pastes as one command; a word is never split."""
+    ` \\` so that it pastes as one command. A word too long for a row of its own (a path in
+    a deep directory) is cut where the row ends and goes on at the next row's first column:
+    a backslash-newline inside an unquoted word is no break to a shell."""
     rows: list[str] = []
-    row = first + words[0]
-    for word in words[1:]:
-        if len(row) + 1 + len(word) + 2 > width and row.strip():
+    row = first
+    for word in words:
+        if row.strip() and len(row) + 1 + len(word) + 2 > width:
             rows.append(row + " \\")
-            row = rest + word
-        else:
-            row += " " + word
+            row = rest
+        elif row.strip():
+            row += " "
+        while (len(row) + len(word) + 2 > width and "'" not in word
+               and width - 2 - len(row) >= 1):
+            take = width - 2 - len(row)
+            rows.append(row + word[:take] + "\\")
+            row, word = "", word[take:]
+        row += word
     return [*rows, row]
