@@ -110,7 +110,9 @@ def test_a_fifo_reports_progress_in_bytes_read_without_a_total(
 )
 def test_pipes_given_as_paths(shell: str, what: str, demo_report: dict[str, object]) -> None:
     logwatch = " ".join(shlex.quote(a) for a in LOGWATCH)
-    command = shell.format(log=shlex.quote(str(DEMO))).replace("logwatch", logwatch, 1)
+    # the command's own name replaced before the path goes in (a checkout may be `.../logwatch`)
+    command = shell.replace("logwatch", "{logwatch}", 1).format(
+        log=shlex.quote(str(DEMO)), logwatch=logwatch)
     result = subprocess.run(["bash", "-c", command], capture_output=True, cwd=ROOT, env=ENV,
                             timeout=120, check=False)
     assert result.returncode == 1, f"{what}: {result.stderr.decode()}"
