@@ -152,6 +152,54 @@ FORMS: tuple[Form, ...] = (
          ("hunter4-PW",), ("Server=db;Uid=app;Pwd=",)),
     Form("azure_sas_url", "https://acct.blob.core.windows.net/c/b?sv=2022-11-02&sig=LEAK4%2Bab"
          "%3D&se=2026", ("LEAK4",), ("sv=2022-11-02", "&se=2026")),
+    # issue 30's structures: credentials by the key that names them, by the flag that
+    # carries them, by a header, and by the known prefixes of high-entropy tokens
+    Form("curl_user", "curl -u alice:Wonderland-42 https://api.example.com/v1/models",
+         ("Wonderland-42",), ("curl -u alice:", "api.example.com")),
+    Form("curl_long_user", "curl --user admin:s3cr3t-pa55 -X POST http://h/x",
+         ("s3cr3t-pa55",), ("--user admin:", "-X POST")),
+    Form("prose_using_token", "using token 7f3a9c1e5b2d4f6a8c0e for the hub",
+         ("7f3a9c1e5b2d4f6a8c0e",), ("using token", "for the hub")),
+    Form("prose_password_is", "the password is Tr0ub4dor&3 for root",
+         ("Tr0ub4dor&3",), ("the password is", "for root")),
+    Form("toml_api_key", 'api_key = "toml-s3cret-value"', ("toml-s3cret-value",),
+         ("api_key = ",)),
+    Form("yaml_password", "  password: yaml-pa55word", ("yaml-pa55word",), ("password:",)),
+    Form("cookie_header", "Cookie: sessionid=abc123def456ghi; csrftoken=Zx9Yw8Vu7",
+         ("abc123def456ghi", "Zx9Yw8Vu7"), ("Cookie:",)),
+    Form("set_cookie", "Set-Cookie: auth=eyJhbGciOiJIUzI1NiJ9x; Path=/; HttpOnly",
+         ("eyJhbGciOiJIUzI1NiJ9x",), ("Set-Cookie:",)),
+    Form("bare_jwt", "token rejected: eyJhbGciOiJIUzI1NiIsInR5cCI6IkpXVCJ9.eyJzdWIiOiIxMjM0NTY3"
+         "ODkwIn0.dozjgNryP4J3jVmNHl0w5N_XgL0n3I9PlFUP0THsR8U expired",
+         ("dozjgNryP4J3jVmNHl0w5N_XgL0n3I9PlFUP0THsR8U", "eyJzdWIiOiIxMjM0NTY3ODkwIn0"),
+         ("token rejected:", "expired")),
+    Form("google_api_key", "maps key AIzaSyA1b2C3d4E5f6G7h8I9j0K1l2M3n4O5p6Q in use",
+         ("AIzaSyA1b2C3d4E5f6G7h8I9j0K1l2M3n4O5p6Q",), ("in use",)),
+    Form("stripe_key", "charge via sk_live_51H8abcdefghijklmnopqrstu failed",
+         ("sk_live_51H8abcdefghijklmnopqrstu",), ("charge via", "failed")),
+    Form("npm_token", "npm_abcdefghijklmnopqrstuvwxyz0123456789 published",
+         ("npm_abcdefghijklmnopqrstuvwxyz0123456789",), ("published",)),
+    Form("pypi_token", "upload with pypi-AgEIcHlwaS5vcmcCJDEyMzQ1Njc4OTAx done",
+         ("pypi-AgEIcHlwaS5vcmcCJDEyMzQ1Njc4OTAx",), ("upload with", "done")),
+    Form("google_oauth", "access ya29.a0AfH6SMBx1234567890abcdefGHIJ granted",
+         ("ya29.a0AfH6SMBx1234567890abcdefGHIJ",), ("granted",)),
+    Form("azure_account_key", "DefaultEndpointsProtocol=https;AccountName=acct;AccountKey="
+         "Zm9vYmFyYmF6cXV4MTIzNDU2Nzg5MA==;EndpointSuffix=core.windows.net",
+         ("Zm9vYmFyYmF6cXV4MTIzNDU2Nzg5MA==",), ("AccountName=acct", "EndpointSuffix")),
+    Form("db_pass", "db_pass=hunter5-db db_host=pg.internal", ("hunter5-db",),
+         ("db_host=pg.internal",)),
+    Form("passphrase", "ssh passphrase: correct-staple-42", ("correct-staple-42",),
+         ("ssh passphrase:",)),
+    Form("userinfo_without_scheme", "proxy alice:Pr0xyPass@10.0.0.1:3128 refused",
+         ("Pr0xyPass",), ("10.0.0.1:3128 refused",)),
+    Form("mongodb_srv", "mongodb+srv://app:M0ngoPass@cluster0.example.net/db",
+         ("M0ngoPass",), ("cluster0.example.net/db",)),
+    Form("x_api_key_header", "-H 'X-API-Key: 0123abcdef4567ghij'", ("0123abcdef4567ghij",),
+         ("X-API-Key:",)),
+    Form("private_key_field", '"private_key": "-----BEGIN PRIVATE KEY-----MIIEvQIBADAN"',
+         ("MIIEvQIBADAN",), ('"private_key":',)),
+    Form("password_next_line", "the password is\n  hunter6-NEXT", ("hunter6-NEXT",),
+         ("the password is",)),
 )
 
 # Lines that look a little like secrets and are not: they must come out unchanged.
@@ -274,3 +322,23 @@ def test_subscriber_text_is_cut_after_masking() -> None:
     assert text == first.decode()  # whole lines only
     short = b"HF_TOKEN=abc\n"
     assert redact_head(short, limit) == "HF_TOKEN=***\n"
+
+
+def test_the_probe_has_fifty_forms_and_more() -> None:
+    """Issue 30: a probe of at least 50 forms (the end-to-end test sends each through the
+    scan's output, the history and the daemon's events)."""
+    assert len(FORMS) >= 50
+    assert len({form.name for form in FORMS}) == len(FORMS)
+
+
+def test_a_value_carried_to_the_next_logged_line_is_masked_in_raw_text() -> None:
+    """Raw text (the daemon's `lines` events): the value on the next line comes after that
+    line's own logger header."""
+    raw = ("(EngineCore_DP0 pid=8) ERROR 11-29 22:38:02 [core.py:1099] login failed, the "
+           "password is\n(EngineCore_DP0 pid=8) ERROR 11-29 22:38:02 [core.py:1099]   "
+           "hunter7-RAW was refused\n")
+    out = redact(raw)
+    assert "hunter7-RAW" not in out and "was refused" in out and "[core.py:1099]" in out
+    # a word that is no secret stays
+    plain = "the token is\nINFO 11-29 22:38:02 [x.py:1] invalid for this model\n"
+    assert redact(plain) == plain

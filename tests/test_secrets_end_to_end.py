@@ -20,7 +20,12 @@ from logwatch.core.signatures.matcher import Matcher
 from logwatch.daemon.client import raw_subscription
 from tests.conftest import ROOT
 from tests.inprocess import logwatch
-from tests.test_redact import FORMS, GH, HF
+from tests.test_redact import FORMS as ALL_FORMS
+from tests.test_redact import GH, HF
+
+# one form to a line; a form whose value is on the next line gets a record of its own below
+FORMS = [form for form in ALL_FORMS if "\n" not in form.text]
+NEXT_LINE = "the password is" + "\n" + "hunter6-NEXT was refused"
 
 URL_SECRET = "https://user:p@ss@word@hub.example.com/acme/model"
 LINES = [
@@ -32,6 +37,11 @@ LINES = [
     *(f"(EngineCore_DP0 pid=8) ERROR 11-29 22:38:01 [core.py:{100 + i}] RuntimeError: CUDA "
       f"error: marker-{i:03d} {form.text} (end-{i:03d})" for i, form in enumerate(FORMS)),
     "(EngineCore_DP0 pid=8) ERROR 11-29 22:38:02 [core.py:1100] EngineCore failed to start.",
+    # the value on the line after the key: masked by its record, in every line shown
+    "(EngineCore_DP0 pid=8) ERROR 11-29 22:38:02 [core.py:1099] RuntimeError: CUDA error: "
+    "next-line-head login failed, " + NEXT_LINE.split("\n")[0],
+    "(EngineCore_DP0 pid=8) ERROR 11-29 22:38:02 [core.py:1099]   "
+    + NEXT_LINE.split("\n")[1],
     "(EngineCore_DP0 pid=8) ERROR 11-29 22:38:02 [core.py:1100] Traceback (most recent call "
     "last):",
     '(EngineCore_DP0 pid=8) ERROR 11-29 22:38:02 [core.py:1100]   File "/app/fetch.py", line '
@@ -49,14 +59,14 @@ LINES = [
     'json-line login password=\\"lunar orbit velvet\\" failed"}',
 ]
 LOG = ("\n".join(LINES) + "\n").encode()
-SECRETS = sorted({s for form in FORMS for s in form.secrets} | {"p@ss@word", "ss@word", HF[3:],
-                                                                   "first-k3y", "second-k3y"})
+SECRETS = sorted({s for form in ALL_FORMS for s in form.secrets}
+                 | {"p@ss@word", "ss@word", HF[3:], "first-k3y", "second-k3y"})
 # Positive controls: text next to the secrets that must be found where the secrets are not,
 # so a check that could not see strings in these bytes (compressed, encoded) fails instead.
 MARKERS = [f"marker-{i:03d}" for i in range(len(FORMS))] + [
     f"end-{i:03d}" for i in range(len(FORMS))] + [
     "model-head", "qwen-args", "frame-code", "hub.example.com/acme/model", "worker-error",
-    "json-line"]
+    "json-line", "next-line-head"]
 
 
 def expected_findings(library: Library) -> set[tuple[str, int]]:

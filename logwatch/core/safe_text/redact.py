@@ -21,8 +21,8 @@ Span = tuple[int, int]
 # alone, \s and \w are ASCII), so the lowered text `_TRIGGER` searches keeps every
 # character a rule depends on.
 _FLAGS = re.ASCII | re.IGNORECASE | re.MULTILINE
-_KEYWORD = (r"(?:token|(?:api|secret|access|private)[_-]?key|secret|password|passwd|pwd"
-            r"|credentials?)")
+_KEYWORD = (r"(?:token|(?:api|secret|access|private|account)[_-]?key|secret|password|passwd"
+            r"|passphrase|pwd|credentials?|(?<![a-z0-9])pass)")
 # A quoted value, masked to its closing quote (or the end of the line when cut there);
 # `\"...\"` is a quoted value inside a JSON string (a JSON-formatted log line as written).
 _QUOTED = (r"""(?:"(?P<v_dq>(?:[^"\\\n]|\\.)*)(?:"|$)|'(?P<v_sq>(?:[^'\\\n]|\\.)*)(?:'|$)"""
@@ -35,7 +35,32 @@ _KEY_VALUE = re.compile(
     # HF_TOKEN=..., api_key: ..., 'password': '...', "aws_secret_access_key": "...". Only
     # at the start of a word, so a long word costs one attempt, not one per character.
     r"""(?<![\w.-])['"]?[\w.-]*?""" + _KEYWORD + _CLOSE_NAME + r"\s*[:=]\s*"
-    + r"(?:b?" + _QUOTED + r"|\[(?P<v_list>" + _LIST_ITEMS + r""")|(?P<v_bare>[^\s'",}]+))""",
+    # a bare value ends at a `;` that starts the next `key=` (a connection string's)
+    + r"(?:b?" + _QUOTED + r"|\[(?P<v_list>" + _LIST_ITEMS
+    + r""")|(?P<v_bare>(?:[^\s'",};]|;(?!\w+=))+))""",
+    _FLAGS)
+# In prose: "using token 7f3a9c...", "the password is Tr0ub4dor&3", or the value on the next
+# line ("the password is" at a line's end). Only a value that looks like one (a letter and a
+# digit or a symbol, 6+ characters, not a flag): "the token is invalid" keeps its word.
+# The header vLLM's logger puts on the next line, when a value is carried there in raw text
+# (a process prefix, then `LEVEL MM-DD HH:MM:SS [file.py:N] `)
+_LINE_HEADER = (r"(?:\([\w.-]+(?: [\w.-]+)? pid=\d+\)[ \t]+)?"
+                r"(?:[a-z]+[ \t]+\d\d-\d\d[ \t]+[\d:.]+[ \t]+\[[^\]\n]{0,200}\][ \t]+)?")
+_PROSE = re.compile(
+    r"(?<![\w-])(?:token|api[ _-]?key|secret|password|passwd|passphrase)"
+    r"(?:[ \t]+(?:is|was))?(?:[ \t]+|[ \t]*\r?\n" + _LINE_HEADER + r"[ \t]*)"
+    r"""(?P<v>(?!-)(?=[^\s'",;]*[a-z])(?=[^\s'",;]*[\d@#$%&*!?+/=_-])[^\s'",;]{6,})""",
+    _FLAGS)
+# curl -u user:password, --user, --proxy-user: the password after the user's `:`
+_USER_FLAG = re.compile(
+    r"""(?<![\w-])(?:-u|--user|--proxy-user)(?:[ \t]+|=)['"]?[^\s:'"@/]+:(?P<v>[^\s'"]+)""",
+    _FLAGS)
+# Cookie and Set-Cookie headers: the header's value, every `name=value; ...` of it
+_COOKIE = re.compile(
+    r"(?<![\w-])(?:set-)?cookie\s*:\s*(?P<v>[^\s;]+(?:;[ \t]*[^\s;]+)*)", _FLAGS)
+# user:password@host without a scheme (a proxy setting, a DSN written short)
+_USERINFO = re.compile(
+    r"""(?<![\w/:@.-])[\w.-]{1,64}:(?P<v>[^\s@/:'"]{3,})@(?=\d{1,3}\.\d|[\w-]+\.[\w.-]+)""",
     _FLAGS)
 _FLAG = re.compile(
     # --api-key X, --hf-token=X, '--api-key', 'X' (a Python list of argv)
@@ -64,9 +89,14 @@ _URL_SIGNATURE = re.compile(
     # CloudFront and the Hugging Face CDN (Signature=), Azure SAS (sig=)
     r"[?&](?:x-(?:amz|goog)-)?(?:signature|sig|credential)=(?P<v>[^&\s#'\"]+)", _FLAGS)
 _BARE_TOKEN = re.compile(
+    # the known prefixes of high-entropy tokens: Hugging Face, OpenAI/Anthropic, GitHub,
+    # GitLab, Slack, AWS key ids, Stripe, Google API keys and OAuth tokens, npm, PyPI, JWTs
     r"\b(?P<v>hf_[A-Za-z0-9]{30,}|sk-[A-Za-z0-9_-]{20,}|gh[pousr]_[A-Za-z0-9]{30,}"
-    r"|github_pat_[A-Za-z0-9_]{30,}|glpat-[A-Za-z0-9_-]{20,}|xox[abp]-[A-Za-z0-9-]{10,}"
-    r"|(?:AKIA|ASIA)[0-9A-Z]{16}\b)", re.ASCII)
+    r"|github_pat_[A-Za-z0-9_]{30,}|glpat-[A-Za-z0-9_-]{20,}|xox[abpre]-[A-Za-z0-9-]{10,}"
+    r"|(?:AKIA|ASIA)[0-9A-Z]{16}\b|[sr]k_(?:live|test)_[0-9A-Za-z]{16,}"
+    r"|AIza[0-9A-Za-z_-]{35}|ya29\.[0-9A-Za-z_-]{20,}|npm_[A-Za-z0-9]{36}"
+    r"|pypi-AgE[A-Za-z0-9_-]{16,}"
+    r"|eyJ[A-Za-z0-9_-]{8,}\.eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,})", re.ASCII)
 # An AWS secret access key on its own: exactly 40 characters of base64's alphabet.
 _AWS_SECRET = re.compile(r"(?<![A-Za-z0-9/+=])(?P<v>[A-Za-z0-9/+=]{40})(?![A-Za-z0-9/+=])",
                          re.ASCII)
@@ -93,7 +123,8 @@ def _is_aws_secret(value: str) -> bool:
 
 Rule = tuple[re.Pattern[str], Callable[[str], bool] | None]
 RULES: tuple[Rule, ...] = (  # (pattern, test of a value it found)
-    (_KEY_VALUE, None), (_FLAG, None), (_AUTHORIZATION, None), (_BEARER, None),
+    (_KEY_VALUE, None), (_PROSE, None), (_FLAG, None), (_USER_FLAG, None), (_COOKIE, None),
+    (_USERINFO, None), (_AUTHORIZATION, None), (_BEARER, None),
     (_BASIC, _is_basic_credentials), (_URL_CREDENTIALS, None), (_URL_PASSWORD_SLASH, None),
     (_URL_SIGNATURE, None), (_BARE_TOKEN, None),
     (_AWS_SECRET, _is_aws_secret),
@@ -110,7 +141,10 @@ _TRIGGER = re.compile(
     r"ken" + _AFTER_NAME + r"|key" + _AFTER_NAME + r"|w(?:or)?d" + _AFTER_NAME
     + r"|cret" + _AFTER_NAME + r"|credential|zation" + _CLOSE_NAME + r"\s*[:=]|bearer\s|basic\s"
     r"|://[^\s]*@|gnature=|sig=|f_[a-z0-9]{30}|k-[a-z0-9_-]{20}|gh[pousr]_|github_pat_|glpat-"
-    r"|xox[abp]-|kia[0-9a-z]{16}|sia[0-9a-z]{16}", re.ASCII)
+    r"|xox[abpre]-|kia[0-9a-z]{16}|sia[0-9a-z]{16}|phrase" + _AFTER_NAME + r"|pass\s*[:=]"
+    r"|word[ \t]*\r?\n|ken[ \t]*\r?\n|-u[ \t=]|--user|--proxy-user|cookie\s*:"
+    r"|:[^\s@/:'\"]{3,}@|k_live_|k_test_|aiza|ya29\.|npm_|pypi-age|eyj[a-z0-9_-]{8,}\.",
+    re.ASCII)
 # The 40 characters of an AWS key are searched apart: a branch starting with a repeat
 # would disable that skip for all the others.
 _TRIGGER_RUN = re.compile(r"[A-Za-z0-9/+=]{40}", re.ASCII)
