@@ -78,8 +78,11 @@ real-vllm: $(STAMP)
 	@$(REAL_VLLM)/venv-0.32.0/bin/python tools/real_vllm/models.py $(REAL_VLLM)/models
 	$(BIN)/python -m tools.real_vllm.tier
 
+# Two worker processes (pytest-xdist): the suite waits on real daemons more than it computes.
+PYTEST_JOBS ?= 2
+
 unit: $(STAMP) system-deps vllm-sources
-	$(BIN)/python -m pytest -q -p no:cacheprovider; rc=$$?; if [ $$rc -eq 5 ]; then echo "no tests ran"; exit 0; fi; exit $$rc
+	$(BIN)/python -m pytest -q -p no:cacheprovider -n $(PYTEST_JOBS); rc=$$?; if [ $$rc -eq 5 ]; then echo "no tests ran"; exit 0; fi; exit $$rc
 
 test: lint typecheck unit
 	$(BIN)/logwatch signatures test > /dev/null
@@ -91,7 +94,7 @@ test: lint typecheck unit
 check: lint typecheck fast
 
 fast: $(STAMP)
-	$(BIN)/python -m pytest -q -p no:cacheprovider -m "not slow"; rc=$$?; \
+	$(BIN)/python -m pytest -q -p no:cacheprovider -n $(PYTEST_JOBS) -m "not slow"; rc=$$?; \
 		if [ $$rc -eq 5 ]; then echo "no tests ran"; exit 0; fi; exit $$rc
 
 # `make bench BENCH_MB=64` for a quick check; the README quotes the 1024 MiB figures.

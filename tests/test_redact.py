@@ -84,7 +84,8 @@ FORMS: tuple[Form, ...] = (
     Form("single_quoted_words", "retry with password='staple tongue pliers' now",
          ("staple", "tongue", "pliers"), ("retry with password='", "' now")),
     Form("quoted_with_escapes", '{"password": "say \\"open sesame\\" twice", "user": "u"}',
-         ("open", "sesame", "twice"), ('"user": "u"',)),
+         # "open" alone is a word of paths (pytest-xdist's `popen-gw1`): the phrase is it
+         ("open sesame", "sesame", "twice"), ('"user": "u"',)),
     Form("json_log_escaped_quotes",
          '{"message": "login password=\\"lunar orbit velvet\\" failed", "level": "ERROR"}',
          ("lunar", "orbit", "velvet"), ('failed", "level": "ERROR"}',)),
