@@ -204,6 +204,18 @@ def test_long_output_on_a_terminal_goes_through_the_pager(tmp_path: Path,
     assert started["less"] == "FRX"
 
 
+def test_a_terminal_of_zero_rows_gets_no_pager(tmp_path: Path,
+                                               fake_pager: tuple[Path, Path]) -> None:
+    """`script` without a size gives a terminal that says it has 0 rows: a pager there waited
+    for a key (issue 30). The report is printed directly instead."""
+    script, seen = fake_pager
+    shown = on_pty(["scan", str(DEMO)], _env(LOGWATCH_PAGER=pager_env(script, seen)),
+                   tmp_path, rows=0)
+    assert shown.code == 1, shown.stderr
+    assert PAGER_MARK not in shown.shown and "ROOT CAUSE" in shown.shown
+    assert not seen.exists()
+
+
 def test_the_pager_is_not_used_when_it_should_not_be(tmp_path: Path,
                                                      fake_pager: tuple[Path, Path]) -> None:
     script, seen = fake_pager

@@ -89,8 +89,8 @@ def finish(page: bool = True) -> None:
     sys.stdout = captured.real
     text = captured.getvalue()
     try:
-        if not page or text.count("\n") < terminal_size(captured.real)[1] or not _page(
-                text, captured.real):
+        if not page or _rows_unknown(captured.real) or text.count("\n") < terminal_size(
+                captured.real)[1] or not _page(text, captured.real):
             captured.real.write(text)
             captured.real.flush()
     except BrokenPipeError:
@@ -134,6 +134,19 @@ def terminal_size(stream: TextIO) -> tuple[int, int]:
         if value.isdigit() and int(value) > 0:
             size[index] = int(value)
     return (size[0] or DEFAULT_WIDTH, size[1] or DEFAULT_HEIGHT)
+
+
+def _rows_unknown(stream: TextIO) -> bool:
+    """A terminal that says it has 0 rows (`script` without a size, some CI consoles) and no
+    LINES: a pager there cannot tell a screenful and waits for a key, so none is started."""
+    stream = getattr(stream, "real", stream)
+    value = os.environ.get("LINES", "")
+    if value.isdigit() and int(value) > 0:
+        return False
+    try:
+        return bool(stream.isatty()) and os.get_terminal_size(stream.fileno()).lines == 0
+    except (AttributeError, ValueError, OSError):
+        return False
 
 
 def pager_command(env: dict[str, str] | None = None) -> list[str] | None:
