@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test check lint typecheck unit fast bench bench-tui vocab vocab-data clean system-deps vllm-sources vllm-cli real-vllm
+.PHONY: demo test check lint typecheck unit fast bench bench-tui vocab vocab-data clean system-deps vllm-sources vllm-cli real-vllm soak
 
 # Tools the tests drive for real (logrotate, journal files, the TUI in tmux, the docs' jq and
 # socat examples). Installed with apt when running as root; elsewhere the tests that need
@@ -77,6 +77,12 @@ real-vllm: $(STAMP)
 	@REAL_VLLM_DIR=$(REAL_VLLM) tools/real_vllm/install.sh
 	@$(REAL_VLLM)/venv-0.32.0/bin/python tools/real_vllm/models.py $(REAL_VLLM)/models
 	$(BIN)/python -m tools.real_vllm.tier
+
+# A bounded soak of the live daemon (about 5 minutes, not part of `make test`): 10k lines/s,
+# a rotation every 30 s, kill -9 every minute, one full disk (root: a tmpfs of its own), the
+# socket asked four times a second; prints lines in/ingested/doubled, RSS and answer times.
+soak: $(STAMP)
+	$(BIN)/python benchmarks/soak.py
 
 # Two worker processes (pytest-xdist): the suite waits on real daemons more than it computes.
 PYTEST_JOBS ?= 2
