@@ -9,6 +9,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -114,9 +115,17 @@ def test_the_user_state_directory_is_where_a_real_user_manager_puts_it(
         subprocess.run(["systemctl", "--user", "daemon-reload"], env=env, check=True,
                        timeout=60)
         subprocess.run(["systemctl", "--user", "start", unit], env=env, check=True, timeout=60)
-        said = subprocess.run(["journalctl", "--user-unit", unit, "-o", "cat", "--no-pager"],
-                              env=env, capture_output=True, text=True, timeout=60,
-                              check=True).stdout.split()
+        said: list[str] = []
+        deadline = time.monotonic() + 60
+        while len(said) < 2 and time.monotonic() < deadline:
+            # journald stores the unit's line a moment after the start returns (a busy
+            # machine: later): read until it is there
+            said = subprocess.run(["journalctl", "--user-unit", unit, "-o", "cat",
+                                   "--no-pager"], env=env, capture_output=True, text=True,
+                                  timeout=60, check=True).stdout.split()
+            if len(said) < 2:
+                time.sleep(0.2)
+        assert len(said) >= 2, f"the unit's line never reached the journal: {said}"
         state, runtime = Path(said[-2]), Path(said[-1])
         manager = {"HOME": str(Path.home())}  # the manager's environment has no XDG_*_HOME
         assert state == user_state_dir(manager, systemd_release()).with_name(name)
