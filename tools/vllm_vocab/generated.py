@@ -22,6 +22,7 @@ from collections.abc import Sequence
 from pathlib import Path, PurePosixPath
 from typing import Any
 
+from logwatch.library.files import VocabularyFile
 from tools.vllm_vocab.curated import Curated
 from tools.vllm_vocab.sources import message_files
 from tools.vllm_vocab.stubs import API_FILES
@@ -84,8 +85,10 @@ def write(entries: list[dict[str, Any]], files: dict[str, list[str]],
 def load(path: Path = GENERATED, half: str | None = None) -> list[Curated]:
     """The generated entries as measurable messages (every one fatal but ERROR log lines,
     which are errors), of one half or both."""
-    with gzip.open(path, "rt", encoding="utf-8") as stream:
-        raw = json.load(stream)["entries"]
+    vocabulary = VocabularyFile(path)  # read as logwatch reads it
+    raw = list(vocabulary.entries())
+    if vocabulary.problem:
+        raise SystemExit(vocabulary.problem)
     return [Curated(id=e["id"], area=e["area"], kind=e["kind"], label=e["label"],
                     template=e["template"], file=e["file"], function=e["function"],
                     releases=tuple(e["releases"]), fatal=e["kind"] != "log",

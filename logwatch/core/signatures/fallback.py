@@ -17,7 +17,7 @@ from logwatch.core.lines.assemble import cut_at_head, starts_traceback
 from logwatch.core.lines.records import Record
 from logwatch.core.lines.vllm_format import parse_line
 from logwatch.core.signatures.findings import Finding
-from logwatch.core.signatures.frame_areas import area_of, vllm_path
+from logwatch.core.signatures.frame_areas import FRAME, area_of, vllm_path
 from logwatch.core.signatures.placed import ERROR_LINE, UNCAUGHT, place
 from logwatch.core.signatures.signature import (
     CONSEQUENCE_CATEGORIES,
@@ -41,7 +41,6 @@ SAMPLE_LINES = 5000  # lines of an input's head judged for vLLM output
 # What could be a traceback's exception line: a class name (CamelCase, after dotted module
 # names), alone or before a colon; not a code line, a markdown fence or a wrapped name's tail.
 _EXCEPTION_LIKE = re.compile(r"(?:[A-Za-z_]\w*\.)*[A-Z]\w*(?::(?:\s.*)?)?\s*$")
-_FRAME = re.compile(r'^\s*File "(?P<path>[^"]+)", line (?P<line>\d+), in (?P<func>\S+)')
 
 
 def is_generic(signature: Signature) -> bool:
@@ -55,7 +54,7 @@ def innermost_frame(record: Record, before_line: int) -> str | None:
     for line in record.lines:
         if line.lineno >= before_line and found is not None:
             break
-        match = _FRAME.match(line.message)
+        match = FRAME.match(line.message)
         if match is None:
             continue
         path = vllm_path(match.group("path"))
@@ -69,7 +68,7 @@ def ends_without_exception(record: Record) -> bool:
     frame's code lines: its exception line was never read (cut, or not pasted)."""
     last_frame = None
     for index, line in enumerate(record.lines):
-        if _FRAME.match(line.message):
+        if FRAME.match(line.message):
             last_frame = index
     if last_frame is None:
         return False
@@ -109,7 +108,7 @@ def _holds(finding: Finding, record: Record) -> bool:
     if finding.signature.id == TRACEBACK_CUT:
         # the record's first frame, in a record logged at ERROR (or printed raw, with vLLM's
         # frames) that ends without its exception
-        first_frame = next((ln for ln in record.lines if _FRAME.match(ln.message)), None)
+        first_frame = next((ln for ln in record.lines if FRAME.match(ln.message)), None)
         return (first_frame is not None and finding.lineno == first_frame.lineno
                 and level not in QUIET_LEVELS
                 and (level in ERROR_LEVELS or innermost_frame(record, 1 << 62) is not None)

@@ -102,7 +102,8 @@ AREAS: tuple[Area, ...] = (
 )
 BY_ID = {area.id: area for area in AREAS}
 
-_FRAME = re.compile(r'^\s*File "(?P<path>[^"]+)", line (?P<line>\d+), in (?P<func>\S+)')
+# a Python traceback's frame line (the fallback and the placing read it too)
+FRAME = re.compile(r'^\s*File "(?P<path>[^"]+)", line (?P<line>\d+), in (?P<func>\S+)')
 _SLASHES = re.compile(r"/{2,}")
 _CSRC = re.compile(r"(?P<path>csrc/[\w./-]+\.(?:cu|cuh|cpp|cc|h|hpp))")
 
@@ -127,7 +128,7 @@ def frames(lines: Iterable[str]) -> list[tuple[str, str, str]]:
     """(vLLM path, line, function) of each vLLM frame in a traceback's lines, outermost first."""
     found = []
     for line in lines:
-        match = _FRAME.match(line)
+        match = FRAME.match(line)
         if match is not None:
             path = vllm_path(match.group("path"))
             if path is not None:

@@ -25,7 +25,7 @@ from dataclasses import replace
 
 from logwatch.core.lines.records import Record
 from logwatch.core.signatures.findings import Finding
-from logwatch.core.signatures.frame_areas import BY_ID, Area, area_of_path, vllm_path
+from logwatch.core.signatures.frame_areas import BY_ID, FRAME, Area, area_of_path, vllm_path
 from logwatch.core.signatures.signature import Signature
 from logwatch.core.signatures.vocabulary import Entry, Vocabulary, Wanted
 
@@ -44,18 +44,12 @@ _VALUE_ERROR = "Value error, "  # pydantic's form of a ValueError a config check
 TORCH_CHECK_CLASSES = frozenset({"RuntimeError", "ValueError", "IndexError", "TypeError",
                                  "NotImplementedError"})
 _TORCH_DISPATCH = re.compile(r"/torch/(?:_ops\.py|_library/)")
-_FRAME = re.compile(r'^\s*File "([^"]+)", line \d+, in \S+')
 
 
 def rule_of(signature: Signature) -> str:
     """The generic rule a placed signature refines; any other signature's own id."""
     rule = signature.extra.get("rule")
     return rule if isinstance(rule, str) else signature.id
-
-
-def is_known(signature: Signature) -> bool:
-    """A wording vLLM's sources print, named from its vocabulary."""
-    return bool(signature.extra.get("known"))
 
 
 def derived(signature_id: str, base: Callable[[str], Signature | None]) -> Signature | None:
@@ -111,7 +105,7 @@ def _make(generic: Signature, area: Area, kind: str, known: bool) -> Signature:
     return replace(generic, id=f"{area.id}.{kind}", title=title, explanation=explanation,
                    key_captures=key_captures, path="",
                    references=("docs/vllm-messages.md#placed-errors", *generic.references[1:]),
-                   extra={"rule": generic.id, "area": area.id, "known": known})
+                   extra={"rule": generic.id, "area": area.id})
 
 
 class WithDerived(Mapping[str, Signature]):
@@ -162,8 +156,8 @@ def place(finding: Finding, record: Record, vocabulary: Vocabulary | None) -> Fi
 
 def _frames_before(record: Record, lineno: int) -> list[tuple[str, int]]:
     """(path, index in the record) of each frame line before `lineno`, outermost first."""
-    return [(m.group(1), i) for i, ln in enumerate(record.lines)
-            if ln.lineno < lineno and (m := _FRAME.match(ln.message)) is not None]
+    return [(m.group("path"), i) for i, ln in enumerate(record.lines)
+            if ln.lineno < lineno and (m := FRAME.match(ln.message)) is not None]
 
 
 def _raising_frame(frames: list[tuple[str, int]]) -> tuple[str, int] | None:

@@ -31,7 +31,6 @@ CUT_AT = 300
 MEMO_ENTRIES = 4096
 _FIELD = re.compile(r"\{\{|\}\}|\{([^{}]*)\}")
 _WORD = re.compile(r"[A-Za-z][A-Za-z0-9_]{2,}")
-RAISED = frozenset({"raise", "assert", "torch_check"})
 # vLLM's own test helpers ship inside the package (marlin_utils_test.py copies torch's code):
 # their wordings are not what a serving vLLM raises.
 _TEST_HELPER = re.compile(r"(?:^|/)tests?/|(?:^|/)test_\w+\.py$|_test(?:_\w+)?\.py$")
@@ -51,10 +50,6 @@ class Entry:
     literals: tuple[str, ...]  # the first line's fixed pieces, in order
     anchored: bool  # the first line starts with fixed text
     closed: bool = False  # the first line ends with fixed text
-
-    @property
-    def raised(self) -> bool:
-        return self.kind in RAISED
 
     @property
     def release_span(self) -> str:
