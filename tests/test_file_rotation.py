@@ -142,3 +142,54 @@ def test_rotated_names_are_ordered_as_logrotate_ages_them(tmp_path: Path) -> Non
     assert [r.path.name for r in rotated_siblings(log)][4:] == [
         "vllm.log.2026-11-28", "vllm.log-20261129.gz", "vllm.log-20261130",
         "vllm.log-20261130-1764500000"]
+
+
+@pytest.mark.skipif(LOGROTATE is None, reason="logrotate is not installed")
+def test_a_first_run_from_the_oldest_reads_the_rotated_files_first(tmp_path: Path) -> None:
+    """No checkpoint yet: by default the current file alone is read (a new daemon on a host
+    does not page about last week's rotated crashes); `--from-oldest` reads every rotated
+    generation first, oldest first (compressed ones too), each with its own line numbers,
+    then the current file; a restart then reads nothing twice."""
+    logs = tmp_path / "logs"
+    logs.mkdir()
+    log = logs / "vllm.log"
+    for first in (0, 100, 200):  # two rotations, the older compressed: .2.gz, .1, current
+        write(log, first, 100)
+        if first < 200:
+            logrotate(log, "create 0644\n    compress\n    delaycompress")
+    assert [r.path.name for r in rotated_siblings(log)] == ["vllm.log.2.gz", "vllm.log.1"]
+
+    plain = tmp_path / "plain.duckdb"
+    default = run_daemon("--file", str(log), "--db", str(plain), "--no-socket", findings=50)
+    assert default.returncode == 0, default.stderr
+    assert [n for n, _ in accepted_rows(plain)] == list(range(200, 300, 2))
+
+    db = tmp_path / "h.duckdb"
+    args = ("--file", str(log), "--db", str(db), "--no-socket", "--from-oldest")
+    oldest = run_daemon(*args, findings=150)
+    assert oldest.returncode == 0, oldest.stderr
+    assert accepted_rows(db) == every_generation(log)
+    assert [n for n, _ in accepted_rows(db)] == list(range(0, 300, 2))
+    assert "reading 2 rotated file(s)" in oldest.stderr
+    again = run_daemon(*args, "--until-idle", "1")
+    assert again.returncode == 0, again.stderr
+    assert "0 lines read" in again.stderr  # resumed at the checkpoint
+    assert accepted_rows(db) == every_generation(log)  # nothing doubled
+
+
+def test_from_oldest_is_refused_for_a_glob(tmp_path: Path) -> None:
+    """A glob follows every file it matches (the rotated ones when it matches them): reading
+    each match's rotated files as well would read some twice, so the pair is refused."""
+    from tests.inprocess import logwatch_text
+
+    flag = logwatch_text("daemon", "--file", str(tmp_path / "*.log"), "--from-oldest",
+                         "--db", str(tmp_path / "h.duckdb"), "--no-socket")
+    assert flag.returncode == 2 and "is a glob" in flag.stderr
+    conf = tmp_path / "glob.toml"
+    conf.write_text(f'[[targets]]\nname = "vllm"\n[targets.source]\nkind = "file"\n'
+                    f'path = "{tmp_path}/*.log"\nstart_at = "oldest"\n')
+    checked = logwatch_text("check-config", "--config", str(conf))
+    assert checked.returncode == 1 and "not a glob" in checked.stderr
+    conf.write_text(f'[[targets]]\nname = "vllm"\n[targets.source]\nkind = "file"\n'
+                    f'path = "{tmp_path}/vllm.log"\nstart_at = "oldest"\n')
+    assert logwatch_text("check-config", "--config", str(conf)).returncode == 0

@@ -38,6 +38,7 @@ def daemon_command(args: argparse.Namespace) -> int:
                  + [["--user-unit", u] for u in args.journal_user_unit]
                  + [["--file", str(Path(p).resolve())] for p in args.journal_file]
                  + [["-D", str(Path(d).resolve())] for d in args.journal_dir])
+    from logwatch.core.settings.config import is_glob
     from logwatch.daemon.config_file import load_config
 
     config = load_config(args.config)
@@ -47,6 +48,12 @@ def daemon_command(args: argparse.Namespace) -> int:
     if folders:  # never waited on as if a file would appear there
         warn(f"logwatch: daemon: --file {folders[0]}: a directory, not a log file (give each "
              "file with --file, or a journal directory with --journal-dir)")
+        return EXIT_USAGE
+    globs = [p for p in args.file if is_glob(p)]
+    if args.from_oldest and globs:  # a glob matches rotated files itself, or chose not to
+        warn(f"logwatch: daemon: --from-oldest reads one file's rotated files; --file {globs[0]} "
+             "is a glob, which follows every file it matches (rotated ones when it matches "
+             "them)")
         return EXIT_USAGE
     if not args.file and not args.stdin and not selectors and not config.targets:
         print("logwatch: daemon: give --file PATH, a --journal-* selector, --stdin, or "
@@ -59,7 +66,8 @@ def daemon_command(args: argparse.Namespace) -> int:
     with open_store(db, service=True) as store:
         flags = SourceFlags(files=args.file, journals=selectors, stdin=args.stdin,
                             poll_interval=args.poll_interval, use_inotify=not args.no_inotify,
-                            start_at="end" if args.from_end else "start")
+                            start_at="end" if args.from_end else
+                            "oldest" if args.from_oldest else "start")
         sources = build_sources(flags, config.targets,
                                 LiveWriter(store, library).checkpoints())
         from logwatch.host.targets import TargetSnapshots, unit_targets

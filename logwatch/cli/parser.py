@@ -232,9 +232,13 @@ def build_parser() -> argparse.ArgumentParser:
     daemon.add_argument("--poll-interval", type=float, default=1.0, metavar="S",
                         help="polling period where inotify is not available")
     daemon.add_argument("--no-inotify", action="store_true", help="poll only")
-    daemon.add_argument("--from-end", action="store_true",
-                        help="on a first run (no checkpoint yet), start --file and --journal-* "
-                             "sources at the end of what they hold; a checkpoint always wins")
+    start = daemon.add_mutually_exclusive_group()
+    start.add_argument("--from-end", action="store_true",
+                       help="on a first run (no checkpoint yet), start --file and --journal-* "
+                            "sources at the end of what they hold; a checkpoint always wins")
+    start.add_argument("--from-oldest", action="store_true",
+                       help="on a first run (no checkpoint yet), read each --file's rotated "
+                            "files (vllm.log.1, .2.gz, dated names) first, oldest first")
     daemon.add_argument("--dry-run", action="store_true",
                         help="relaunches are proposed, decided and approved, then dropped "
                              "before any change ([relaunch] dry_run)")

@@ -13,11 +13,11 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from logwatch.core.settings.config import TargetConfig
+from logwatch.core.settings.config import TargetConfig, is_glob
 from logwatch.daemon.config_file import source_for
 from logwatch.sources.base import Source, source_name
 from logwatch.sources.files import FilePosition, FileSource
-from logwatch.sources.globbed import GlobSource, is_glob
+from logwatch.sources.globbed import GlobSource
 from logwatch.sources.journald import JournalSource
 from logwatch.sources.stdin import StdinSource
 from logwatch.store.live import Checkpoint
@@ -32,7 +32,8 @@ class SourceFlags:
     stdin: bool = False
     poll_interval: float = 1.0
     use_inotify: bool = True
-    start_at: str = "start"  # "end": a first run skips what is there now
+    start_at: str = "start"  # "end": a first run skips what is there now; "oldest": it
+    # reads a file's rotated predecessors first (a journal holds its own: "start")
 
 
 def build_sources(flags: SourceFlags, targets: Sequence[TargetConfig],
@@ -48,7 +49,8 @@ def build_sources(flags: SourceFlags, targets: Sequence[TargetConfig],
             sources.append(FileSource(path, name=source_name(f"file:{Path(path).resolve()}"),
                                       poll_interval=flags.poll_interval,
                                       use_inotify=flags.use_inotify, start_at=flags.start_at))
-    sources += [JournalSource(list(selector), start_at=flags.start_at)
+    journal_start = "start" if flags.start_at == "oldest" else flags.start_at
+    sources += [JournalSource(list(selector), start_at=journal_start)
                 for selector in flags.journals]
     if flags.stdin:
         sources.append(StdinSource())

@@ -74,8 +74,9 @@ def _line_of(text: str, key: str) -> int | None:
 
 
 def source_for(target: TargetConfig) -> Source:
+    from logwatch.core.settings.config import is_glob
     from logwatch.sources.files import FileSource
-    from logwatch.sources.globbed import GlobSource, is_glob
+    from logwatch.sources.globbed import GlobSource
     from logwatch.sources.journald import JournalSource
     from logwatch.sources.process import ProcessSource
     from logwatch.sources.stdin import StdinSource
@@ -96,7 +97,7 @@ def source_for(target: TargetConfig) -> Source:
             if key in src:
                 selector += [flag, str(src[key])]
         return JournalSource(selector, name=f"{target.name}:journal:{' '.join(selector)}",
-                             start_at=start_at)
+                             start_at="start" if start_at == "oldest" else start_at)
     if kind == "process":
         return ProcessSource([str(a) for a in src["argv"]], name=f"{target.name}:run")
     return StdinSource(name=f"{target.name}:stdin")

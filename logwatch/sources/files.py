@@ -26,14 +26,20 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
 
+from logwatch.core.settings.config import START_AT
 from logwatch.daemon.wakeup import Wakeup
 from logwatch.own_log import get as get_logger
 from logwatch.sources.base import Chunk, file_stream, source_name
 from logwatch.sources.inotify import open_watch
 from logwatch.sources.reading import READ_BYTES, LineSplitter, NotRegular, open_regular
-from logwatch.sources.rotated import Unread, fingerprint, read_unread, same_head, unread_after
-
-START_AT = ("start", "end")  # where a first run (no checkpoint) starts in the current file
+from logwatch.sources.rotated import (
+    Unread,
+    every_rotated,
+    fingerprint,
+    read_unread,
+    same_head,
+    unread_after,
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -111,8 +117,9 @@ class FileSource:
                  resume: FilePosition | None = None, poll_interval: float = 1.0,
                  grace: float = 2.0, use_inotify: bool = True,
                  start_at: str = "start") -> None:
-        """`start_at`: "end" starts a first run (no `resume`) at the end of the current
-        file's last complete line instead of its start: a new daemon on an old log."""
+        """`start_at`: where a first run (no `resume`) starts. "start": the current file
+        from its start; "end": after the current file's last complete line (a new daemon on
+        an old log); "oldest": every rotated file first, oldest first, then the current one."""
         if start_at not in START_AT:
             raise ValueError(f"start_at must be one of {', '.join(START_AT)}, not {start_at!r}")
         self.path = Path(path)
@@ -243,6 +250,13 @@ class FileSource:
                     generation, offset = self.resume.generation, self.resume.offset
                     new_generation = False
                     opened[0].seek(offset)
+            elif self.start_at == "oldest":
+                older = every_rotated(self.path, opened[1] if opened is not None else None)
+                if older:
+                    self.events.append(f"first run: reading {len(older)} rotated file(s) "
+                                       f"of {self.path} before it, oldest first")
+                async for chunk in self._read_unread(older):
+                    yield chunk
             elif self.start_at == "end" and opened is not None:
                 then = self._end_at_start
                 limit = then[2] if then is not None and then[:2] == (

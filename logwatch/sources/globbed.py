@@ -18,12 +18,7 @@ from logwatch.own_log import get as get_logger
 from logwatch.sources.base import Chunk, source_name
 from logwatch.sources.files import FilePosition, FileSource
 
-MAGIC = frozenset("*?[")
 QUEUE_CHUNKS = 16  # chunks waiting for the daemon; a full queue slows the readers down
-
-
-def is_glob(path: str) -> bool:
-    return any(c in MAGIC for c in path)
 
 
 class GlobSource:

@@ -178,6 +178,29 @@ class Unread:
     offset: int
 
 
+def _open_siblings(path: Path, current: os.stat_result | None
+                   ) -> list[tuple[OpenRotated, Path]]:
+    """The rotated files of `path` that can be read, oldest first, open; never `current`
+    (the file followed now), whatever its name has become meanwhile."""
+    found: list[tuple[OpenRotated, Path]] = []
+    for rotated in rotated_siblings(path):
+        opened = open_rotated(rotated)
+        if opened is None:
+            continue
+        if current is not None and opened.device_inode == (current.st_dev, current.st_ino):
+            opened.close()
+            continue
+        found.append((opened, rotated.path))
+    return found
+
+
+def every_rotated(path: Path, current: os.stat_result | None) -> list[Unread]:
+    """Every rotated generation of `path`, oldest first, each from its start: what a first
+    run that starts at the oldest (`start_at = "oldest"`) reads before the current file."""
+    return [Unread(opened, rotated_path, None, 0)
+            for opened, rotated_path in _open_siblings(path, current)]
+
+
 def unread_after(path: Path, generation: str, offset: int,
                  current: os.stat_result | None) -> list[Unread] | None:
     """`generation` among the rotated files of `path` (by its first bytes; of several, the
@@ -187,19 +210,13 @@ def unread_after(path: Path, generation: str, offset: int,
     dev, ino, stored = [*generation.split(":", 2), "", ""][:3]
     named = (int(dev), int(ino)) if dev.isdigit() and ino.isdigit() else None
     found: list[tuple[OpenRotated, Path, bool]] = []  # oldest first
-    for rotated in rotated_siblings(path):
-        opened = open_rotated(rotated)
-        if opened is None:
-            continue
-        if current is not None and opened.device_inode == (current.st_dev, current.st_ino):
-            opened.close()
-            continue
+    for opened, rotated_path in _open_siblings(path, current):
         try:
             ours = same_head(opened.fh, stored)
         except DECODE_ERRORS:
             opened.close()
             continue
-        found.append((opened, rotated.path, ours))
+        found.append((opened, rotated_path, ours))
     same_inode = [i for i, (o, _, ours) in enumerate(found) if ours and o.device_inode == named]
     matching = same_inode or [i for i, (_, _, ours) in enumerate(found) if ours]
     start = matching[-1] if matching else None

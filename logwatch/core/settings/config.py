@@ -15,7 +15,14 @@ from logwatch.core.problems import Problem, did_you_mean
 from logwatch.core.settings.command_template import check_template
 
 SOURCE_KINDS = ("file", "journald", "stdin", "process")
-START_AT = ("start", "end")  # where a first run (no checkpoint) starts reading a source
+# where a first run (no checkpoint) starts reading a source: the current file's (the
+# journal's) start, its end, or (a single file) its oldest rotated file
+START_AT = ("start", "end", "oldest")
+
+
+def is_glob(path: str) -> bool:
+    """A file source's path that names files by a pattern (`*`, `?`, `[`)."""
+    return any(c in path for c in "*?[")
 RELAUNCH_POLICIES = ("off", "ask", "auto")
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
 
@@ -276,6 +283,10 @@ def _target(config: Config, raw: Any, index: int, problem: Any) -> None:
         problem(f"source.start_at of target {name!r} is {start_at!r}: one of "
                 f"{', '.join(START_AT)}", "start_at", "targets.source", index,
                 did_you_mean(start_at, START_AT))
+    elif start_at == "oldest" and kind == "file" and is_glob(str(source.get("path", ""))):
+        problem(f"source.start_at = \"oldest\" of target {name!r} needs one file's path, "
+                "not a glob: a glob follows every file it matches, rotated ones included "
+                "when it matches them", "start_at", "targets.source", index)
     elif "start_at" in source and kind not in ("file", "journald"):
         problem(f"start_at applies to file and journald sources, not to the {kind} source "
                 f"of target {name!r}", "start_at", "targets.source", index)
