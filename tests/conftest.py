@@ -204,16 +204,18 @@ def read_pty(master: int) -> bytes:
 
 
 
-def _for_the_session(key: str, value: str) -> Iterator[None]:
-    """An environment variable set for the test session (children inherit it), then put
-    back as it was."""
-    saved = os.environ.get(key)
-    os.environ[key] = value
+def _for_the_session(key: str, value: str, **more: str) -> Iterator[None]:
+    """Environment variables set for the test session (children inherit them), then put
+    back as they were."""
+    wanted = {key: value, **more}
+    saved = {k: os.environ.get(k) for k in wanted}
+    os.environ.update(wanted)
     yield
-    if saved is None:
-        os.environ.pop(key, None)
-    else:
-        os.environ[key] = saved
+    for k, was in saved.items():
+        if was is None:
+            os.environ.pop(k, None)
+        else:
+            os.environ[k] = was
 
 
 @pytest.fixture(scope="session", autouse=True)
@@ -221,6 +223,14 @@ def strict_protocol() -> Iterator[None]:
     """Daemons the tests start (in process or as children) raise on an event published
     outside the vocabulary (logwatch.daemon.protocol) instead of logging and dropping it."""
     yield from _for_the_session("LOGWATCH_STRICT_PROTOCOL", "1")
+
+
+@pytest.fixture(scope="session", autouse=True)
+def standard_terminal() -> Iterator[None]:
+    """Reports the tests read are laid out for an 80x24 terminal, whatever the one `make
+    test` runs in (or the COLUMNS and LINES it exports): the width decides where a report
+    wraps. Tests of other widths set their own."""
+    yield from _for_the_session("COLUMNS", "80", LINES="24")
 
 
 @pytest.fixture(scope="session", autouse=True)
