@@ -192,6 +192,29 @@ def test_a_file_moved_into_a_target_goes_on_where_it_stopped(tmp_path: Path) -> 
 
 
 @pytest.mark.slow
+def test_a_file_moved_into_a_target_keeps_its_launch_numbering(tmp_path: Path) -> None:
+    """The launches a file's earlier source name recorded take the target's name: the next
+    launch is #3 after #1 and #2, not a second #1, and the history shows one source."""
+    demo = (Path(__file__).parent.parent / "samples" / "logs" / "demo_marlin_and_mtp.log")
+    log, db = tmp_path / "vllm.log", tmp_path / "h.duckdb"
+    log.write_bytes(demo.read_bytes())  # two launches, both failed
+    first = run_daemon("--file", str(log), "--db", str(db), "--until-idle", "1", "--no-socket")
+    assert first.returncode == 0, first.stderr
+    config = _config(tmp_path / "vllm.toml", f'kind = "file"\npath = "{log}"')
+    with open(log, "ab") as out:
+        out.write(demo.read_bytes())  # two more
+    moved = run_daemon("--config", str(config), "--db", str(db), "--until-idle", "1",
+                       "--no-socket")
+    assert moved.returncode == 0, moved.stderr
+    con = duckdb.connect(str(db), read_only=True)
+    try:
+        rows = con.execute("SELECT source, number FROM launches ORDER BY number").fetchall()
+    finally:
+        con.close()
+    assert rows == [(f"vllm:file:{log}", n) for n in (1, 2, 3, 4)]
+
+
+@pytest.mark.slow
 def test_start_at_in_a_target_is_checked_shown_and_followed(tmp_path: Path) -> None:
     log, db = tmp_path / "vllm.log", tmp_path / "h.duckdb"
     log.write_bytes(b"".join(spec_line(n) for n in range(5)))
