@@ -83,8 +83,36 @@ def _level_only_errors(rng: random.Random, ts: str) -> list[str]:
     return lines
 
 
+def _request_lines(rng: random.Random, ts: str) -> list[str]:
+    """A serving vLLM's request lines (core.lines.benign passes most over unread), prompts
+    quoting errors, and the look-alikes it must not pass over: an abort logged as an error,
+    one with a space in its id, one under a container's prefix, and a continuation line."""
+    rid = f"chatcmpl-{rng.getrandbits(64):016x}"
+    api = "(APIServer pid=7001)"
+    quoted = rng.choice((*ERRORS, "Traceback (most recent call last):", "Aborted",
+                         "Engine core initialization failed."))
+    lines = [f"{api} INFO {ts} [logger.py:39] Received request {rid}: prompt: 'why {quoted}"
+             f"', params: SamplingParams(n=1), lora_request: None.",
+             f"{api} INFO {ts} [async_llm.py:345] Added request {rid}.",
+             f"{api} DEBUG {ts} [logger.py:71] Generated response {rid}: output: '{quoted}'",
+             f"{api} INFO {ts} [async_llm.py:345] Aborted request {rid}."]
+    odd = rng.random()
+    if odd < 0.1:
+        lines.append(f"{api} ERROR {ts} [async_llm.py:345] Aborted request {rid}.")
+    elif odd < 0.2:
+        lines.append(f"{api} INFO {ts} [async_llm.py:345] Aborted request(s) {rid},{rid}x.")
+    elif odd < 0.3:
+        lines.append(f"{api} INFO {ts} [async_llm.py:345] Aborted request {rid} failed.")
+    elif odd < 0.4:
+        lines.append(f"vllm-1  | {api} INFO {ts} [async_llm.py:345] Aborted request {rid}.")
+    elif odd < 0.5:
+        lines.append(f"{api} INFO {ts} [async_llm.py:345]   Aborted request {rid}.")
+    return lines if rng.random() < 0.5 else []
+
+
 def generated_log(seed: int, events: int) -> bytes:
     rng = random.Random(seed)
+    requests = random.Random(-seed)  # its own: the rest is laid out as it was without them
     # each sample once: a copy of one repeats its headers, and the full pipeline joins a
     # logger record across any distance to the next line with its exact header
     samples = [p.read_text() for p in sorted(SAMPLES.glob("*.log"))
@@ -95,6 +123,7 @@ def generated_log(seed: int, events: int) -> bytes:
         ts = f"11-29 10:{second // 60 % 60:02d}:{second % 60:02d}"
         out += [f'INFO:     10.0.0.{rng.randint(1, 9)}:4000 - "POST /v1/chat/completions '
                 f'HTTP/1.1" 200 OK'] * rng.randint(0, 6)
+        out += _request_lines(requests, ts)
         kind = rng.random()
         if kind < 0.4:  # a burst of one header: the joining check's hard case
             for _ in range(rng.randint(1, 5)):

@@ -219,7 +219,7 @@ def _merge_second(spool: IO[bytes], matcher: Matcher, record: Callable[[list[Fin
         for signature_id, why in disabled.items():
             matcher.disabled.setdefault(signature_id, why)
         stats = ScanStats(lines=second.lines, bytes=size)
-        for name in ("hits", "lines_parsed", "records", "replaced_chars"):  # work done,
-            # the overlap's included
+        for name in ("hits", "benign_hits", "lines_parsed", "records",
+                     "replaced_chars"):  # work done, the overlap's included
             setattr(stats, name, getattr(first, name) + getattr(second, name))
         return stats
