@@ -89,3 +89,28 @@ def test_the_yardsticks_serving_log_gives_what_the_per_line_pipeline_gives(
     assert data.count(b"] Aborted request ") > 500 and b"Received request " in data
     reference = spans(data, library, 8 << 20, full=True)
     assert spans(data, library, 65536, full=False) == reference
+
+
+def test_both_engines_pass_over_the_same_hits(library: Library) -> None:
+    """The literal pass's request-line filter gives the same hits with Hyperscan and with
+    Python's find loops, and never passes over the first line of a block that does not
+    begin a line (its start, and so its header, is not at hand)."""
+    from logwatch.core.signatures import prefilter
+
+    line = f"{API} [async_llm.py:345] Aborted request chatcmpl-1.\n".encode()
+    data = line * 3 + b"RuntimeError: Aborted\n" + line
+    literals = [lit for sig in library.signatures for p in sig.patterns for lit in p.literals]
+    python = prefilter.PythonLiteralScanner(literals)
+    every = python.hits(data)
+    kept, passed = python.hits_outside_requests(data, at_line_start=True)
+    start = data.index(b"RuntimeError")
+    assert kept == [h for h in every if start <= h[0] < start + 22]
+    assert kept and passed == len(every) - len(kept)
+    mid, passed_mid = python.hits_outside_requests(data[5:], at_line_start=False)
+    first = data.index(b"\n") - 5
+    assert [h for h in mid if h[0] < first] == [h for h in python.hits(data[5:])
+                                                if h[0] < first] != []  # the cut line kept
+    if prefilter._hs is not None:
+        hs = prefilter.HyperscanLiteralScanner(literals)
+        assert hs.hits_outside_requests(data, True) == (kept, passed)
+        assert hs.hits_outside_requests(data[5:], False) == (mid, passed_mid)

@@ -20,7 +20,6 @@ from logwatch.core.lines.assemble import (
     Assembler,
     starts_traceback,
 )
-from logwatch.core.lines.benign import is_benign
 from logwatch.core.lines.buffer_lines import (
     LINE_CUT_MARKER,
     MAX_PARSED_LINE,
@@ -172,31 +171,22 @@ class BlockScanner:
         hits = list(self._carry_hits)
         lineno, pos = base + self._carry_newlines, block_start
         literals = self._carry_literals  # line number -> literal ids found on it
-        # a hit on a request-lifecycle line (core.lines.benign) is passed over before its
-        # line is even numbered: (start, end) of the last such line
-        passed = (-1, -1)
-        # where the last hit line ends (its newline; the buffer's end for a partial line)
-        hit_end = _line_end(buf, hits[-1][1]) if hits else -1
-        found = self.matcher.scanner.hits(block) if block else []
-        self.stats.hits += len(found)
+        # hits on request-lifecycle lines (core.lines.benign) are passed over in the
+        # literal pass itself, before a line is even numbered
+        found, passed = self.matcher.scanner.hits_outside_requests(
+            block, at_line_start=not block_start or buf[block_start - 1] == 0x0A) \
+            if block else ([], 0)
+        self.stats.hits += len(found) + passed
+        self.stats.benign_hits += passed
         for off, literal_id in found:
             off += block_start
-            if off <= hit_end:  # another literal on the last hit line
-                literals[hits[-1][0]].add(literal_id)
-                continue
-            if passed[0] <= off < passed[1]:
-                self.stats.benign_hits += 1
-                continue
-            start = buf.rfind(b"\n", 0, off) + 1
-            if is_benign(buf, start):
-                passed = (start, buf.find(b"\n", off))
-                self.stats.benign_hits += 1
-                continue
             lineno += buf.count(b"\n", pos, off)
             pos = off
-            hits.append((lineno, start))
-            literals[lineno] = {literal_id}
-            hit_end = _line_end(buf, off)
+            if not hits or hits[-1][0] != lineno:
+                hits.append((lineno, buf.rfind(b"\n", 0, off) + 1))
+                literals[lineno] = {literal_id}
+            else:
+                literals[lineno].add(literal_id)
         newlines = lineno - base + buf.count(b"\n", pos)  # one counting pass per block
         partial = bool(buf) and not buf.endswith(b"\n")
         last_line = base + newlines - 1 + (1 if final and partial else 0)
@@ -462,12 +452,6 @@ class BlockScanner:
             self.stats.matched_lines += len(findings)
         self.stats.findings += len(findings)
         return findings
-
-
-def _line_end(buf: bytes, offset: int) -> int:
-    """Where the line holding `offset` ends: its newline, or the buffer's end."""
-    end = buf.find(b"\n", offset)
-    return len(buf) if end < 0 else end
 
 
 def _line_order(finding: Finding) -> tuple[int, int]:
