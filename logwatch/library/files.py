@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import stat
 from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
@@ -63,14 +64,26 @@ def load_signature_dirs(extra: Sequence[Path] = (), base: Path | None = None,
     return with_vocabulary(load_library(header, layers, check=check, progress=progress))
 
 
+# The shipped vocabulary, read and indexed once per process (0.2 s) however many libraries
+# are loaded (a daemon's reloads, a test session's scans): by path, modification time, size
+_SHIPPED: dict[tuple[str, int, int], VocabularyFile] = {}
+
+
 def shipped_vocabulary() -> Vocabulary | None:
     """vLLM's wordings as shipped beside the signatures (read on first use); None where the
     file is absent."""
     try:
         path = default_signature_dir() / VOCABULARY_FILE
-    except FileNotFoundError:
+        st = path.stat()
+    except (FileNotFoundError, OSError):
         return None
-    return VocabularyFile(path) if path.is_file() else None
+    if not stat.S_ISREG(st.st_mode):
+        return None
+    key = (str(path), st.st_mtime_ns, st.st_size)
+    if key not in _SHIPPED:
+        _SHIPPED.clear()  # a file replaced: the old one's index is not wanted any more
+        _SHIPPED[key] = VocabularyFile(path)
+    return _SHIPPED[key]
 
 
 class VocabularyFile(Vocabulary):
