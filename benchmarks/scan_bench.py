@@ -1,15 +1,21 @@
-"""Time `logwatch scan` against `LC_ALL=C grep -c -E -f PATTERNS` on generated vLLM logs.
+"""Time `logwatch scan --json` against the shared yardstick's grep, in one run.
 
-    python benchmarks/scan_bench.py [--size-mb 1024] [--runs 3] [--engine auto|python]
+    python benchmarks/scan_bench.py [--size-mb 1024] [--seed 7] [--runs 3] [--engine auto]
 
-One run prints every figure the README quotes: for the realistic mix (SIZE MiB) and the
-failure-dense mix (SIZE/4 MiB, see bench_logs.py), MB/s of `cat`, grep and logwatch and the
-ratio logwatch/grep of each repetition (grep and logwatch alternate, so both see the same
-load); the same with a library twice today's size; peak RSS of every logwatch run, `--db`
-included; and how long `logwatch --help` takes. Ratios are wall-clock and, in brackets, CPU
-time (user + system), which a busy machine disturbs less. grep counts lines that one of the
-library's single-line patterns matches; multi-line patterns have no grep translation, so the
-two counts agree only where no finding needs a multi-line pattern.
+Two logs, both timed as whole processes against `LC_ALL=C grep -c -E -f
+../shared/perf/patterns.ere.txt` (the shared baseline, written to a file), grep and logwatch
+taking turns so both meet the same load:
+
+- the *serving log*: ../shared/perf/gen_vllm_log.py (SIZE MiB, any seed): request-lifecycle
+  lines, aborted requests, stats, access lines, restarts, prompts quoting errors, rare failures;
+- the *crash-loop backlog* (a quarter of SIZE, at least 200 MB): a server restarted again and
+  again, each time a healthy start, some serving and then one of this repository's failure
+  samples, as a crash loop leaves its log after a night of downtime.
+
+Each with one process (`--jobs 1`) and two (`--jobs 2`); peak RSS of every run and of
+`scan --db` on the backlog; the ratio of each repetition, wall-clock and (in brackets) CPU.
+Without ../shared/perf (a checkout not beside it) the serving log is this repository's own
+generator (bench_logs.py) and grep's patterns its own translation, and it says so.
 """
 
 from __future__ import annotations
@@ -29,21 +35,16 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from bench_logs import (  # noqa: E402
-    DENSE_FAILURE_EVERY_S,
-    DENSE_RPS,
-    doubled_library,
-    generate,
-    grep_patterns,
-)
+from bench_logs import generate, grep_patterns  # noqa: E402
 
-# The issue's goals, logwatch/grep in wall-clock time: the realistic mix on one core, and on
-# two when both are free; the dense mix as `scan` runs it (it names no core count, and scan
-# uses both cores when they are free on a file this large). One process on the dense mix is
-# printed for comparison.
+# Issue 28's goals, logwatch/grep in wall-clock time: the serving log with one process and
+# with two, and the backlog as `scan` runs it (two processes when two cores are free).
 TARGETS: dict[str, float | None] = {
-    "realistic": 1.0, "dense": None, "realistic, 2 processes": 1.5, "dense, 2 processes": 0.3,
-    "realistic, library x2": 1.0}
+    "serving log, 1 process": 1.0, "serving log, 2 processes": 1.5,
+    "crash-loop backlog, 1 process": None, "crash-loop backlog, 2 processes": 0.3}
+SHARED_PERF = ROOT.parent / "shared" / "perf"
+SHARED_GENERATOR = SHARED_PERF / "gen_vllm_log.py"
+SHARED_PATTERNS = SHARED_PERF / "patterns.ere.txt"
 RSS_LIMIT_MIB = 100
 HELP_LIMIT_MS = 100
 
@@ -69,8 +70,23 @@ def timed(cmd: list[str], env: dict[str, str] | None = None) -> Run:
         wall = time.perf_counter() - started
         proc.returncode = 0
         sink.seek(0)
-        out = sink.read(1 << 20)
+        out = _kept(sink.read())
     return Run(wall, usage.ru_utime + usage.ru_stime, out, usage.ru_maxrss)
+
+
+def _kept(out: bytes) -> bytes:
+    """What is kept of a run's output: grep's count, or the `stats` object of a report
+    (tens of MB for a backlog: parsed whole, it would stay in this process and count in the
+    peak RSS of every child forked after it)."""
+    at = out.find(b'"stats": {')
+    if at < 0:
+        return out[:4096]
+    start, depth = out.index(b"{", at), 0
+    for end in range(start, len(out)):
+        depth += {0x7B: 1, 0x7D: -1}.get(out[end], 0)
+        if depth == 0:
+            return out[start:end + 1]
+    return b"{}"
 
 
 def side_by_side(runs: int, grep_cmd: list[str], lw_cmd: list[str]
@@ -90,11 +106,12 @@ def report_mix(size_mb: float, greps: list[Run], lws: list[Run]) -> float:
     cpu_ratios = [g.cpu / w.cpu for g, w in zip(greps, lws, strict=True)]
     grep_best = min(r.wall for r in greps)
     lw_best = min(r.wall for r in lws)
-    stats = json.loads(lws[0].out)["stats"]
+    stats = json.loads(lws[0].out)
     grep_lines = int(greps[0].out.strip() or 0)
     print(f"  grep -c -E -f     {size_mb / grep_best:8.1f} MB/s   matching lines {grep_lines:,}")
     print(f"  logwatch scan     {size_mb / lw_best:8.1f} MB/s   matching lines "
-          f"{stats['matched_lines']:,}, findings {stats['findings']:,}, "
+          f"{stats['matched_lines']:,}, findings {stats['findings']:,}, launches "
+          f"{stats.get('launches', 0):,}, "
           f"peak RSS {max(r.rss_kib for r in lws) / 1024:.0f} MiB, engine {stats['engine']}")
     print(f"  logwatch/grep     {statistics.median(ratios):5.2f}x  (runs "
           + " ".join(f"{r:.2f}" for r in ratios) + "; CPU time "
@@ -119,10 +136,34 @@ def help_ms(runs: int) -> tuple[float, float, float]:
             1000 * bare)
 
 
+def crash_loop(path: Path, size_mb: float) -> int:
+    """A server restarted again and again until `size_mb`: each time a healthy start and
+    about 180 KB of serving, then one of the failure samples (most start vLLM again and
+    fail). Returns how many failure samples went in."""
+    logs = ROOT / "samples" / "logs"
+    failures = [p.read_bytes() for p in sorted(logs.glob("*.log"))
+                if not p.name.startswith("healthy") and "hard_wrapped" not in p.name]
+    failures = [f if f.endswith(b"\n") else f + b"\n" for f in failures]
+    serving = (logs / "healthy_033_startup.log").read_bytes() \
+        + (logs / "healthy_busy_runtime.log").read_bytes() * 3
+    written = count = 0
+    with open(path, "wb") as out:
+        while written < size_mb * 1e6:
+            failure = failures[count % len(failures)]
+            out.write(serving + failure)
+            written += len(serving) + len(failure)
+            count += 1
+    return count
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--size-mb", type=float, default=1024,
-                        help="size of the realistic mix in MiB (the dense one is a quarter)")
+                        help="size of the serving log in MiB (the backlog: a quarter, >= 200)")
+    parser.add_argument("--seed", type=int, default=7, help="the shared generator's seed")
+    parser.add_argument("--backlog-mb", type=float, default=None,
+                        help="size of the crash-loop backlog (default: a quarter of the "
+                             "serving log, at least 200)")
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--engine", default="auto", choices=("auto", "hyperscan", "python"))
     parser.add_argument("--keep", action="store_true", help="keep the generated logs")
@@ -130,60 +171,50 @@ def main() -> int:
 
     compile_package()
     workdir = Path(tempfile.mkdtemp(prefix="logwatch-bench-"))
-    logs = {"realistic": workdir / "realistic.log", "dense": workdir / "dense.log"}
+    logs = {"serving log": workdir / "serving.log", "crash-loop backlog": workdir / "loop.log"}
     started = time.perf_counter()
-    generate(logs["realistic"], args.size_mb, rps=20.0)
-    generate(logs["dense"], args.size_mb / 4, rps=DENSE_RPS,
-             failure_every_s=DENSE_FAILURE_EVERY_S)
+    if SHARED_GENERATOR.exists():
+        subprocess.run([sys.executable, str(SHARED_GENERATOR), "--size",
+                        f"{int(args.size_mb)}M", "--out", str(logs["serving log"]),
+                        "--seed", str(args.seed)], check=True, stdout=subprocess.DEVNULL)
+        patterns = SHARED_PATTERNS
+        print(f"serving log: {SHARED_GENERATOR.name} --size {int(args.size_mb)}M "
+              f"--seed {args.seed}; grep baseline {SHARED_PATTERNS}")
+    else:
+        generate(logs["serving log"], args.size_mb, rps=20.0)
+        patterns = workdir / "patterns.ere"
+        grep_patterns(patterns)
+        print(f"NOTE: {SHARED_GENERATOR} not found: the serving log is bench_logs.py's and "
+              "grep's patterns this library's, not the shared yardstick")
+    failed = crash_loop(logs["crash-loop backlog"], args.backlog_mb
+                        if args.backlog_mb is not None else max(args.size_mb / 4, 200))
     sizes = {k: p.stat().st_size / 1e6 for k, p in logs.items()}
+    print(f"crash-loop backlog: a healthy start, serving and a failure sample, {failed:,} "
+          "times")
     print(f"generated in {time.perf_counter() - started:.0f} s under {workdir}; "
           f"{os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f} at the start")
-    patterns = workdir / "patterns.ere"
-    print(f"{grep_patterns(patterns)} single-line signature patterns translated to ERE for grep")
     lw = [sys.executable, "-m", "logwatch", "scan", "--json", "--engine", args.engine,
-          "--mode", "prefilter", "--jobs", "1"]
+          "--jobs"]
     grep = ["grep", "-c", "-E", "-f", str(patterns)]
 
     results: dict[str, float] = {}
-    rss: list[int] = []
-    agree = True
+    rss: dict[str, int] = {}
     for name, log in logs.items():
         cat = min(timed(["sh", "-c", 'cat "$0" | wc -l', str(log)]).wall
                   for _ in range(args.runs))
-        print(f"{name} mix, {sizes[name]:,.0f} MB: cat | wc -l {sizes[name] / cat:.0f} MB/s")
-        greps, lws = side_by_side(args.runs, [*grep, str(log)], [*lw, str(log)])
-        results[name] = report_mix(sizes[name], greps, lws)
-        rss += [r.rss_kib for r in lws]
-        if name == "realistic":
-            agree = int(greps[0].out.strip() or 0) == json.loads(lws[0].out)["stats"][
-                "matched_lines"]
+        for jobs in ("1", "2"):
+            label = f"{name}, {jobs} process{'es' if jobs == '2' else ''}"
+            print(f"{label}, {sizes[name]:,.0f} MB (cat | wc -l {sizes[name] / cat:.0f} MB/s):")
+            greps, lws = side_by_side(args.runs, [*grep, str(log)], [*lw, jobs, str(log)])
+            results[label] = report_mix(sizes[name], greps, lws)
+            rss[label] = max(r.rss_kib for r in lws)
 
-    print(f"realistic mix, two processes (load average now {os.getloadavg()[0]:.1f}; the "
-          f"goal assumes both cores free):")
-    for name in ("realistic", "dense"):
-        two = [*lw[:-1], "2", str(logs[name])]
-        if name == "dense":
-            print("dense mix, two processes:")
-        greps, lws = side_by_side(args.runs, [*grep, str(logs[name])], two)
-        results[f"{name}, 2 processes"] = report_mix(sizes[name], greps, lws)
-        rss += [r.rss_kib for r in lws]
-
-    double = doubled_library(workdir)
-    double_patterns = workdir / "patterns-x2.ere"
-    grep_patterns(double_patterns, double)
-    print(f"realistic mix, library twice today's ({double}):")
-    greps, lws = side_by_side(args.runs, ["grep", "-c", "-E", "-f", str(double_patterns),
-                                          str(logs["realistic"])],
-                              [*lw, "--library", str(double), str(logs["realistic"])])
-    results["realistic, library x2"] = report_mix(sizes["realistic"], greps, lws)
-    rss += [r.rss_kib for r in lws]
-
-    db_run = timed([*lw, "--db", str(workdir / "history.duckdb"), str(logs["dense"])])
-    rss.append(db_run.rss_kib)
-    # what DuckDB itself costs any process that opens it (its code, touched as it starts)
+    db_run = timed([*lw, "2", "--db", str(workdir / "history.duckdb"),
+                    str(logs["crash-loop backlog"])])
+    rss["crash-loop backlog, --db"] = db_run.rss_kib
     duckdb_only = timed([sys.executable, "-c",
                          "import duckdb; duckdb.connect().execute('SELECT 1').fetchall()"])
-    print(f"dense mix with --db: {sizes['dense'] / db_run.wall:.1f} MB/s, "
+    print(f"crash-loop backlog with --db: {sizes['crash-loop backlog'] / db_run.wall:.1f} MB/s, "
           f"peak RSS {db_run.rss_kib / 1024:.0f} MiB (a process that only opens DuckDB: "
           f"{duckdb_only.rss_kib / 1024:.0f} MiB)")
     help_time, help_cpu, bare = help_ms(5)
@@ -192,22 +223,21 @@ def main() -> int:
 
     print("targets:")
     for name, ratio in results.items():
-        goal = TARGETS[name]
+        goal = TARGETS.get(name)
         if goal is None:
-            print(f"  {name:24s} {ratio:5.2f}x grep (for comparison: no goal of its own)")
+            print(f"  {name:34s} {ratio:5.2f}x grep (for comparison: no goal of its own)")
             continue
-        print(f"  {name:24s} {ratio:5.2f}x grep (goal >= {goal}x)  "
+        print(f"  {name:34s} {ratio:5.2f}x grep (goal >= {goal}x)  "
               f"{'met' if ratio >= goal else 'MISSED'}")
-    peak = max(rss) / 1024
-    print(f"  {'peak RSS, every run':24s} {peak:5.0f} MiB (goal <= {RSS_LIMIT_MIB})  "
-          f"{'met' if peak <= RSS_LIMIT_MIB else 'MISSED'}")
-    print(f"  {'logwatch --help':24s} {help_time:5.0f} ms (goal < {HELP_LIMIT_MS})  "
+    for name, kib in rss.items():
+        print(f"  {'peak RSS, ' + name:34s} {kib / 1024:5.0f} MiB (goal <= {RSS_LIMIT_MIB})  "
+              f"{'met' if kib / 1024 <= RSS_LIMIT_MIB else 'MISSED'}")
+    print(f"  {'logwatch --help':34s} {help_time:5.0f} ms (goal < {HELP_LIMIT_MS})  "
           f"{'met' if help_time < HELP_LIMIT_MS else 'MISSED'}")
-    print("agreement with grep on the realistic mix's matching lines:", "yes" if agree else "NO")
     if not args.keep:
         for path in (*logs.values(), workdir / "history.duckdb"):
             path.unlink(missing_ok=True)
-    return 0 if agree else 1
+    return 0
 
 
 if __name__ == "__main__":

@@ -244,6 +244,9 @@ NOT_RUN: dict[str, str] = {
         "needs the host's journald with a vllm.service unit; the journald source is run on "
         "real journal files (--journal-file) by tests/test_journald.py",
     "README.md | ``` bytes ──>": "a diagram, not a command",
+    "README.md | ``` serving log, 1 process":
+        "the output of `make bench` (1 GB and 256 MB, several minutes): a benchmark; "
+        "tests/test_benchmarks.py runs the same bench on a few MB",
     "README.md | ``` 2,400,000 lines written":
         "the output of `make soak` (four minutes at 10,000 lines/s, a tmpfs mounted as root): "
         "a benchmark; the same soak, short and slow, is run by tests/test_soak.py",

@@ -1,0 +1,34 @@
+"""`make bench` (benchmarks/scan_bench.py) on a few MB: it runs from a checkout as a new user
+runs it, prints every figure the README's Speed section quotes, and says which goals it met.
+The figures themselves are not asserted (a benchmark, not a timed test)."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+
+import pytest
+
+from tests.conftest import ROOT
+
+
+@pytest.mark.slow
+def test_the_scan_bench_prints_every_figure_the_readme_quotes() -> None:
+    done = subprocess.run(
+        [sys.executable, str(ROOT / "benchmarks" / "scan_bench.py"), "--size-mb", "3",
+         "--backlog-mb", "2", "--runs", "1"], capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    out = done.stdout
+    for label in ("serving log, 1 process", "serving log, 2 processes",
+                  "crash-loop backlog, 1 process", "crash-loop backlog, 2 processes"):
+        block = out.split(label + ",", 1)[1]
+        assert re.search(r"logwatch/grep\s+[\d.]+x\s+\(runs [\d. ]+; CPU time", block), label
+        assert re.search(r"findings [\d,]+, launches [\d,]+, peak RSS \d+ MiB", block), label
+    assert re.search(r"crash-loop backlog with --db: [\d.]+ MB/s, peak RSS \d+ MiB", out)
+    targets = out.split("targets:", 1)[1]
+    assert len(re.findall(r"\b(?:met|MISSED)$", targets, re.M)) == 9  # 3 ratios, 5 peaks, --help
+    # the shared yardstick beside the checkout is used when it is there, and said when not
+    shared = (ROOT.parent / "shared" / "perf" / "gen_vllm_log.py").exists()
+    assert ("gen_vllm_log.py --size 3M --seed 7" in out) == shared
+    assert ("NOTE:" in out) != shared
