@@ -1,7 +1,7 @@
 """Measure the live daemon: write-to-committed latency, CPU, lag and memory at given rates.
 
     python benchmarks/live_bench.py [--rates 1000,10000,50000] [--seconds 20]
-                                    [--rss-minutes 0]
+                                    [--rss-minutes 0] [--feed access|serving]
 
 For each rate a fresh `logwatch daemon --file LOG` runs as its own process. A writer thread
 appends lines to LOG in 10 ms ticks, one write(2) per line as vLLM's logging does (access
@@ -42,6 +42,23 @@ def access_line(n: int) -> bytes:
             f'completions HTTP/1.1" 200 OK\n').encode()
 
 
+SHARED_GENERATOR = ROOT.parent / "shared" / "perf" / "gen_vllm_log.py"
+
+
+def serving_lines(workdir: Path) -> list[bytes]:
+    """The benign lines of the shared yardstick's serving log (8 MB, seed 3): request
+    lifecycle lines, prompts that quote errors, aborted requests, access lines. Lines that
+    give a finding (stats, failures, start-ups) are left out; the markers stand for them."""
+    from logwatch.core.lines.benign import is_benign
+
+    out = workdir / "serving.log"
+    subprocess.run([sys.executable, str(SHARED_GENERATOR), "--size", "8M", "--out", str(out),
+                    "--seed", "3"], check=True, stdout=subprocess.DEVNULL)
+    lines = [ln + b"\n" for ln in out.read_bytes().split(b"\n")]
+    out.unlink()
+    return [ln for ln in lines if is_benign(ln, 0) or ln.startswith(b"INFO:     ")]
+
+
 def finding_line(n: int) -> bytes:
     return (f"(APIServer pid=7) INFO 11-29 10:00:{n % 60:02d} [metrics.py:101] SpecDecoding "
             f"metrics: Mean acceptance length: 2.50, Accepted: {n} tokens, Drafted: "
@@ -64,9 +81,10 @@ class Writer(threading.Thread):
     """Appends `rate` lines/s in ticks; notes when each finding line hit the file."""
 
     def __init__(self, path: Path, rate: int, seconds: float, per_write: int = 1,
-                 finding_every: int = 100) -> None:
+                 finding_every: int = 100, feed: list[bytes] | None = None) -> None:
         super().__init__(daemon=True)
         self.path, self.rate, self.seconds = path, rate, seconds
+        self.feed = feed  # the lines between markers, cycled (None: access lines)
         self.per_write, self.finding_every = per_write, finding_every
         self.written = 0
         self.finding_times: dict[int, float] = {}  # line number -> write time
@@ -83,6 +101,8 @@ class Writer(threading.Thread):
                     if self.written % self.finding_every == 0:
                         lines.append(finding_line(self.written))
                         marks.append(self.written)
+                    elif self.feed:
+                        lines.append(self.feed[self.written % len(self.feed)])
                     else:
                         lines.append(access_line(self.written))
                 for i in range(0, len(lines), self.per_write):  # vLLM: a write per line
@@ -136,7 +156,7 @@ def lines_read(sock: Path) -> int:
 
 
 def run_rate(rate: int, seconds: float, rss_every: float = 0.0,
-             finding_every: int = 100) -> dict[str, Any]:
+             finding_every: int = 100, feed: list[bytes] | None = None) -> dict[str, Any]:
     with tempfile.TemporaryDirectory(prefix="logwatch-live-") as tmp:
         workdir = Path(tmp)
         log = workdir / "vllm.log"
@@ -151,7 +171,7 @@ def run_rate(rate: int, seconds: float, rss_every: float = 0.0,
         sub.start()
         if not subscribed.wait(30):
             raise SystemExit("the subscription was not acknowledged")
-        writer = Writer(log, rate, seconds, finding_every=finding_every)
+        writer = Writer(log, rate, seconds, finding_every=finding_every, feed=feed)
         cpu0, wall0 = cpu_seconds(proc.pid), time.perf_counter()
         writer.start()
         rss: list[float] = []
@@ -187,15 +207,25 @@ def main() -> int:
     parser.add_argument("--finding-every", type=int, default=100,
                         help="one finding line per N lines (100: a stress case; a healthy "
                         "server logs a SpecDecoding line every 10 s, 1 in 10,000 at 1k/s)")
+    parser.add_argument("--feed", choices=("access", "serving"), default="access",
+                        help="the lines between markers: uvicorn access lines, or the benign "
+                        "lines of the shared yardstick's serving log (../shared/perf)")
     args = parser.parse_args()
+    feed = None
+    if args.feed == "serving":
+        with tempfile.TemporaryDirectory(prefix="logwatch-feed-") as tmp:
+            feed = serving_lines(Path(tmp))
+        print(f"feed: {len(feed):,} benign lines of {SHARED_GENERATOR.name} --size 8M --seed 3, "
+              "cycled")
     print(f"{'lines/s':>8} {'written':>9} {'findings':>8} {'p50 ms':>7} {'p99 ms':>7} "
-          f"{'max ms':>7} {'CPU %':>6} {'lag':>6} {'RSS MiB':>8}")
+          f"{'max ms':>7} {'CPU %':>6} {'us/line':>7} {'lag':>6} {'RSS MiB':>8}")
     for rate in (int(r) for r in args.rates.split(",")):
-        r = run_rate(rate, args.seconds, finding_every=args.finding_every)
+        r = run_rate(rate, args.seconds, finding_every=args.finding_every, feed=feed)
+        per_line = r["cpu"] / 100 / rate * 1e6  # CPU seconds per second, per line
         print(f"{rate:>8,} {r['written']:>9,} {r['findings']:>8,} {r['p50']:>7.1f} "
-              f"{r['p99']:>7.1f} {r['max']:>7.1f} {r['cpu']:>6.1f} {r['lag']:>6,} "
-              f"{r['rss_max']:>8.1f}" + (f"  ({r['missing']} not committed)"
-                                          if r["missing"] else ""), flush=True)
+              f"{r['p99']:>7.1f} {r['max']:>7.1f} {r['cpu']:>6.1f} {per_line:>7.1f} "
+              f"{r['lag']:>6,} {r['rss_max']:>8.1f}"
+              + (f"  ({r['missing']} not committed)" if r["missing"] else ""), flush=True)
     if args.rss_minutes:
         r = run_rate(1000, args.rss_minutes * 60, rss_every=10,
                      finding_every=args.finding_every)
