@@ -217,6 +217,8 @@ class Vocabulary:
         for bucket in index.values():  # the most fixed text first: the closest wording wins
             bucket.sort(key=lambda e: (-sum(len(p) for p in e.literals), e.id))
         self._index = index
+        if self._sourced():  # the file's entries as read (14 MiB) are not wanted any more:
+            self._raw = None  # read again should `entries()` or `without()` want them
         return index
 
     def lookup(self, asked: Iterable[tuple[str, Wanted]]) -> Entry | None:
@@ -253,7 +255,7 @@ class Vocabulary:
         """The paths below a release root of the files a log line's `[file.py:N]` tag may
         name: vLLM's shortened path as it is, a bare file name through the releases' file
         list (every file of that name)."""
-        files = self._load()[1]
+        files = self._files if self._files is not None else self._load()[1]
         if "/" not in logger_file:
             return list(files.get(logger_file, ()))
         # vLLM's shortened form: `model_executor/.../quantization/utils/fp8_utils.py`; only
