@@ -54,7 +54,9 @@ class RecentLines:
             del self._tails[next(iter(self._tails))]
         self._tails[source] = tail
         data = data[:data.rfind(b"\n") + 1]  # a last line without its newline is not counted
-        start = last_lines(data, self.lines, self.limit)
+        # a chunk within both bounds is kept whole: no walk back through its lines
+        start = 0 if count <= self.lines and len(data) <= self.limit else last_lines(
+            data, self.lines, self.limit)
         kept = data[start:]
         if start:  # lines before these were left out: the older ones kept are not next to them
             tail.data, tail.held = bytearray(kept), kept.count(b"\n")
