@@ -114,3 +114,4 @@ def test_both_engines_pass_over_the_same_hits(library: Library) -> None:
         hs = prefilter.HyperscanLiteralScanner(literals)
         assert hs.hits_outside_requests(data, True) == (kept, passed)
         assert hs.hits_outside_requests(data[5:], False) == (mid, passed_mid)
+

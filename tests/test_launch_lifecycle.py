@@ -22,6 +22,7 @@ from logwatch.core.launches.lifecycle import (
     TRANSITIONS,
     Launch,
 )
+from logwatch.core.signatures.library import Library
 from logwatch.daemon.client import request
 from logwatch.tui import queries
 from tests.conftest import SAMPLES
@@ -100,3 +101,23 @@ def test_the_lifecycle_allows_only_the_documented_moves() -> None:
     assert launch.move(SERVING) and launch.superseded() and launch.outcome == CRASHED
     assert all(not TRANSITIONS[end] for end in (FAILED, CRASHED, REPLACED))
     assert TRANSITIONS[STOPPED] == {FAILED} and REPLACED in TRANSITIONS[STARTING]
+
+
+def test_a_backlogs_report_counts_earlier_failures_per_problem(library: Library,
+                                                               tmp_path: Path) -> None:
+    """Launches failing of problems X, Y, X, X (oldest first): each counts the earlier
+    launches that failed of its own problem (the report keeps them newest first). Counted in
+    one pass since a backlog of thousands of launches made the pairwise count quadratic."""
+    from logwatch.scan.offline import resolve_inputs, scan_inputs
+
+    x = (SAMPLES / "real_032_no_tokenizer.log").read_bytes()
+    y = (SAMPLES / "mtp_tensor_mismatch_glm_033.log").read_bytes()
+    log = tmp_path / "loop.log"
+    log.write_bytes(x + y + x + x)
+    report = scan_inputs(resolve_inputs([str(log)]), library, mode="prefilter")
+    failed = [(launch["root_cause"] is not None, launch["failed_before"])
+              for launch in report["launches"]]
+    problems = [report["incidents"][launch["root_cause"]]["signature"]
+                for launch in report["launches"]]
+    assert len(set(problems)) == 2 and all(cause for cause, _ in failed)
+    assert [n for _, n in failed] == [2, 1, 0, 0]  # newest first: X, X, Y, X

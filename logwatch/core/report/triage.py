@@ -79,13 +79,15 @@ def report_dict(library_version: str, analyses: Sequence[LaunchAnalysis],
             "kernels": [k.to_dict() for k in observed_kernels(incidents[base:])],
             "root_cause": root, "incidents": list(range(base, len(incidents))),
             "fatal_incidents": sum(1 for i in analysis.incidents if i.signature.fatal)})
-    for number, entry in enumerate(launches):  # newest first: the earlier ones follow it
+    # each launch's earlier launches that failed of the same problem: counted oldest first
+    # (the list is newest first), in one pass however many launches a backlog holds
+    failed: dict[str, int] = {}
+    for entry in reversed(launches):
         root = entry["root_cause"]
         fingerprint = problem_of(incidents[root]) if root is not None else None
-        entry["failed_before"] = sum(
-            1 for older in launches[number + 1:] if fingerprint is not None
-            and older["root_cause"] is not None
-            and problem_of(incidents[older["root_cause"]]) == fingerprint)
+        entry["failed_before"] = failed.get(fingerprint, 0) if fingerprint is not None else 0
+        if fingerprint is not None:
+            failed[fingerprint] = failed.get(fingerprint, 0) + 1
     _index_latent(launches, diagnoses)
     judged = judge(evidence(incidents, root_cause, launches, stats))
     return {
@@ -108,6 +110,9 @@ def problem_of(incident: Mapping[str, Any]) -> str:
 def _index_latent(launches: list[dict[str, Any]], diagnoses: Sequence[Mapping[str, Any]]
                   ) -> None:
     """Each launch's `latent_problems`: indices into the report's diagnoses."""
+    latent: dict[Any, list[int]] = {}
+    for i, d in enumerate(diagnoses):
+        if d.get("latent"):
+            latent.setdefault(d.get("launch"), []).append(i)
     for number, entry in enumerate(launches):
-        entry["latent_problems"] = [i for i, d in enumerate(diagnoses)
-                                    if d.get("latent") and d.get("launch") == number]
+        entry["latent_problems"] = latent.get(number, [])
