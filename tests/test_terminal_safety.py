@@ -335,3 +335,21 @@ def test_progress_label_is_shown_visibly() -> None:
 
     assert Progress(io.StringIO(), label=f"scanning {FILE_NAME}").label == (
         f"scanning {FILE_SHOWN}")
+
+
+def test_the_json_report_written_in_pieces_is_the_text_json_dumps_gives(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """`scan --json` writes its report as it is encoded (a backlog's is hundreds of MB):
+    the same text, controls escaped the same way wherever a piece ends."""
+    import json
+
+    from logwatch.cli.scan_command import JSON_PIECE, write_json
+    from logwatch.core.safe_text.visible import json_escaped
+
+    evil = "\u202e\x7f\x9b"
+    report = {"launches": [{"text": ("x" * (JSON_PIECE // 3 - n)) + evil * 3}
+                           for n in range(7)], "stats": {"lines": 3}}
+    write_json(report)
+    out = capsys.readouterr().out
+    assert out == json_escaped(json.dumps(report, indent=2, ensure_ascii=False)) + "\n"
+    assert json.loads(out) == report and "\u202e" not in out

@@ -7,6 +7,7 @@ import argparse
 import json
 import sys
 from pathlib import Path
+from typing import Any
 
 from logwatch.cli import output
 from logwatch.cli.exit_codes import EXIT_FATAL_FOUND, EXIT_NO_VLLM_OUTPUT, EXIT_OK, EXIT_USAGE
@@ -14,6 +15,21 @@ from logwatch.cli.options import load_library, snapshot_options
 from logwatch.cli.output import warn
 from logwatch.core.safe_text.visible import json_escaped, visible
 
+JSON_PIECE = 1 << 16  # characters of JSON text written at a time
+
+
+def write_json(report: dict[str, Any]) -> None:
+    """The report as JSON on stdout, written as it is encoded: a backlog's report is
+    hundreds of MB of text, never held whole (json_escaped works a character at a time)."""
+    pieces: list[str] = []
+    held = 0
+    for piece in json.JSONEncoder(indent=2, ensure_ascii=False).iterencode(report):
+        pieces.append(piece)
+        held += len(piece)
+        if held >= JSON_PIECE:
+            sys.stdout.write(json_escaped("".join(pieces)))
+            pieces, held = [], 0
+    sys.stdout.write(json_escaped("".join(pieces)) + "\n")
 
 def scan_command(args: argparse.Namespace) -> int:
     from logwatch.core.report.text import incomplete_warning, render_text
@@ -83,7 +99,7 @@ def scan_command(args: argparse.Namespace) -> int:
         warn(f"logwatch: warning: the configuration was not read in full: "
              f"{' '.join(str(problem).split())}")
     if args.json:  # DEL, C1 and bidi controls escaped too; the values load unchanged
-        sys.stdout.write(json_escaped(json.dumps(report, indent=2, ensure_ascii=False)) + "\n")
+        write_json(report)
     else:
         sys.stdout.write(render_text(report, colour=output.colour(sys.stdout),
                                      width=output.width(sys.stdout)))
