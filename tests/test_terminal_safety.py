@@ -341,8 +341,6 @@ def test_the_json_report_written_in_pieces_is_the_text_json_dumps_gives(
         capsys: pytest.CaptureFixture[str]) -> None:
     """`scan --json` writes its report as it is encoded (a backlog's is hundreds of MB):
     the same text, controls escaped the same way wherever a piece ends."""
-    import json
-
     from logwatch.cli.scan_command import JSON_PIECE, write_json
     from logwatch.core.safe_text.visible import json_escaped
 
