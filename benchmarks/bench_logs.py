@@ -1,21 +1,21 @@
-"""Generate the benchmark logs (a realistic vLLM 0.33 mix and a failure-dense one) and the
-grep baseline's patterns; used by scan_bench.py.
+"""Generate a vLLM 0.33 serving log and the grep baseline's patterns from this library: what
+scan_bench.py uses where the shared yardstick (../shared/perf) is not beside the checkout.
 
 The realistic mix is a server with MTP on a simulated clock: access lines per request, some
 request logs whose prompts quote error fragments as near misses, stats and SpecDecoding lines
-every 10 s, a worker traceback every ~15 minutes. The dense mix is a quiet server (1 request/s)
-failing every 20 s: about one finding per 1.3 KB, every third of them a multi-line traceback.
+every 10 s, a worker traceback every ~15 minutes. `generate(path, mb, rps=1.0,
+failure_every_s=20)` is the failure-dense mix earlier benchmarks used: a quiet server failing
+every 20 s, about one finding per 1.3 KB, every third of them a multi-line traceback.
 """
 
 from __future__ import annotations
 
 import random
 import re
-import shutil
 from pathlib import Path
 
 from logwatch.core.signatures.fallback import is_generic
-from logwatch.library.files import default_signature_dir, load_signature_dirs
+from logwatch.library.files import load_signature_dirs
 
 CHUNKS = 24
 CHUNK_SECONDS = 600
@@ -23,8 +23,6 @@ STATS_INTERVAL_S = 10  # VLLM_LOG_STATS_INTERVAL: one stats and one SpecDecoding
 REQUEST_LOG_SHARE = 0.15  # requests whose prompt the request logger prints
 NEAR_MISS_SHARE = 0.0002  # requests whose logged prompt quotes a vLLM error fragment
 FAILURE_EVERY_S = 900  # a worker traceback now and then
-DENSE_RPS = 1.0
-DENSE_FAILURE_EVERY_S = 20
 
 
 def _chunk(rng: random.Random, index: int, rps: float, failure_every_s: float) -> str:
@@ -166,17 +164,3 @@ def grep_patterns(path: Path, library_dir: Path | None = None) -> int:
     path.write_text("\n".join(patterns) + "\n")
     return len(patterns)
 
-
-def doubled_library(workdir: Path) -> Path:
-    """The shipped library with a renamed copy of every signature: twice the patterns per
-    literal, so every hit runs twice the regexes (the cost of a library twice today's)."""
-    target = workdir / "signatures"
-    shutil.copytree(default_signature_dir(), target)
-    for path in sorted(target.rglob("*.toml")):
-        # the fallback rules are conditions on what no other signature claims, not patterns
-        # whose cost grows with the library: one copy of them
-        if path.name != "library.toml" and path.parent.name != "generic":
-            text = re.sub(r'^id = "([^"]+)"', r'id = "\1_copy"', path.read_text(), count=1,
-                          flags=re.M)
-            path.with_name(path.stem + "_copy.toml").write_text(text)
-    return target

@@ -31,6 +31,7 @@ def write_json(report: dict[str, Any]) -> None:
             pieces, held = [], 0
     sys.stdout.write(json_escaped("".join(pieces)) + "\n")
 
+
 def scan_command(args: argparse.Namespace) -> int:
     from logwatch.core.report.text import incomplete_warning, render_text
     from logwatch.scan.offline import InputError, resolve_inputs, run_scan

@@ -33,7 +33,7 @@ class SourceFlags:
     poll_interval: float = 1.0
     use_inotify: bool = True
     start_at: str = "start"  # "end": a first run skips what is there now; "oldest": it
-    # reads a file's rotated predecessors first (a journal holds its own: "start")
+    # reads a file's rotated predecessors first
 
 
 def build_sources(flags: SourceFlags, targets: Sequence[TargetConfig],
@@ -49,8 +49,7 @@ def build_sources(flags: SourceFlags, targets: Sequence[TargetConfig],
             sources.append(FileSource(path, name=source_name(f"file:{Path(path).resolve()}"),
                                       poll_interval=flags.poll_interval,
                                       use_inotify=flags.use_inotify, start_at=flags.start_at))
-    journal_start = "start" if flags.start_at == "oldest" else flags.start_at
-    sources += [JournalSource(list(selector), start_at=journal_start)
+    sources += [JournalSource(list(selector), start_at=flags.start_at)
                 for selector in flags.journals]
     if flags.stdin:
         sources.append(StdinSource())

@@ -97,7 +97,7 @@ def source_for(target: TargetConfig) -> Source:
             if key in src:
                 selector += [flag, str(src[key])]
         return JournalSource(selector, name=f"{target.name}:journal:{' '.join(selector)}",
-                             start_at="start" if start_at == "oldest" else start_at)
+                             start_at=start_at)
     if kind == "process":
         return ProcessSource([str(a) for a in src["argv"]], name=f"{target.name}:run")
     return StdinSource(name=f"{target.name}:stdin")

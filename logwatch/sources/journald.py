@@ -157,7 +157,8 @@ class JournalSource:
                  after_cursor: str | None = None, offset: int = 0,
                  journalctl: str = "journalctl", start_at: str = "start") -> None:
         """`selector`: journalctl arguments, e.g. ["-u", "vllm.service"] or ["--file", p].
-        `start_at`: "end" makes a first run (no cursor) skip what the journal holds now."""
+        `start_at`: "end" makes a first run (no cursor) skip what the journal holds now;
+        "start" and "oldest" read all of it (journalctl reads its archived files itself)."""
         self.selector = list(selector)
         self.name = name or "journal:" + " ".join(self.selector)
         self.stream = journal_stream(self.selector, machine_id(), os.getuid())

@@ -18,13 +18,13 @@ SOURCE_KINDS = ("file", "journald", "stdin", "process")
 # where a first run (no checkpoint) starts reading a source: the current file's (the
 # journal's) start, its end, or (a single file) its oldest rotated file
 START_AT = ("start", "end", "oldest")
+RELAUNCH_POLICIES = ("off", "ask", "auto")
+_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
 
 
 def is_glob(path: str) -> bool:
     """A file source's path that names files by a pattern (`*`, `?`, `[`)."""
     return any(c in path for c in "*?[")
-RELAUNCH_POLICIES = ("off", "ask", "auto")
-_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
 
 
 def valid_name(name: object) -> TypeGuard[str]:
