@@ -11,7 +11,7 @@ STAMP := $(VENV)/.installed
 # them skip and say why.
 SYSTEM_TOOLS := logrotate systemd-journal-remote tmux jq socat
 
-$(STAMP): pyproject.toml
+$(STAMP): pyproject.toml hatch_build.py logwatch/core/signatures/_speedups.c
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	$(BIN)/python -m pip install --quiet -e '.[test]'

@@ -200,7 +200,9 @@ def scan_inputs(inputs: Sequence[ScanInput], library: Library, engine: str = "au
     stats.update(
         files=len(inputs), seconds=round(elapsed, 3),
         mb_per_s=round(totals.bytes / 1e6 / elapsed, 1) if elapsed > 0 else None,
-        engine=matcher.scanner.engine, mode=",".join(sorted(set(modes))),
+        engine=matcher.scanner.engine,
+        speedups=bool(getattr(matcher.scanner, "speedups", False)),
+        mode=",".join(sorted(set(modes))),
         incidents=sum(len(a.incidents) for a in result.analyses),
         launches=len(result.analyses), match_timeouts=dict(matcher.timeouts),
         disabled_signatures=dict(matcher.disabled),

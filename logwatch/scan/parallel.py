@@ -82,7 +82,8 @@ def _reach(stream: BinaryIO, cut: int, forward: bool, size: int) -> int:
         span *= 4
 
 
-def _count_lines(stream: BinaryIO, end: int) -> int:
+def _count_lines(stream: BinaryIO, end: int, newlines: Callable[[bytes, int, int], int]
+                 ) -> int:
     """Newlines in the first `end` bytes, read a buffer at a time."""
     stream.seek(0)
     count, left = 0, end
@@ -92,7 +93,7 @@ def _count_lines(stream: BinaryIO, end: int) -> int:
         got = stream.readinto(view[: min(left, COUNT_BYTES)])  # type: ignore[attr-defined]
         if not got:
             break
-        count += buffer.count(b"\n", 0, got)
+        count += newlines(buffer, 0, got)  # type: ignore[arg-type]
         left -= got
     return count
 
@@ -119,8 +120,8 @@ def _second_half(path: str, matcher: Matcher, label: str, reference: datetime,
                  lead: int, cut: int, size: int, spool: IO[bytes]) -> None:
     """The child: number the lines, scan from the lead-in on, spool findings after the cut."""
     with open(path, "rb") as stream:
-        scanner = BlockScanner(matcher, label, reference,
-                               start_line=_count_lines(stream, lead) + 1, whole_input=True)
+        first = _count_lines(stream, lead, matcher.scanner.newlines) + 1
+        scanner = BlockScanner(matcher, label, reference, start_line=first, whole_input=True)
         for block in _blocks(stream, lead, cut):  # the lead-in: context, not its findings
             scanner.feed(block)
         cut_line = scanner.stats.lines + 1

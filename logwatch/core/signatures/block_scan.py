@@ -178,16 +178,17 @@ class BlockScanner:
             if block else ([], 0)
         self.stats.hits += len(found) + passed
         self.stats.benign_hits += passed
+        newlines_in = self.matcher.scanner.newlines
         for off, literal_id in found:
             off += block_start
-            lineno += buf.count(b"\n", pos, off)
+            lineno += newlines_in(buf, pos, off)
             pos = off
             if not hits or hits[-1][0] != lineno:
                 hits.append((lineno, buf.rfind(b"\n", 0, off) + 1))
                 literals[lineno] = {literal_id}
             else:
                 literals[lineno].add(literal_id)
-        newlines = lineno - base + buf.count(b"\n", pos)  # one counting pass per block
+        newlines = lineno - base + newlines_in(buf, pos, len(buf))  # one pass per block
         partial = bool(buf) and not buf.endswith(b"\n")
         last_line = base + newlines - 1 + (1 if final and partial else 0)
         end_anchor = (base + newlines, buf.rfind(b"\n") + 1 if partial else len(buf))
@@ -249,7 +250,7 @@ class BlockScanner:
         waiting = hits[pending:] if pending is not None else []
         self._carry_hits = [(h, o - offset) for h, o in waiting]
         self._carry_literals = {h: literals[h] for h, _ in waiting if h in literals}
-        self._carry_newlines = self._carry.count(b"\n")
+        self._carry_newlines = newlines_in(self._carry, 0, len(self._carry))
         if self.parsed_lines:
             self.parsed_lines = {n: ln for n, ln in self.parsed_lines.items() if n >= first}
         return findings

@@ -1,11 +1,15 @@
 """Find signature literals fast: Hyperscan when installed, plain `find` loops otherwise.
 
-Both engines answer the same two questions, so results never depend on which one runs:
-which literals occur in a short text, and where literals occur in a large block of bytes.
+Both engines answer the same questions, so results never depend on which one runs: which
+literals occur in a short text, where literals occur in a large block of bytes (less those
+on request-lifecycle lines), and how many lines a stretch of it holds. The Hyperscan engine
+does the per-hit work in C where `_speedups` (_speedups.c beside this) was built by
+hatch_build.py; the Python engine is the pure-Python reference.
 """
 
 from __future__ import annotations
 
+import importlib
 from collections.abc import Sequence
 from typing import Any, Protocol
 
@@ -16,6 +20,11 @@ try:  # the native engine is optional: x86_64 Linux wheels only
     import hyperscan as _hs
 except ImportError:  # pragma: no cover - depends on the platform
     _hs = None
+_speedups: Any
+try:  # built by hatch_build.py where a C compiler is at hand
+    _speedups = importlib.import_module("logwatch.core.signatures._speedups")
+except ImportError:  # pragma: no cover - depends on the build
+    _speedups = None
 
 
 class LiteralScanner(Protocol):
@@ -32,6 +41,9 @@ class LiteralScanner(Protocol):
         """`hits`, less those on request-lifecycle lines (core.lines.benign), and how many
         those were. `at_line_start`: `data` begins a line (else its first line, whose start
         is not at hand, is never passed over)."""
+
+    def newlines(self, data: bytes, start: int, end: int) -> int:
+        """How many b"\\n" lie in data[start:end] (`bytes.count`'s slice rules)."""
 
 
 def _outside_requests(data: bytes, found: list[tuple[int, int]], at_line_start: bool
@@ -85,19 +97,24 @@ class PythonLiteralScanner:
                               ) -> tuple[list[tuple[int, int]], int]:
         return _outside_requests(data, self.hits(data), at_line_start)
 
+    def newlines(self, data: bytes, start: int, end: int) -> int:
+        return data.count(b"\n", start, end)
+
 
 def _hs_expression(literal: bytes) -> bytes:
     return b"".join(b"\\x%02x" % byte for byte in literal)
 
 
 class HyperscanLiteralScanner:
-    """All literals in one Hyperscan database, scanned in a single pass."""
+    """All literals in one Hyperscan database, scanned in a single pass; each hit kept in C
+    and judged there (logwatch.core.signatures._speedups) where that was built."""
 
     engine = "hyperscan"
 
-    def __init__(self, literals: Sequence[str]) -> None:
+    def __init__(self, literals: Sequence[str], speedups: bool = True) -> None:
         assert _hs is not None
         self._encoded = [lit.encode() for lit in literals]
+        self.speedups = speedups and _speedups is not None
         expressions = [_hs_expression(lit) for lit in self._encoded]
         ids = list(range(len(expressions)))
         self._any = _hs.Database(mode=_hs.HS_MODE_BLOCK)
@@ -116,7 +133,15 @@ class HyperscanLiteralScanner:
         self._any.scan(text.encode(), match_event_handler=on_match)
         return found
 
+    def _collector(self) -> Any:
+        return _speedups.Hits([len(lit) for lit in self._encoded])
+
     def hits(self, data: bytes) -> list[tuple[int, int]]:
+        if self.speedups:
+            collector = self._collector()
+            self._all.scan(data, match_event_handler=collector)
+            found_c: list[tuple[int, int]] = collector.sorted()
+            return found_c
         found: list[tuple[int, int]] = []
         lengths = [len(lit) for lit in self._encoded]
         append = found.append
@@ -131,9 +156,20 @@ class HyperscanLiteralScanner:
     def hits_outside_requests(self, data: bytes, at_line_start: bool
                               ) -> tuple[list[tuple[int, int]], int]:
         # (Hyperscan could report request lines in the same pass, but every match costs a
-        # Python call through its binding: on the yardstick that made the pass 3x slower
-        # than `re` on the hit lines alone.)
+        # call through its binding: on the yardstick that made the pass 3x slower than `re`
+        # on the hit lines alone.)
+        if self.speedups:
+            collector = self._collector()
+            self._all.scan(data, match_event_handler=collector)
+            kept: tuple[list[tuple[int, int]], int] = collector.take(data, at_line_start)
+            return kept
         return _outside_requests(data, self.hits(data), at_line_start)
+
+    def newlines(self, data: bytes, start: int, end: int) -> int:
+        if self.speedups:
+            count: int = _speedups.newlines(data, start, end)
+            return count
+        return data.count(b"\n", start, end)
 
 
 def make_scanner(literals: Sequence[str], engine: str = "auto") -> LiteralScanner:

@@ -1,0 +1,166 @@
+"""logwatch.core.signatures._speedups (its _speedups.c) against the pure-Python path it
+stands in for: newline counts against `bytes.count`, request-lifecycle lines against
+core.lines.benign's expression, and the Hyperscan hits it keeps and judges against the
+Python scanner's, on crafted look-alikes and random mutations of them."""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import random
+import shutil
+import sysconfig
+
+import pytest
+
+from logwatch.core.lines.benign import BENIGN
+from logwatch.core.signatures import prefilter
+from logwatch.core.signatures.prefilter import PythonLiteralScanner, _outside_requests
+from tests.test_benign_lines import API
+
+speedups = prefilter._speedups
+needs_speedups = pytest.mark.skipif(
+    speedups is None, reason="logwatch.core.signatures._speedups is not built (no C compiler "
+    "or Python headers at install)")
+needs_hyperscan = pytest.mark.skipif(prefilter._hs is None, reason="hyperscan not installed")
+
+REQUEST_LINES = [
+    f"{API} [async_llm.py:345] Aborted request chatcmpl-4a25cac4e76a3b79.",
+    f"{API} [async_llm.py:540] Aborted request(s) cmpl-1,cmpl-2,cmpl-3.",
+    f"{API} [async_llm.py:415] Added request 0e6b2f0c-52a1-4f70-9d3e-8c1c5b8f2a11.",
+    f"{API} [logger.py:39] Received request chatcmpl-1: prompt: 'RuntimeError: boom'",
+    "INFO 11-29 22:35:24 [logger.py:71] Generated response chatcmpl-1: output: 'error'",
+    "(APIServer pid=7) DEBUG 11-29 22:35:24 [logger.py:50] Request chatcmpl-1 details: "
+    "prompt: 'Traceback (most recent call last):'",
+    "(APIServer pid=7) WARNING 11-29 22:35:24 [logger.py:50] Request x JSON body: {}",
+    "(Engine_Core-1 pid=70) INFO 11-29 22:35:24 [a.b-c.py:1] Aborted request a.b..",
+    "ERROR 11-29 22:35:24 [logger.py:39] Received request x: prompt: ''",
+    "(APIServer pid=7) ERROR 11-29 22:35:24 [async_llm.py:345] Aborted request chatcmpl-1.",
+    "(APIServer pid=7) INFO 11-29 22:35:24 [async_llm.py:345] Aborted request a,,b.",
+    "(APIServer pid=7) INFO 11-29 22:35:24 [async_llm.py:345] Aborted request ,a.",
+    "(APIServer pid=7) INFO 11-29 22:35:24 [async_llm.py:345] Aborted request .",
+    "(APIServer pid=7) INFO 11-29 22:35:24 [async_llm.py:345] Aborted request a.\r\r",
+    "(7APIServer pid=7) INFO 11-29 22:35:24 [async_llm.py:345] Aborted request a.",
+    "(APIServer pid=) INFO 11-29 22:35:24 [async_llm.py:345] Aborted request a.",
+    "INFO 1-29 22:35:24 [async_llm.py:345] Aborted request a.",
+    "INFO 11-29 22:35:24 [:345] Aborted request a.",
+    "INFO 11-29 22:35:24 [x.py:] Aborted request a.",
+    "INFO 11-29 22:35:24 [x.py:3]  Aborted request a.",
+    "INFO 11-29 22:35:24 [x.py:3] Request  details: prompt: x",
+    "INFO 11-29 22:35:24 [x.py:3] Request x\tdetails: prompt: x",
+]
+# what the mutations put in: the characters the grammar turns on
+ALPHABET = " ,.\r\n\t\v\f()[]:-_=0123456789aZpidINFOERROR"
+
+
+def _mutants(rng: random.Random, line: str, count: int) -> list[bytes]:
+    out = []
+    for _ in range(count):
+        chars = list(line)
+        for _ in range(rng.randint(1, 3)):
+            at = rng.randrange(len(chars) + 1)
+            what = rng.random()
+            if what < 0.4 and at < len(chars):
+                chars[at] = rng.choice(ALPHABET)
+            elif what < 0.7 and at < len(chars):
+                del chars[at]
+            else:
+                chars.insert(at, rng.choice(ALPHABET))
+        out.append("".join(chars).encode())
+    return out
+
+
+@needs_speedups
+def test_newlines_counts_as_bytes_count_does() -> None:
+    rng = random.Random(5)
+    for size in (0, 1, 15, 16, 17, 255 * 16, 255 * 16 + 33, 70_001):
+        data = bytes(rng.choice(b"ab\n\n\r") for _ in range(size))
+        for start, end in [(0, size), (3, size - 2), (-5, size), (0, -1), (7, 3), (-99, 99),
+                           (size, size + 10), (rng.randrange(size + 1), rng.randrange(size + 1))]:
+            assert speedups.newlines(data, start, end) == data.count(b"\n", start, end)
+    assert speedups.newlines(bytearray(b"a\nb\n"), 0, 4) == 2  # any buffer
+
+
+@needs_speedups
+def test_is_benign_is_the_expression_on_crafted_and_mutated_lines() -> None:
+    rng = random.Random(11)
+    lines = [line.encode() for line in REQUEST_LINES]
+    for line in REQUEST_LINES:
+        lines.extend(_mutants(rng, line, 400))
+    differ = []
+    for line in lines:
+        for data, start in ((line + b"\n", 0), (line, 0), (b"x\n" + line + b"\nz", 2),
+                            (line + b"\r\n", 0)):
+            ours = speedups.is_benign(data, start)
+            if ours != (BENIGN.match(data, start) is not None):
+                differ.append((data, start, ours))
+    assert not differ, differ[:5]
+    assert sum(speedups.is_benign(line + b"\n", 0) for line in lines) > 500  # both kinds met
+
+
+@needs_speedups
+def test_hits_take_keeps_what_the_python_filter_keeps() -> None:
+    rng = random.Random(3)
+    pool = [line.encode() for line in REQUEST_LINES] + [
+        b"(APIServer pid=7) ERROR 11-29 22:35:24 [core.py:1] RuntimeError: Aborted",
+        b"Aborted (core dumped)", b"", b"   indented error"]
+    literals = ["Aborted", "error", "Error", "request", "ERROR", "a"]
+    python = PythonLiteralScanner(literals)
+    for _ in range(60):
+        chosen = [rng.choice(pool) for _ in range(rng.randint(0, 40))]
+        data = b"\n".join(chosen) + rng.choice([b"", b"\n"])
+        if rng.random() < 0.3:
+            data = data[rng.randrange(len(data) + 1):]  # a block may begin mid-line
+        found = python.hits(data)
+        collector = speedups.Hits([len(lit) for lit in literals])
+        for offset, literal in rng.sample(found, len(found)):  # in any order
+            collector(literal, 0, offset + len(literals[literal]), 0, None)
+        for at_line_start in (True, False):
+            expected = _outside_requests(data, found, at_line_start)
+            if at_line_start:
+                assert collector.take(data, at_line_start) == expected
+            else:
+                again = speedups.Hits([len(lit) for lit in literals])
+                for offset, literal in found:
+                    again(literal, 0, offset + len(literals[literal]), 0, None)
+                assert again.take(data, at_line_start) == expected
+
+
+@needs_speedups
+def test_hits_refuses_what_cannot_be_a_match() -> None:
+    collector = speedups.Hits([3, 5])
+    with pytest.raises(ValueError):
+        collector(2, 0, 10, 0, None)  # no such literal
+    with pytest.raises(ValueError):
+        collector(1, 0, 4, 0, None)  # ends before its literal could
+    collector(0, 0, 100, 0, None)
+    with pytest.raises(ValueError):
+        collector.take(b"short", True)  # a hit beyond the data
+    assert collector.take(b"short", True) == ([], 0)  # and nothing is left over
+
+
+@needs_speedups
+@needs_hyperscan
+def test_the_hyperscan_scanner_gives_the_same_hits_with_and_without_speedups() -> None:
+    rng = random.Random(9)
+    lines = [*REQUEST_LINES, "Aborted (core dumped)", "an error here", "ERROR boom"]
+    data = "\n".join(rng.choice(lines) for _ in range(5000)).encode() + b"\n"
+    literals = ["Aborted", "error", "ERROR", "Received request ", "pid="]
+    fast = prefilter.HyperscanLiteralScanner(literals)
+    slow = prefilter.HyperscanLiteralScanner(literals, speedups=False)
+    assert fast.speedups and not slow.speedups
+    assert fast.hits(data) == slow.hits(data)
+    assert fast.hits_outside_requests(data, True) == slow.hits_outside_requests(data, True)
+    assert fast.newlines(data, 10, -10) == slow.newlines(data, 10, -10)
+
+
+def test_the_speedups_are_built_where_a_compiler_is_at_hand() -> None:
+    """`make test` installs with hatch_build.py, which compiles them where the C compiler
+    Python was built with and its headers are here: a build that silently stopped working
+    would leave every user on the slow path."""
+    compiler = (sysconfig.get_config_var("CC") or "cc").split()[0]
+    include = sysconfig.get_paths()["include"]
+    if shutil.which(compiler) is None or not os.path.exists(f"{include}/Python.h"):
+        pytest.skip(f"no C compiler ({compiler}) or Python headers here: the pure-Python "
+                    "path runs")
+    assert importlib.util.find_spec("logwatch.core.signatures._speedups") is not None
