@@ -17,7 +17,13 @@ import pytest
 from logwatch.core.signatures.library import Library
 from logwatch.core.signatures.matcher import Matcher
 from logwatch.core.signatures.placed import rule_of
-from logwatch.core.signatures.vocabulary import Vocabulary, Wanted, literal_pieces
+from logwatch.core.signatures.vocabulary import (
+    KEY,
+    Vocabulary,
+    Wanted,
+    index_keys,
+    literal_pieces,
+)
 from logwatch.library.files import VocabularyFile, shipped_vocabulary
 from logwatch.scan.offline import ScanInput, scan_inputs
 from tools.vllm_vocab.coverage import classify
@@ -122,6 +128,24 @@ def test_the_shipped_vocabulary_crosses_to_a_worker_without_its_index() -> None:
     assert copy.__dict__["_raw"] is None and copy.__dict__["_index"] is None
     found = copy.lookup([("Invalid MNK = [16, 2880, 4096]", check)])
     assert found is not None and found.file.startswith("csrc/quantization/marlin/")
+
+
+def test_the_keys_the_data_file_holds_are_the_ones_a_scan_would_work_out() -> None:
+    """The shipped file holds each wording's index word (written by tools.vllm_vocab with
+    index_keys): a scan files the wordings by it instead of working it out for twelve
+    thousand of them first. The file's keys and a full build must find the same wording for
+    every wording's own text."""
+    shipped = VocabularyFile(GENERATED)
+    raw = list(shipped.entries())
+    assert all(KEY in r for r in raw)
+    assert {r["id"]: r[KEY] for r in raw} == index_keys(raw)
+    built = Vocabulary([{k: v for k, v in r.items() if k != KEY} for r in raw])  # no keys
+    every = Wanted(frozenset({"raise", "assert", "torch_check", "log"}))
+    texts = [r["template"].split("\n", 1)[0].replace("{}", "7") for r in raw[::7]]
+    found = [shipped.lookup([(t, every)]) for t in texts]
+    assert found == [built.lookup([(t, every)]) for t in texts]
+    assert sum(f is not None for f in found) > len(texts) // 2
+    assert shipped._index is not None and len(shipped._index) < len(built._index or {})
 
 
 def test_a_known_marlin_check_is_named_with_its_source(library: Library) -> None:

@@ -22,6 +22,7 @@ from collections.abc import Sequence
 from pathlib import Path, PurePosixPath
 from typing import Any
 
+from logwatch.core.signatures.vocabulary import KEY, index_keys
 from logwatch.library.files import VocabularyFile
 from tools.vllm_vocab.curated import Curated
 from tools.vllm_vocab.sources import message_files
@@ -75,6 +76,10 @@ def file_index(root: Path, names: Sequence[str]) -> dict[str, list[str]]:
 
 def write(entries: list[dict[str, Any]], files: dict[str, list[str]],
           path: Path = GENERATED) -> None:
+    # each entry with the word a scan files it under, so that a scan need not work them all
+    # out before its first lookup (logwatch.core.signatures.vocabulary.index_keys)
+    keys = index_keys(entries)
+    entries = [{**e, KEY: keys[e["id"]]} for e in entries]
     text = json.dumps({"entries": entries, "files": files}, separators=(",", ":"),
                       sort_keys=True)
     # mtime 0: the same entries give the same bytes, so a regeneration diffs only on change

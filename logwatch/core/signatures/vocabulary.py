@@ -29,6 +29,7 @@ MAX_TEXT = 4000  # characters of a message looked at
 # where its wording does.
 CUT_AT = 300
 MEMO_ENTRIES = 4096
+KEY = "key"  # a data file entry's field: the word it is filed under (index_keys)
 _FIELD = re.compile(r"\{\{|\}\}|\{([^{}]*)\}")
 _WORD = re.compile(r"[A-Za-z][A-Za-z0-9_]{2,}")
 # vLLM's own test helpers ship inside the package (marlin_utils_test.py copies torch's code):
@@ -150,12 +151,13 @@ class Vocabulary:
         self._files = files
         self.withheld = frozenset(withheld)
         self._index: dict[str, list[Entry]] | None = None
+        self._filed: dict[str, list[dict[str, Any]]] = {}  # buckets not yet made entries
         self._memo: dict[tuple[str, Wanted], Entry | None] = {}
         self.problem = ""  # why the wordings could not be read, once tried
 
     def __getstate__(self) -> dict[str, Any]:  # to a worker process: no index, no memo
         state = dict(self.__dict__)
-        state.update(_index=None, _memo={})
+        state.update(_index=None, _filed={}, _memo={})
         if self._sourced():
             state.update(_raw=None, _files=None)  # read again there
         return state
@@ -174,7 +176,7 @@ class Vocabulary:
         """The same vocabulary with these wordings left out (to measure what is not known)."""
         other = copy.copy(self)
         other.withheld = self.withheld | frozenset(ids)
-        other._index, other._memo = None, {}
+        other._index, other._filed, other._memo = None, {}, {}
         return other
 
     def _load(self) -> tuple[list[dict[str, Any]], dict[str, list[str]]]:
@@ -198,28 +200,40 @@ class Vocabulary:
         """Every wording as the data file holds it (withheld ones too)."""
         yield from self._load()[0]
 
-    def _built(self) -> dict[str, list[Entry]]:
-        if self._index is not None:
-            return self._index
-        entries = [e for e in (_entry(raw) for raw in self._load()[0]
-                               if raw["id"] not in self.withheld) if e is not None]
-        counts: dict[str, int] = {}
-        words_of = []
-        for entry in entries:
-            words = {w for p in entry.literals for w in _WORD.findall(p)}
-            words_of.append(words)
-            for word in words:
-                counts[word] = counts.get(word, 0) + 1
+    def _bucket(self, word: str) -> list[Entry]:
+        """The wordings filed under `word` (their rarest word), the closest first."""
+        if self._index is None:
+            self._index, self._filed = self._file()
+        bucket = self._index.get(word)
+        if bucket is None:
+            raws = self._filed.pop(word, None)
+            if raws is None:
+                return []
+            bucket = sorted((e for e in map(_entry, raws) if e is not None),
+                            key=lambda e: (-sum(len(p) for p in e.literals), e.id))
+            self._index[word] = bucket
+        return bucket
+
+    def _file(self) -> tuple[dict[str, list[Entry]], dict[str, list[dict[str, Any]]]]:
+        """The wordings by the word they are filed under: from the keys the data file holds
+        (written with `index_keys`, so the same), each bucket made into entries when first
+        asked for; or, without keys or with wordings withheld, all made now."""
+        raw = [r for r in self._load()[0] if r["id"] not in self.withheld]
+        keyed = not self.withheld and raw and all(KEY in r for r in raw)
+        keys = {r["id"]: r[KEY] for r in raw} if keyed else index_keys(raw)
+        filed: dict[str, list[dict[str, Any]]] = {}
+        for r in raw:
+            if (key := keys[r["id"]]) is not None:
+                filed.setdefault(key, []).append(r)
+        if self._sourced():  # the file's list is not wanted any more: read again should
+            self._raw = None  # `entries()` or `without()` want it
+        if keyed:
+            return {}, filed
         index: dict[str, list[Entry]] = {}
-        for entry, words in zip(entries, words_of, strict=True):
-            key = min(words, key=lambda w: (counts[w], -len(w), w))
-            index.setdefault(key, []).append(entry)
-        for bucket in index.values():  # the most fixed text first: the closest wording wins
-            bucket.sort(key=lambda e: (-sum(len(p) for p in e.literals), e.id))
-        self._index = index
-        if self._sourced():  # the file's entries as read (14 MiB) are not wanted any more:
-            self._raw = None  # read again should `entries()` or `without()` want them
-        return index
+        for word, raws in filed.items():
+            index[word] = sorted((e for e in map(_entry, raws) if e is not None),
+                                 key=lambda e: (-sum(len(p) for p in e.literals), e.id))
+        return index, {}
 
     def lookup(self, asked: Iterable[tuple[str, Wanted]]) -> Entry | None:
         """The wording one of the texts is, among the wordings each wants (the first text
@@ -241,10 +255,9 @@ class Vocabulary:
         return None
 
     def _find(self, text: str, wanted: Wanted) -> Entry | None:
-        index = self._built()
         best: Entry | None = None
         for word in set(_WORD.findall(text)):
-            for entry in index.get(word, ()):
+            for entry in self._bucket(word):
                 if not wanted.accepts(entry) or not entry.matches(text):
                     continue
                 if best is None or wanted.rank(entry) > wanted.rank(best):
@@ -265,6 +278,27 @@ class Vocabulary:
         return [path for path in files.get(logger_file.rsplit("/", 1)[-1], ())
                 if (path == "vllm/" + logger_file) or (
                     tail and path.startswith("vllm/" + head + "/") and path.endswith("/" + tail))]
+
+def index_keys(raw: Sequence[dict[str, Any]]) -> dict[str, str | None]:
+    """The word each wording is filed under, by id: the rarest word of its fixed pieces
+    among these wordings (None: a wording too vague to be matched). The data file holds
+    them (`KEY`), written by tools.vllm_vocab, so a scan need not work them out."""
+    keys: dict[str, str | None] = {}
+    counts: dict[str, int] = {}
+    words_of: list[tuple[str, set[str]]] = []
+    for r in raw:
+        entry = _entry(r)
+        if entry is None:
+            keys[r["id"]] = None
+            continue
+        words = {w for p in entry.literals for w in _WORD.findall(p)}
+        words_of.append((entry.id, words))
+        for word in words:
+            counts[word] = counts.get(word, 0) + 1
+    for entry_id, words in words_of:
+        keys[entry_id] = min(words, key=lambda w: (counts[w], -len(w), w))
+    return keys
+
 
 def _fixed(entry: Entry) -> int:
     return sum(len(p) for p in entry.literals)
