@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import random
 import string
+import threading
 from dataclasses import dataclass
 from datetime import datetime
 
@@ -12,6 +13,7 @@ import pytest
 
 from logwatch.core.lines.assemble import assemble
 from logwatch.core.lines.vllm_format import parse_line
+from logwatch.core.safe_text import redact as redact_module
 from logwatch.core.safe_text.redact import (
     MASK,
     RULES,
@@ -261,6 +263,55 @@ def test_the_fast_path_never_skips_a_secret() -> None:
         if find_secrets(text):
             assert might_hold_secret(text), text
         assert redact(text) == mask_spans(text, find_secrets(text)), text
+
+
+def test_the_native_trigger_answers_as_the_expressions_do() -> None:
+    """`might_hold_secret` asks Hyperscan for ASCII text: on every form of every secret,
+    every look-alike, their cuts and every line of the samples, it answers as `_TRIGGER` and
+    `_TRIGGER_RUN` do with `re`."""
+    native = redact_module._native_trigger()
+    if native is None:
+        pytest.skip("hyperscan not installed: `re` answers alone")
+    texts = [v for f in FORMS for v in _variants(f.text)]
+    texts += [v for t in NOT_SECRETS for v in _variants(t)]
+    for path in sorted(SAMPLES.glob("*.log")):
+        texts += path.read_text(encoding="utf-8", errors="replace").splitlines()
+    rng = random.Random(4)
+    texts += ["".join(rng.choice("ke=:y/@+ \t\n'\"ABz0") for _ in range(rng.randint(0, 60)))
+              for _ in range(3000)]
+    answered = 0
+    for text in texts:
+        if not text.isascii():
+            continue
+        expected = redact_module._TRIGGER.search(text.lower()) is not None or (
+            len(text) >= 40 and redact_module._TRIGGER_RUN.search(text) is not None)
+        assert native.search(text.lower().encode("ascii")) == expected, text
+        answered += expected
+    assert 100 < answered < len(texts) - 100  # both answers met
+
+
+def test_the_native_trigger_serves_threads_at_once() -> None:
+    """The daemon redacts on its database thread while its loop thread matches: Hyperscan's
+    scratch space serves one scan at a time, so each thread has its own."""
+    if redact_module._native_trigger() is None:
+        pytest.skip("hyperscan not installed")
+    errors: list[BaseException] = []
+    text = "x " * 3000 + "password=hunter2"
+
+    def run() -> None:
+        try:
+            for _ in range(300):
+                assert might_hold_secret(text)
+                assert not might_hold_secret("Avg prompt throughput: 1.0 tokens/s " * 50)
+        except BaseException as error:  # reported below
+            errors.append(error)
+
+    threads = [threading.Thread(target=run) for _ in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert not errors, errors[:1]
 
 
 @pytest.mark.parametrize("text", NOT_SECRETS)

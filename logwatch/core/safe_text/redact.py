@@ -10,8 +10,11 @@ from __future__ import annotations
 
 import base64
 import binascii
+import functools
 import re
+import threading
 from collections.abc import Callable, Mapping, Sequence
+from typing import Any
 
 MASK = "***"
 Span = tuple[int, int]
@@ -152,8 +155,49 @@ _TRIGGER_RUN = re.compile(r"[A-Za-z0-9/+=]{40}", re.ASCII)
 
 def might_hold_secret(text: str) -> bool:
     """False when no rule can match: the fast path for ordinary lines."""
+    if text.isascii() and (native := _native_trigger()) is not None:
+        return native.search(text.lower().encode("ascii"))
     return _TRIGGER.search(text.lower()) is not None or (
         len(text) >= 40 and _TRIGGER_RUN.search(text) is not None)
+
+
+class _NativeTrigger:
+    """`_TRIGGER` and `_TRIGGER_RUN` in one Hyperscan database, for ASCII text lowered: the
+    same expressions (ASCII classes, `\\s` the same six characters), the run's
+    `[A-Za-z0-9/+=]` lowered with its text. `re` tries each branch at almost every
+    position (8 us for a stats line); this is one pass (0.3 us). Each thread scans with
+    its own scratch space (a shared one refuses a second thread)."""
+
+    def __init__(self, hs: Any) -> None:
+        self._hs = hs
+        self._db = hs.Database(mode=hs.HS_MODE_BLOCK)
+        expressions = [_TRIGGER.pattern.encode("ascii"), rb"[a-z0-9/+=]{40}"]
+        self._db.compile(expressions=expressions, ids=[0, 1], elements=2,
+                         flags=[hs.HS_FLAG_SINGLEMATCH] * 2)
+        self._local = threading.local()
+
+    def search(self, lowered: bytes) -> bool:
+        scratch = getattr(self._local, "scratch", None)
+        if scratch is None:
+            scratch = self._local.scratch = self._hs.Scratch(self._db)
+        try:
+            self._db.scan(lowered, match_event_handler=_stop, scratch=scratch)
+        except self._hs.ScanTerminated:
+            return True
+        return False
+
+
+def _stop(*_: object) -> bool:
+    return True  # the first match answers
+
+
+@functools.cache
+def _native_trigger() -> _NativeTrigger | None:
+    try:  # the native engine is optional (logwatch.core.signatures.prefilter)
+        import hyperscan
+    except ImportError:  # pragma: no cover - depends on the platform
+        return None
+    return _NativeTrigger(hyperscan)
 
 
 def find_secrets(text: str) -> list[Span]:
