@@ -110,9 +110,33 @@ def _request_lines(rng: random.Random, ts: str) -> list[str]:
     return lines if rng.random() < 0.5 else []
 
 
+def _unprefixed_lines(rng: random.Random, ts: str) -> list[str]:
+    """Now and then a line of the unprefixed writer (uvicorn's, a raw traceback's), with
+    what may join it many lines later, and lines that look prefixed but are not a process's
+    to parse_line (block_scan reads only the unprefixed writer's lines around such a hit)."""
+    odd = rng.random()
+    if odd < 0.03:
+        return ["INFO:     Finished server process [7]"]
+    if odd < 0.05:
+        return ["  indented: goes on with the unprefixed record before it"]
+    if odd < 0.06:
+        return [f"({'N' * 90} pid=3) ERROR {ts} [core.py:1] RuntimeError: long name"]
+    if odd < 0.07:
+        return ["(Api Server pid=3) RuntimeError: a name with a space"]
+    if odd < 0.08:
+        return ["(APIServer pid=3)RuntimeError: no space after the prefix"]
+    if odd < 0.09:
+        return ["Traceback (most recent call last):", '  File "/x.py", line 1, in f',
+                "RuntimeError: raw"]
+    if odd < 0.1:  # a terminal shows what follows the carriage return: unprefixed
+        return [f"(APIServer pid=3) INFO {ts} [a.py:1] 10%\r  indented after a progress bar"]
+    return []
+
+
 def generated_log(seed: int, events: int) -> bytes:
     rng = random.Random(seed)
     requests = random.Random(-seed)  # its own: the rest is laid out as it was without them
+    unprefixed = random.Random(seed + 1000)
     # each sample once: a copy of one repeats its headers, and the full pipeline joins a
     # logger record across any distance to the next line with its exact header
     samples = [p.read_text() for p in sorted(SAMPLES.glob("*.log"))
@@ -124,6 +148,7 @@ def generated_log(seed: int, events: int) -> bytes:
         out += [f'INFO:     10.0.0.{rng.randint(1, 9)}:4000 - "POST /v1/chat/completions '
                 f'HTTP/1.1" 200 OK'] * rng.randint(0, 6)
         out += _request_lines(requests, ts)
+        out += _unprefixed_lines(unprefixed, ts)
         kind = rng.random()
         if kind < 0.4:  # a burst of one header: the joining check's hard case
             for _ in range(rng.randint(1, 5)):
@@ -168,6 +193,29 @@ def test_fast_paths_equal_the_full_pipeline_across_block_boundaries(library: Lib
     assert any(f[3] > f[2] for f in level_only) and any(f[3] == f[2] for f in level_only)
     for block in (1009, 4096, 65536):  # blocks a traceback's lines straddle
         assert spans(data, library, block, full=False) == reference, block
+
+
+@pytest.mark.parametrize("between", [
+    f"({'N' * 90} pid=3) ERROR 11-29 10:00:01 [core.py:1] a name longer than a process's",
+    "(Api Server pid=3) a name with a space",
+    "(APIServer pid=3) INFO 11-29 10:00:01 [a.py:1] 10%\rwhat a terminal shows after it",
+])
+def test_a_line_that_only_looks_like_another_process_s_still_ends_a_raw_record(
+        library: Library, between: str) -> None:
+    """Around a hit in the unprefixed writer's record, block_scan reads only lines that may
+    be that writer's: a line that starts like a process's prefix but is not one to
+    parse_line (or that a carriage return turns into another) is read all the same, and
+    here it ends the traceback before it."""
+    stats = [f"(APIServer pid=3) INFO 11-29 10:00:0{i} [a.py:1] Avg prompt throughput: 1.0 "
+             "tokens/s, Avg generation throughput: 2.0 tokens/s" for i in range(5)]
+    body = ["Traceback (most recent call last):", '  File "/x.py", line 1, in f', *stats,
+            between, *stats, '  File "/z.py", line 3, in h',
+            "RuntimeError: CUDA error: an illegal memory access was encountered"]
+    data = ("\n".join(body) + "\n").encode()
+    reference = spans(data, library, 1 << 20, full=True)
+    assert ("distributed.cuda_error", 15, 14, 15) in [f[:4] for f in reference]
+    for block in (97, 1 << 20):
+        assert spans(data, library, block, full=False) == reference
 
 
 @pytest.mark.slow

@@ -224,6 +224,11 @@ class Assembler:
             self._close(current.record)
         self._open[key] = _Open(Record([line]), _state_after_first(line))
 
+    def open_records(self) -> list[Record]:
+        """The records still open, left open: feeding more lines may extend them. (With
+        `ordered=False` and no wrap width, `feed`'s records and these are all there is.)"""
+        return [o.record for o in self._open.values()]
+
     def flush(self) -> list[Record]:
         """Close every open record (end of input, or a quiet period in a live source)."""
         if self._cut is not None:

@@ -103,7 +103,13 @@ class BufferLines:
     def _offset(self, lineno: int, anchor: tuple[int, int]) -> int:
         start = self._starts.get(lineno)
         if start is None:
-            start = self._starts[lineno] = walk(self.buf, anchor, lineno)
+            before = self._starts.get(lineno - 1)  # a window is read in order: one step
+            if before is not None and lineno - 1 >= self.first:
+                end = self.buf.find(b"\n", before)
+                start = len(self.buf) if end < 0 else end + 1
+            else:
+                start = walk(self.buf, anchor, lineno)
+            self._starts[lineno] = start
         return start
 
     def _end(self, lineno: int, anchor: tuple[int, int]) -> int:
@@ -127,6 +133,18 @@ class BufferLines:
             return True
         start, end = self._offset(lineno, anchor), self._end(lineno, anchor)
         return all(self.buf.find(token, start, end) >= 0 for token in tokens)
+
+    def may_be_unprefixed(self, lineno: int, anchor: tuple[int, int]) -> bool:
+        """Whether a line may be the unprefixed writer's (stream ("raw",)): one that starts
+        with a process prefix (`(Name pid=N) `) is not, unless a carriage return inside it
+        may leave a terminal showing something else (normalize.terminal_text); nothing else
+        unwrapping does touches a line that starts so. A line parsed already is taken."""
+        if lineno in self.cache:
+            return True
+        start = self._offset(lineno, anchor)
+        if PROCESS_PREFIX.match(self.buf, start) is None:
+            return True
+        return b"\r" in self.buf[start:self._end(lineno, anchor)].rstrip(b"\r")
 
     def sibling(self, lineno: int, start: int, template: ParsedLine, header: str
                 ) -> ParsedLine | None:
@@ -179,6 +197,13 @@ class BufferLines:
 REWRITTEN = re.compile(
     rb"[\x1b\\\r{`^\[*&<](?:(?<=[\x1b\\\r{`])|(?<=\^)\[|(?<=\[)[0-9;]*m(?![\w\]])"
     rb"|(?<=\*)\*|(?<=&)(?:lt|gt|quot|#39|amp);|(?<=<)/?(?i:font|b|span|strong)[\s>])")
+
+
+# A line starting so is some process's (vllm_format's _PLAIN, _PROC_LEADING and _PROC all
+# read the name from it, whatever follows, and unwrapping strips no wrapper from a line that
+# starts with `(`): never the unprefixed writer's. ASCII names only, as long as those
+# expressions take them; anything else may be unprefixed.
+PROCESS_PREFIX = re.compile(rb"\([A-Za-z_][\w.-]{0,80} pid=\d+\) ")
 
 
 def joiners_of(buf: bytes) -> dict[bytes, list[int]]:

@@ -291,17 +291,37 @@ class BlockScanner:
         cut it: its first line is the window's first (not the input's) and does not open
         cleanly, or it may go on after the window."""
         before = after = INITIAL_CONTEXT
-        tokens = _writer_tokens(lines.get(hit[0], hit))
+        own = lines.get(hit[0], hit)
+        tokens = _writer_tokens(own)
+        unprefixed = own.stream_key == ("raw",)
+        # A window widened after only goes on from what was fed: the same lines fed in the
+        # same order leave the assembler as one fed them all at once. Widened before, or
+        # read differently (plain no more), it starts again.
+        assembler: Assembler | None = None
+        window: list[ParsedLine] = []
+        done: list[Record] = []  # records closed so far
+        fed: tuple[int, int, bool] = (0, 0, False)  # (low, high, only the writer's lines)
         while True:
             low = max(lines.first, hit[0] - before)
             high = min(hit[0] + after, lines.last)
-            if tokens and lines.plain(low, high, hit):  # only its writer's lines matter
-                window = [lines.get(n, hit) for n in range(low, high + 1)
-                          if n == hit[0] or lines.may_hold(n, hit, tokens)]
+            # a prefixed writer's lines are told by bytes only where nothing is rewritten; the
+            # unprefixed writer's are told from other processes' whatever the window holds
+            only_writer = unprefixed or (bool(tokens) and lines.plain(low, high, hit))
+            start = fed[1] + 1
+            if assembler is None or fed[0] != low or fed[2] != only_writer:
+                assembler, window, done, start = Assembler(ordered=False), [], [], low
+            fed = (low, high, only_writer)
+            if only_writer and tokens:  # only its writer's lines matter
+                added = [lines.get(n, hit) for n in range(start, high + 1)
+                         if n == hit[0] or lines.may_hold(n, hit, tokens)]
+            elif only_writer:  # the unprefixed writer's: no process's line joins it
+                added = [lines.get(n, hit) for n in range(start, high + 1)
+                         if n == hit[0] or lines.may_be_unprefixed(n, hit)]
             else:
-                window = [lines.get(n, hit) for n in range(low, high + 1)]
-            assembler = Assembler(ordered=False)
-            records = [r for ln in window for r in assembler.feed(ln)] + assembler.flush()
+                added = [lines.get(n, hit) for n in range(start, high + 1)]
+            window.extend(added)
+            done.extend(r for ln in added for r in assembler.feed(ln))
+            records = done + assembler.open_records()
             record = next(r for r in records if any(ln.lineno == hit[0] for ln in r.lines))
             closed = _closed_in(record, window, lines)
             if high == lines.last and not final and not closed:
