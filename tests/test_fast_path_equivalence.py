@@ -218,6 +218,25 @@ def test_a_line_that_only_looks_like_another_process_s_still_ends_a_raw_record(
         assert spans(data, library, block, full=False) == reference
 
 
+def test_a_writer_s_line_that_unwrapping_rewrites_still_ends_its_record(
+        library: Library) -> None:
+    """Around a hit in a prefixed writer's record, block_scan leaves out lines without the
+    writer's name and pid: one that holds them only once its colour codes are stripped is
+    read all the same, though a dict elsewhere in the window is nothing unwrapping reads."""
+    proc = "(EngineCore_DP0 pid=8) "
+    stats = [f"(APIServer pid=3) INFO 11-29 10:00:0{i} [a.py:1] non-default args: "
+             "{'model': 'm'}" for i in range(5)]
+    body = [f"{proc}Traceback (most recent call last):", f'{proc}  File "/x.py", line 1, in f',
+            *stats, "(EngineCore_DP0 pi\x1b[0md=8) a line of its own between", *stats,
+            f'{proc}  File "/z.py", line 3, in h',
+            f"{proc}RuntimeError: CUDA error: an illegal memory access was encountered"]
+    data = ("\n".join(body) + "\n").encode()
+    reference = spans(data, library, 1 << 20, full=True)
+    assert ("distributed.cuda_error", 15, 14, 15) in [f[:4] for f in reference]
+    for block in (97, 1 << 20):
+        assert spans(data, library, block, full=False) == reference
+
+
 @pytest.mark.slow
 def test_fast_paths_give_the_same_incidents(library: Library, tmp_path: Path) -> None:
     log = tmp_path / "dense.log"

@@ -121,18 +121,20 @@ class BufferLines:
 
     def plain(self, low: int, high: int, anchor: tuple[int, int]) -> bool:
         """Lines low..high hold nothing that unwrapping rewrites (colour, markup, escapes,
-        JSON): a line's writer is then named by bytes the line itself holds."""
+        JSON): each line's writer is then named by bytes the line itself holds."""
         start, end = self._offset(low, anchor), self._end(high, anchor)
         return REWRITTEN.search(self.buf, start, end) is None
 
     def may_hold(self, lineno: int, anchor: tuple[int, int], tokens: tuple[bytes, ...]
                  ) -> bool:
-        """Whether a line may be the writer's whose `tokens` these are (in `plain` lines, a
-        line without them is not); a line parsed already is simply taken."""
+        """Whether a line may be the writer's whose `tokens` these are: a `plain` line
+        without them is not (unwrapping reads one line at a time, so a line's own bytes
+        decide); a line parsed already is simply taken."""
         if lineno in self.cache:
             return True
         start, end = self._offset(lineno, anchor), self._end(lineno, anchor)
-        return all(self.buf.find(token, start, end) >= 0 for token in tokens)
+        return (all(self.buf.find(token, start, end) >= 0 for token in tokens)
+                or not self.plain(lineno, lineno, anchor))
 
     def may_be_unprefixed(self, lineno: int, anchor: tuple[int, int]) -> bool:
         """Whether a line may be the unprefixed writer's (stream ("raw",)): one that starts

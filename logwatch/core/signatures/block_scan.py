@@ -9,6 +9,7 @@ gives. `full=True` runs the per-line pipeline everywhere (hard-wrapped logs, cro
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Final, Literal
@@ -293,32 +294,29 @@ class BlockScanner:
         before = after = INITIAL_CONTEXT
         own = lines.get(hit[0], hit)
         tokens = _writer_tokens(own)
-        unprefixed = own.stream_key == ("raw",)
+        # Only the hit line's writer's lines can join its record: those told from others' by
+        # their bytes (BufferLines.may_hold, may_be_unprefixed) are left out
+        keep: Callable[[int], bool] | None = None
+        if tokens:
+            keep = lambda n: lines.may_hold(n, hit, tokens)  # noqa: E731
+        elif own.stream_key == ("raw",):
+            keep = lambda n: lines.may_be_unprefixed(n, hit)  # noqa: E731
         # A window widened after only goes on from what was fed: the same lines fed in the
-        # same order leave the assembler as one fed them all at once. Widened before, or
-        # read differently (plain no more), it starts again.
+        # same order leave the assembler as one fed them all at once. Widened before, it
+        # starts again.
         assembler: Assembler | None = None
         window: list[ParsedLine] = []
         done: list[Record] = []  # records closed so far
-        fed: tuple[int, int, bool] = (0, 0, False)  # (low, high, only the writer's lines)
+        fed = (0, 0)  # (low, high) of the lines fed
         while True:
             low = max(lines.first, hit[0] - before)
             high = min(hit[0] + after, lines.last)
-            # a prefixed writer's lines are told by bytes only where nothing is rewritten; the
-            # unprefixed writer's are told from other processes' whatever the window holds
-            only_writer = unprefixed or (bool(tokens) and lines.plain(low, high, hit))
             start = fed[1] + 1
-            if assembler is None or fed[0] != low or fed[2] != only_writer:
+            if assembler is None or fed[0] != low:
                 assembler, window, done, start = Assembler(ordered=False), [], [], low
-            fed = (low, high, only_writer)
-            if only_writer and tokens:  # only its writer's lines matter
-                added = [lines.get(n, hit) for n in range(start, high + 1)
-                         if n == hit[0] or lines.may_hold(n, hit, tokens)]
-            elif only_writer:  # the unprefixed writer's: no process's line joins it
-                added = [lines.get(n, hit) for n in range(start, high + 1)
-                         if n == hit[0] or lines.may_be_unprefixed(n, hit)]
-            else:
-                added = [lines.get(n, hit) for n in range(start, high + 1)]
+            fed = (low, high)
+            added = [lines.get(n, hit) for n in range(start, high + 1)
+                     if keep is None or n == hit[0] or keep(n)]
             window.extend(added)
             done.extend(r for ln in added for r in assembler.feed(ln))
             records = done + assembler.open_records()
