@@ -137,12 +137,15 @@ RULES: tuple[Rule, ...] = (  # (pattern, test of a value it found)
 # every match of some rule contains (lowered; every rule is ASCII-only). Ordinary lines match
 # nothing. Why it looks odd: a case-sensitive search of lowered text is ~5x faster than a
 # case-blind one, and each branch starts with a literal, the rarest letters of the word
-# where that keeps it a piece of every match (`ken` of token, `word`/`wd` of password,
-# `zation` of authorization), so the search skips the positions no branch can start at.
+# where that keeps it a piece of every match (`ken` of token, `word`/`wd` of password), so
+# the search skips the positions no branch can start at; `horization` of authorization, as
+# `zation` alone is quantization's too (vLLM's engine config line, kilobytes long, holds
+# `quantization=` at every start).
 _AFTER_NAME = _CLOSE_NAME + r"(?:\s*[:=]|,?[ \t])"  # key-value `=`/`:`, or a flag's argument
 _TRIGGER = re.compile(
     r"ken" + _AFTER_NAME + r"|key" + _AFTER_NAME + r"|w(?:or)?d" + _AFTER_NAME
-    + r"|cret" + _AFTER_NAME + r"|credential|zation" + _CLOSE_NAME + r"\s*[:=]|bearer\s|basic\s"
+    + r"|cret" + _AFTER_NAME + r"|credential|horization" + _CLOSE_NAME
+    + r"\s*[:=]|bearer\s|basic\s"
     r"|://[^\s]*@|gnature=|sig=|f_[a-z0-9]{30}|k-[a-z0-9_-]{20}|gh[pousr]_|github_pat_|glpat-"
     r"|xox[abpre]-|kia[0-9a-z]{16}|sia[0-9a-z]{16}|phrase" + _AFTER_NAME + r"|pass\s*[:=]"
     r"|word[ \t]*\r?\n|ken[ \t]*\r?\n|-u[ \t=]|--user|--proxy-user|cookie\s*:"
