@@ -114,6 +114,9 @@ class BufferLines:
 
     def _end(self, lineno: int, anchor: tuple[int, int]) -> int:
         """Offset of the newline ending a line (or the buffer's end)."""
+        after = self._starts.get(lineno + 1)  # the next line's start, just past the newline
+        if after is not None and 0 < after <= len(self.buf) and self.buf[after - 1] == 0x0A:
+            return after - 1
         end = self.buf.find(b"\n", self._offset(lineno, anchor))
         end = len(self.buf) if end < 0 else end
         self._starts[lineno + 1] = end + 1

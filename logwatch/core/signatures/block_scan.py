@@ -301,23 +301,27 @@ class BlockScanner:
             keep = lambda n: lines.may_hold(n, hit, tokens)  # noqa: E731
         elif own.stream_key == ("raw",):
             keep = lambda n: lines.may_be_unprefixed(n, hit)  # noqa: E731
-        # A window widened after only goes on from what was fed: the same lines fed in the
-        # same order leave the assembler as one fed them all at once. Widened before, it
-        # starts again.
-        assembler: Assembler | None = None
+        # The lines chosen are kept as the window widens; widened after only, the assembler
+        # goes on from what it was fed (the same lines in the same order leave it as one fed
+        # them all at once); widened before, it is fed them all again.
+        assembler = Assembler(ordered=False)
         window: list[ParsedLine] = []
         done: list[Record] = []  # records closed so far
-        fed = (0, 0)  # (low, high) of the lines fed
+        fed = (hit[0], hit[0] - 1)  # (low, high) of the lines chosen
         while True:
             low = max(lines.first, hit[0] - before)
             high = min(hit[0] + after, lines.last)
-            start = fed[1] + 1
-            if assembler is None or fed[0] != low:
-                assembler, window, done, start = Assembler(ordered=False), [], [], low
+            head = [lines.get(n, hit) for n in range(low, fed[0])
+                    if keep is None or keep(n)]
+            tail = [lines.get(n, hit) for n in range(fed[1] + 1, high + 1)
+                    if keep is None or n == hit[0] or keep(n)]
             fed = (low, high)
-            added = [lines.get(n, hit) for n in range(start, high + 1)
-                     if keep is None or n == hit[0] or keep(n)]
-            window.extend(added)
+            if head:
+                window = head + window + tail
+                assembler, done, added = Assembler(ordered=False), [], window
+            else:
+                window += tail
+                added = tail
             done.extend(r for ln in added for r in assembler.feed(ln))
             records = done + assembler.open_records()
             record = next(r for r in records if any(ln.lineno == hit[0] for ln in r.lines))
