@@ -297,7 +297,11 @@ def build_parser() -> argparse.ArgumentParser:
     show = sigs_sub.add_parser("show", help="everything about one signature")
     show.add_argument("id", help="a signature's id (`logwatch signatures list`)")
     sigs_sub.add_parser("test", help="run every example and counter-example")
-    sigs_sub.add_parser("lint", help="flag untested branches, risky patterns, shared examples")
+    lint = sigs_sub.add_parser("lint", help="flag untested branches, risky patterns, shared "
+                               "examples, literals ordinary traffic holds")
+    lint.add_argument("--traffic", type=Path, action="append", default=[], metavar="FILE",
+                      help="healthy vLLM output to measure the literals on (repeatable; "
+                           "default: a checkout's samples/logs/healthy_*.log)")
     draft = sigs_sub.add_parser("draft", help="draft a signature (TOML) from a group of "
                                               "unrecognised errors, from a log or the history")
     draft.add_argument("log", nargs="?", metavar="LOG", help="a log file to scan for groups")

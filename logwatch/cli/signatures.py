@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from logwatch.cli.options import load_library
+from logwatch.core.problems import Problem
 from logwatch.core.safe_text.visible import visible
 from logwatch.core.signatures.library import Library, LibraryError
 
@@ -75,13 +76,37 @@ def test(extra: Sequence[Path], base: Path | None) -> int:
     return 1 if failures else 0
 
 
-def lint(extra: Sequence[Path], base: Path | None) -> int:
-    """Load, check and lint the library in a child process with a deadline."""
+# Healthy vLLM output the literals are measured on when no --traffic is given: the samples
+# of a checkout (an installed package has none, and says so).
+CHECKOUT_TRAFFIC = Path(__file__).resolve().parents[2] / "samples" / "logs"
+MAX_TRAFFIC_BYTES = 64 << 20
+
+
+def lint(extra: Sequence[Path], base: Path | None, traffic: Sequence[Path] = ()) -> int:
+    """Load, check and lint the library in a child process with a deadline; its literals
+    measured on healthy vLLM output (`traffic`, else a checkout's healthy samples)."""
     from logwatch.library.worker import lint_bounded
 
-    count, issues = lint_bounded(extra, base=base)
+    files = list(traffic) or sorted(CHECKOUT_TRAFFIC.glob("healthy_*.log"))
+    data = b""
+    for path in files:
+        try:
+            with open(path, "rb") as stream:
+                data += stream.read(MAX_TRAFFIC_BYTES - len(data))
+        except OSError as error:
+            raise LibraryError([Problem(str(path), None, f"cannot read traffic: "
+                                        f"{error.strerror or error}", "give a readable file "
+                                        "of healthy vLLM output")]) from error
+        if data and not data.endswith(b"\n"):
+            data += b"\n"
+    count, issues = lint_bounded(extra, base=base, traffic=data)
     for issue in issues:
         _say(str(issue))
+    if data:
+        _say(f"literals measured on {len(data) / 1e6:.1f} MB of healthy traffic "
+             f"({', '.join(p.name for p in files)})")
+    else:
+        _say("literals not measured on traffic: give --traffic FILE (healthy vLLM output)")
     _say(f"{count} signatures linted, {len(issues)} issue(s)")
     return 1 if issues else 0
 
@@ -170,7 +195,7 @@ def signatures_command(args: argparse.Namespace) -> int:
     if args.action == "test":
         return test(args.signatures, args.library)
     if args.action == "lint":
-        return lint(args.signatures, args.library)
+        return lint(args.signatures, args.library, args.traffic)
     if args.action == "draft":
         return draft(load_library(args), args.log, args.db, args.group, args.out)
     library = load_library(args)

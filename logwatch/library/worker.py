@@ -74,9 +74,11 @@ def run_examples_bounded(extra: Sequence[Path] = (), base: Path | None = None,
 
 
 def lint_bounded(extra: Sequence[Path] = (), base: Path | None = None,
-                 deadline: float = LOAD_DEADLINE_S) -> tuple[int, list[LintIssue]]:
-    """(signatures linted, issues) of the checked library."""
-    return run_bounded(_lint, (list(extra), base), deadline)
+                 deadline: float = LOAD_DEADLINE_S, traffic: bytes = b""
+                 ) -> tuple[int, list[LintIssue]]:
+    """(signatures linted, issues) of the checked library; its literals measured on
+    `traffic` (healthy vLLM output) where given."""
+    return run_bounded(_lint, (list(extra), base, traffic), deadline)
 
 
 def _load(progress: Progress, texts: Texts, check: bool) -> Library:
@@ -90,12 +92,12 @@ def _examples(progress: Progress, extra: list[Path], base: Path | None) -> Examp
             for sig in sorted(library.signatures, key=lambda s: s.id)]
 
 
-def _lint(progress: Progress, extra: list[Path], base: Path | None
+def _lint(progress: Progress, extra: list[Path], base: Path | None, traffic: bytes
           ) -> tuple[int, list[LintIssue]]:
     from logwatch.core.signatures.lint import lint_library
 
     library = load_signature_dirs(extra, base=base, progress=progress)
-    return len(library.signatures), lint_library(library, progress)
+    return len(library.signatures), lint_library(library, progress, traffic)
 
 
 def run_bounded(job: Callable[..., T], args: tuple[Any, ...], deadline: float,

@@ -11,6 +11,7 @@ from typing import Any
 
 import regex
 
+from logwatch.core.signatures.idle_literals import idle_literals
 from logwatch.core.signatures.library import Library, Progress, Step, _records, no_progress
 from logwatch.core.signatures.matcher import MATCH_TIMEOUT_S, Matcher
 from logwatch.core.signatures.signature import CONSEQUENCE_CATEGORIES, FALLBACK_CATEGORY, Signature
@@ -25,7 +26,8 @@ _WILD = {sre_constants.ANY, sre_constants.NOT_LITERAL, sre_constants.IN}
 class LintIssue:
     signature: str
     path: str
-    kind: str  # untested-pattern, untested-branch, catastrophic, unanchored, shared-example
+    # untested-pattern, untested-branch, catastrophic, unanchored, shared-example, idle-literal
+    kind: str
     message: str
 
     def __str__(self) -> str:
@@ -195,7 +197,10 @@ def lint_signature(signature: Signature) -> list[LintIssue]:
     return issues
 
 
-def lint_library(library: Library, progress: Progress = no_progress) -> list[LintIssue]:
+def lint_library(library: Library, progress: Progress = no_progress,
+                 traffic: bytes = b"") -> list[LintIssue]:
+    """`traffic`: healthy vLLM output to measure the literals on (core.signatures.
+    idle_literals); none, none measured."""
     issues: list[LintIssue] = []
     for sig in library.signatures:
         progress(Step(sig.path, None, f"signature {sig.id!r}: linting its patterns"))
@@ -220,4 +225,11 @@ def lint_library(library: Library, progress: Progress = no_progress) -> list[Lin
                 issues.append(LintIssue(sig.id, sig.path, "shared-example",
                                         f"example {number} is also claimed by "
                                         f"{', '.join(others)}"))
+    if traffic:
+        progress(Step("", None, f"the literals on {len(traffic) / 1e6:.1f} MB of healthy "
+                      "traffic"))
+        paths = {sig.id: sig.path for sig in library.signatures}
+        for idle in idle_literals(library.signatures, traffic):
+            issues.append(LintIssue(idle.signatures[0], paths[idle.signatures[0]],
+                                    "idle-literal", idle.describe()))
     return issues
