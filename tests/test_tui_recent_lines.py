@@ -5,12 +5,13 @@ in order. Over a real daemon following a real file."""
 from __future__ import annotations
 
 import asyncio
+import random
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
-from logwatch.daemon.recent_lines import RecentLines
+from logwatch.daemon.recent_lines import RecentLines, last_lines
 from logwatch.tui.app import LogwatchApp
 from logwatch.tui.screens.log import LogScreen
 from logwatch.tui.state import LIVE
@@ -58,6 +59,27 @@ async def test_the_live_log_opens_on_the_lines_read_before_the_tui_connected(
                 app.screen.query_one("#log-status").render())
     finally:
         assert daemon.stop() == 0
+
+
+def _last_lines_by_walking(data: bytes, lines: int, limit: int) -> int:
+    """The definition: back from the end one line at a time, within the byte limit."""
+    start = max(0, len(data) - limit)
+    if start and data[start - 1] != 0x0A:
+        start = data.find(b"\n", start) + 1 or len(data)
+    end = len(data) - 1 if data.endswith(b"\n") else len(data)
+    for _ in range(lines):
+        end = data.rfind(b"\n", start, end)
+        if end < 0:
+            return start
+    return end + 1
+
+
+def test_the_last_lines_are_found_as_walking_back_finds_them() -> None:
+    rng = random.Random(8)
+    for _ in range(2000):
+        data = bytes(rng.choice(b"ab\n") for _ in range(rng.randint(0, 80)))
+        lines, limit = rng.randint(1, 12), rng.randint(1, 90)
+        assert last_lines(data, lines, limit) == _last_lines_by_walking(data, lines, limit)
 
 
 def test_the_daemon_keeps_a_bounded_tail_of_each_source() -> None:

@@ -31,6 +31,8 @@ def last_lines(data: bytes | bytearray, lines: int, limit: int) -> int:
     if start and data[start - 1] != 0x0A:  # inside a line: from the next one
         start = data.find(b"\n", start) + 1 or len(data)
     end = len(data) - 1 if data.endswith(b"\n") else len(data)
+    if data.count(b"\n", start, end) < lines:  # all of them fit: no walk back line by line
+        return start
     for _ in range(lines):
         end = data.rfind(b"\n", start, end)
         if end < 0:

@@ -115,6 +115,7 @@ class HyperscanLiteralScanner:
         assert _hs is not None
         self._encoded = [lit.encode() for lit in literals]
         self.speedups = speedups and _speedups is not None
+        self._lengths = tuple(len(lit) for lit in self._encoded)
         expressions = [_hs_expression(lit) for lit in self._encoded]
         ids = list(range(len(expressions)))
         self._any = _hs.Database(mode=_hs.HS_MODE_BLOCK)
@@ -134,7 +135,7 @@ class HyperscanLiteralScanner:
         return found
 
     def _collector(self) -> Any:
-        return _speedups.Hits([len(lit) for lit in self._encoded])
+        return _speedups.Hits(self._lengths)
 
     def hits(self, data: bytes) -> list[tuple[int, int]]:
         if self.speedups:
