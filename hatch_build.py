@@ -32,7 +32,8 @@ def build_speedups(root: Path) -> Path | None:
         print("logwatch: LOGWATCH_NO_SPEEDUPS is set: the pure-Python path only",
               file=sys.stderr)
         return None
-    compiler = shlex.split(sysconfig.get_config_var("CC") or "cc")
+    # the compiler Python was built with, unless CC names another (as setuptools does)
+    compiler = shlex.split(os.environ.get("CC") or sysconfig.get_config_var("CC") or "cc")
     include = sysconfig.get_paths()["include"]
     command = [*compiler, "-O3", "-shared", "-fPIC", "-fvisibility=hidden",
                "-Wall", "-Werror=implicit-function-declaration",
@@ -42,6 +43,7 @@ def build_speedups(root: Path) -> Path | None:
     except (OSError, subprocess.TimeoutExpired) as error:
         print(f"logwatch: the C speedups were not built ({error}); the pure-Python path "
               "runs instead", file=sys.stderr)
+        target.unlink(missing_ok=True)  # never one built from older sources
         return None
     if done.returncode != 0:
         print(f"logwatch: the C speedups were not built ({shlex.join(command)} failed: "
@@ -56,6 +58,8 @@ class SpeedupsHook(BuildHookInterface):  # type: ignore[misc]
     PLUGIN_NAME = "custom"
 
     def initialize(self, version: str, build_data: dict[str, Any]) -> None:
+        if self.target_name != "wheel":  # an sdist carries the source, never a binary
+            return
         built = build_speedups(Path(self.root))
         if built is None or version == "editable":
             return  # an editable install imports it from the source tree

@@ -5,6 +5,7 @@ Python scanner's, on crafted look-alikes and random mutations of them."""
 
 from __future__ import annotations
 
+import gc
 import importlib.util
 import os
 import random
@@ -124,6 +125,56 @@ def test_hits_take_keeps_what_the_python_filter_keeps() -> None:
                 for offset, literal in found:
                     again(literal, 0, offset + len(literals[literal]), 0, None)
                 assert again.take(data, at_line_start) == expected
+
+
+@needs_speedups
+def test_a_finalizer_that_adds_hits_while_they_are_taken_adds_them_for_later() -> None:
+    """Making the result's tuples may run the garbage collector, and a finalizer may call
+    the collector again (Hyperscan's binding could): the hits being taken are that call's
+    alone, and what the finalizer adds waits for the next take (it once wrote past the
+    result list)."""
+    collector = speedups.Hits([1])
+
+    class Adds:
+        def __del__(self) -> None:
+            for _ in range(3000):
+                collector(0, 0, 9, 0, None)
+
+    threshold = gc.get_threshold()
+    try:
+        for take in (lambda: collector.sorted(), lambda: collector.take(b"x" * 10, True)[0]):
+            for _ in range(2000):
+                collector(0, 0, 1, 0, None)
+            cycle = Adds()
+            cycle.self = cycle  # type: ignore[attr-defined]
+            del cycle
+            gc.set_threshold(1)
+            taken = take()
+            gc.set_threshold(*threshold)
+            assert taken == [(0, 0)] * 2000
+            gc.collect()
+            assert collector.sorted() in ([], [(8, 0)] * 3000)  # whatever ran later waits
+    finally:
+        gc.set_threshold(*threshold)
+
+
+@needs_speedups
+def test_the_c_functions_take_arguments_as_python_does() -> None:
+    data = b"a\nb\n"
+    assert speedups.newlines(data, 0, 10**20) == data.count(b"\n", 0, 10**20)
+    assert speedups.newlines(data, -(10**20), None) == data.count(b"\n", -(10**20), None)
+    line = b"INFO 11-29 22:35:24 [a.py:1] Added request a.\n"
+    assert speedups.is_benign(line, -5) == (BENIGN.match(line, -5) is not None)
+
+    class Index:
+        def __index__(self) -> int:
+            return 0
+
+    collector = speedups.Hits([1])
+    collector(Index(), 0, 5, 0, None)
+    assert collector.sorted() == [(4, 0)]
+    with pytest.raises(OverflowError):
+        collector(-1, 0, 5, 0, None)
 
 
 @needs_speedups

@@ -67,12 +67,30 @@ static int clamp_range(Py_ssize_t len, Py_ssize_t *start, Py_ssize_t *end)
     return *start < *end;
 }
 
+static int slice_index(PyObject *o, Py_ssize_t *out)
+{
+    /* bytes.count's: None is the default, an int beyond Py_ssize_t is clamped */
+    if (o == NULL || o == Py_None)
+        return 1;
+    PyObject *index = PyNumber_Index(o);
+    if (index == NULL)
+        return 0;
+    *out = PyNumber_AsSsize_t(index, NULL);
+    Py_DECREF(index);
+    return !(*out == -1 && PyErr_Occurred());
+}
+
 static PyObject *py_newlines(PyObject *self, PyObject *args)
 {
     Py_buffer view;
+    PyObject *start_o = NULL, *end_o = NULL;
     Py_ssize_t start = 0, end = PY_SSIZE_T_MAX;
-    if (!PyArg_ParseTuple(args, "y*|nn:newlines", &view, &start, &end))
+    if (!PyArg_ParseTuple(args, "y*|OO:newlines", &view, &start_o, &end_o))
         return NULL;
+    if (!slice_index(start_o, &start) || !slice_index(end_o, &end)) {
+        PyBuffer_Release(&view);
+        return NULL;
+    }
     Py_ssize_t count = 0;
     if (clamp_range(view.len, &start, &end)) {
         const unsigned char *p = (const unsigned char *)view.buf + start;
@@ -224,7 +242,9 @@ static PyObject *py_is_benign(PyObject *self, PyObject *args)
     Py_ssize_t start;
     if (!PyArg_ParseTuple(args, "y*n:is_benign", &view, &start))
         return NULL;
-    int benign = start >= 0 && start <= view.len
+    if (start < 0)
+        start = 0;  /* as `re` takes a negative position */
+    int benign = start <= view.len
                  && line_is_benign((const unsigned char *)view.buf, view.len, start);
     PyBuffer_Release(&view);
     return PyBool_FromLong(benign);
@@ -265,13 +285,14 @@ static int Hits_init(Hits *self, PyObject *args, PyObject *kwds)
         return -1;
     }
     PyMem_Free(self->lengths);
+    self->literals = 0;
     self->lengths = PyMem_Calloc(n ? n : 1, sizeof(uint32_t));
-    self->literals = n;
     if (self->lengths == NULL) {
         Py_DECREF(seq);
         PyErr_NoMemory();
         return -1;
     }
+    self->literals = n;
     for (Py_ssize_t i = 0; i < n; i++) {
         Py_ssize_t len = PyLong_AsSsize_t(PySequence_Fast_GET_ITEM(seq, i));
         if (len < 0 || len > UINT32_MAX) {
@@ -287,6 +308,16 @@ static int Hits_init(Hits *self, PyObject *args, PyObject *kwds)
     return 0;
 }
 
+static int unsigned_index(PyObject *o, unsigned long long *out)
+{
+    PyObject *index = PyNumber_Index(o);
+    if (index == NULL)
+        return 0;
+    *out = PyLong_AsUnsignedLongLong(index);
+    Py_DECREF(index);
+    return !(*out == (unsigned long long)-1 && PyErr_Occurred());
+}
+
 /* Hyperscan's binding calls it as callback(id, from, to, flags, context) */
 static PyObject *Hits_call(Hits *self, PyObject *args, PyObject *kwds)
 {
@@ -294,11 +325,11 @@ static PyObject *Hits_call(Hits *self, PyObject *args, PyObject *kwds)
         PyErr_SetString(PyExc_TypeError, "Hits: called with (id, from, to, ...)");
         return NULL;
     }
-    unsigned long id = PyLong_AsUnsignedLong(PyTuple_GET_ITEM(args, 0));
-    unsigned long long to = PyLong_AsUnsignedLongLong(PyTuple_GET_ITEM(args, 2));
-    if (PyErr_Occurred())
+    unsigned long long id, to;
+    if (!unsigned_index(PyTuple_GET_ITEM(args, 0), &id)
+        || !unsigned_index(PyTuple_GET_ITEM(args, 2), &to))
         return NULL;
-    if (id >= (unsigned long)self->literals || to < self->lengths[id]
+    if (id >= (unsigned long long)self->literals || to < self->lengths[id]
         || (to >> (64 - ID_BITS)) != 0) {
         PyErr_SetString(PyExc_ValueError, "Hits: a match out of range");
         return NULL;
@@ -345,15 +376,22 @@ static PyObject *Hits_take(Hits *self, PyObject *args)
         return NULL;
     const unsigned char *p = view.buf;
     Py_ssize_t n = view.len;
-    sort_hits(self->hits, self->size);
+    /* the hits are this call's from here on: a finalizer run while tuples are made may
+     * call the collector again, and starts a buffer of its own */
+    uint64_t *hits = self->hits;
+    Py_ssize_t size = self->size;
+    self->hits = NULL;
+    self->size = self->capacity = 0;
+    sort_hits(hits, size);
     PyObject *kept = PyList_New(0);
     if (kept == NULL) {
+        PyMem_Free(hits);
         PyBuffer_Release(&view);
         return NULL;
     }
     Py_ssize_t passed = 0, line_end = -1, passed_end = -1;
-    for (Py_ssize_t k = 0; k < self->size; k++) {
-        uint64_t hit = self->hits[k];
+    for (Py_ssize_t k = 0; k < size; k++) {
+        uint64_t hit = hits[k];
         Py_ssize_t offset = (Py_ssize_t)(hit >> ID_BITS);
         if (offset > n) {
             PyErr_SetString(PyExc_ValueError, "Hits.take: a hit beyond the data");
@@ -383,11 +421,11 @@ static PyObject *Hits_take(Hits *self, PyObject *args)
             Py_DECREF(t);
         }
     }
-    self->size = 0;
+    PyMem_Free(hits);
     PyBuffer_Release(&view);
     return Py_BuildValue("(Nn)", kept, passed);
 fail:
-    self->size = 0;
+    PyMem_Free(hits);
     Py_DECREF(kept);
     PyBuffer_Release(&view);
     return NULL;
@@ -395,19 +433,20 @@ fail:
 
 static PyObject *Hits_sorted(Hits *self, PyObject *unused)
 {
-    sort_hits(self->hits, self->size);
-    PyObject *list = PyList_New(self->size);
-    if (list == NULL)
-        return NULL;
-    for (Py_ssize_t k = 0; k < self->size; k++) {
-        PyObject *t = hit_tuple(self->hits[k]);
-        if (t == NULL) {
-            Py_DECREF(list);
-            return NULL;
-        }
-        PyList_SET_ITEM(list, k, t);
+    uint64_t *hits = self->hits;  /* this call's (see Hits_take) */
+    Py_ssize_t size = self->size;
+    self->hits = NULL;
+    self->size = self->capacity = 0;
+    sort_hits(hits, size);
+    PyObject *list = PyList_New(size);
+    for (Py_ssize_t k = 0; list != NULL && k < size; k++) {
+        PyObject *t = hit_tuple(hits[k]);
+        if (t == NULL)
+            Py_CLEAR(list);
+        else
+            PyList_SET_ITEM(list, k, t);
     }
-    self->size = 0;
+    PyMem_Free(hits);
     return list;
 }
 
