@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, replace
 
-from logwatch.core.signatures.findings import Evidence, Finding
+from logwatch.core.signatures.findings import Evidence, Finding, kept
 from logwatch.core.signatures.signature import (
     CONSEQUENCE_CATEGORIES,
     FALLBACK_CATEGORY,
@@ -85,14 +85,15 @@ class IncidentBook:
         fingerprint = (finding.signature.id, incident_key(finding) if key is None else key)
         incident = self.incidents.get(fingerprint)
         if incident is None:
-            incident = Incident(finding.signature, fingerprint[1], finding, finding)
+            stored = kept(finding)
+            incident = Incident(finding.signature, fingerprint[1], stored, stored)
             incident.evidence.extend(finding.evidence)
             self.incidents[fingerprint] = incident
         elif self._is_copy(incident.last, finding):
             incident.copies += 1
         else:
             incident.count += 1
-            incident.last = finding
+            incident.last = kept(finding)
             if len(incident.evidence) < MAX_EVIDENCE_LINES:
                 incident.evidence.extend(finding.evidence[-1:])
         if finding.process:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 
 from logwatch.core.lines.fast_init import fast_init
@@ -13,6 +13,8 @@ from logwatch.core.safe_text.redact import redact
 from logwatch.core.signatures.signature import Signature
 
 MAX_EVIDENCE_CHARS = 400
+MAX_EVIDENCE_LINES_OF_ONE = 4  # a finding shows its record's first line, a frame, the line
+# after it and the matched line
 CUT_MARKER = " …[cut]"
 
 
@@ -71,6 +73,21 @@ def evidence_text(line: ParsedLine) -> str:
 
 def select_evidence(record: Record, matched: ParsedLine) -> tuple[Evidence, ...]:
     """The record's first line, the last frame before the match, and the matched line."""
+    return tuple(Evidence(ln.source, ln.lineno, evidence_text(ln))
+                 for ln in _evidence_lines(record, matched))
+
+
+def kept(finding: Finding) -> Finding:
+    """The finding as an incident keeps it (its first and last, for as long as the launch
+    lasts): its record cut to the lines its evidence shows, which give the same evidence
+    again. A traceback's record is tens of lines; a crash loop's launches held them all."""
+    if len(finding.record.lines) <= MAX_EVIDENCE_LINES_OF_ONE:
+        return finding
+    lines = _evidence_lines(finding.record, finding.matched)
+    return replace(finding, record=Record(lines, finding.record.known_message))
+
+
+def _evidence_lines(record: Record, matched: ParsedLine) -> list[ParsedLine]:
     chosen: list[ParsedLine] = []
     if record.first is not matched:
         chosen.append(record.first)
@@ -83,4 +100,4 @@ def select_evidence(record: Record, matched: ParsedLine) -> tuple[Evidence, ...]
                 chosen.append(following)
             break
     chosen.append(matched)
-    return tuple(Evidence(ln.source, ln.lineno, evidence_text(ln)) for ln in chosen)
+    return chosen
