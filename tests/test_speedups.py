@@ -15,6 +15,7 @@ import sysconfig
 import pytest
 
 from logwatch.core.lines.benign import BENIGN
+from logwatch.core.lines.buffer_lines import JOINING_STARTS
 from logwatch.core.signatures import prefilter
 from logwatch.core.signatures.prefilter import PythonLiteralScanner, _outside_requests
 from tests.test_benign_lines import API
@@ -175,6 +176,36 @@ def test_the_c_functions_take_arguments_as_python_does() -> None:
     assert collector.sorted() == [(4, 0)]
     with pytest.raises(OverflowError):
         collector(-1, 0, 5, 0, None)
+
+
+def _joiner_by_find(data: bytes, header: bytes, own: int, low: int, high: int) -> bool:
+    """BufferLines.joiner_near's question asked with `find`: a repeat of `header` wholly
+    inside data[low:high], not at `own`, right before a message that joins."""
+    found = data.find(header, max(low, 0), high)
+    while found >= 0:
+        if found != own and data.startswith(JOINING_STARTS, found + len(header)):
+            return True
+        found = data.find(header, found + 1, high)
+    return False
+
+
+@needs_speedups
+def test_joiner_near_answers_as_find_does() -> None:
+    rng = random.Random(12)
+    headers = [b"(A pid=1) INFO 11-29 10:00:00 [a.py:1] ",
+               b"(A pid=1) INFO 11-29 10:00:01 [a.py:1] "]
+    tails = [b"plain\n", b"  indented\n", b"\tTab\n", b"Traceback (most recent call last):\n",
+             b"During handling of it\n", b"\r\n", b"\n", b"Traced\n"]
+    answers = set()
+    for _ in range(3000):
+        data = b"".join(rng.choice(headers) + rng.choice(tails) for _ in range(rng.randint(0, 12)))
+        header = rng.choice(headers)
+        own = rng.choice([-1, 0, data.find(header), rng.randrange(len(data) + 1)])
+        low, high = rng.randrange(-5, len(data) + 1), rng.randrange(0, len(data) + 6)
+        expected = _joiner_by_find(data, header, own, low, high)
+        assert speedups.joiner_near(data, header, own, low, high, JOINING_STARTS) == expected
+        answers.add(expected)
+    assert answers == {True, False}
 
 
 @needs_speedups

@@ -6,6 +6,7 @@ same-header neighbour, searched for or indexed in one pass when many lines ask.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from datetime import datetime
 from typing import Protocol
 
@@ -25,6 +26,10 @@ JOINING_STARTS = (b" ", b"\t", b"Traceback", b"The above exception", b"During ha
 JOINER = re.compile(rb"\] (?=" + b"|".join(re.escape(s) for s in JOINING_STARTS) + rb")")
 
 
+# _speedups.joiner_near (core.signatures.prefilter): (buf, header, own, low, high, starts)
+NativeJoiner = Callable[[bytes, bytes, int, int, int, tuple[bytes, ...]], bool]
+
+
 class LineReader(Protocol):
     """What reads a buffer's lines (the block scanner): its source, the time that anchors
     years, the lines parsed so far (kept across buffers) and the decoding it counts."""
@@ -40,8 +45,10 @@ class BufferLines:
     """Lazily decoded and parsed lines of one buffer, cached across overlapping windows."""
 
     def __init__(self, reader: LineReader, buf: bytes, first: int, last: int,
-                 final: bool) -> None:
+                 final: bool, native_joiner: NativeJoiner | None = None) -> None:
+        """`native_joiner`: joiner_near's question asked in C (_speedups.joiner_near)."""
         self.reader, self.buf, self.first, self.last = reader, buf, first, last
+        self._native_joiner = native_joiner
         self.final = final  # nothing comes after this buffer
         self.cache = reader.parsed_lines  # complete lines only: the partial last never is
         self.parsed = 0
@@ -54,6 +61,8 @@ class BufferLines:
         """Whether buf[low:high] repeats `header` (other than at offset `own`) followed by a
         message that would join a neighbour (indented, or a traceback): a record of several
         lines may hold the line at `own`."""
+        if self._native_joiner is not None:  # every repeat looked at, as the index does
+            return self._native_joiner(self.buf, header, own, low, high, JOINING_STARTS)
         self._searches += 1
         indexable = header.endswith(b"] ") and len(header) >= JOINER_KEY
         if (indexable and self._joiners is None

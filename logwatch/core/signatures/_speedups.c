@@ -10,12 +10,16 @@
  *                              (offset, literal id) tuples, and how many were passed over.
  *   is_benign(data, start)     whether the line at `start` is one (benign.BENIGN's grammar).
  *   newlines(data, start, end) how many b"\n" lie in data[start:end].
+ *   joiner_near(data, header, own, low, high, starts)
+ *                              whether data[low:high] holds `header` (not at `own`) right
+ *                              before one of `starts` (buffer_lines.BufferLines.joiner_near).
  *
  * The pure-Python path (`--engine python`, or where this does not build) stays the reference:
  * tests/test_speedups.py checks each function against it on random and crafted input.
  * Nothing here holds a pointer into a Python object beyond one call.
  */
 #define PY_SSIZE_T_CLEAN
+#define _GNU_SOURCE  /* memmem */
 #include <Python.h>
 #include <stdint.h>
 #include <string.h>
@@ -101,6 +105,51 @@ static PyObject *py_newlines(PyObject *self, PyObject *args)
     }
     PyBuffer_Release(&view);
     return PyLong_FromSsize_t(count);
+}
+
+/* -- a logger line's neighbours (buffer_lines.BufferLines.joiner_near) ----------------- */
+
+static PyObject *py_joiner_near(PyObject *self, PyObject *args)
+{
+    Py_buffer data, header;
+    Py_ssize_t own, low, high;
+    PyObject *starts;
+    if (!PyArg_ParseTuple(args, "y*y*nnnO!:joiner_near", &data, &header, &own, &low, &high,
+                          &PyTuple_Type, &starts))
+        return NULL;
+    const char *p = data.buf;
+    Py_ssize_t n = data.len, width = header.len, count = PyTuple_GET_SIZE(starts);
+    int found = 0, bad = width == 0;
+    for (Py_ssize_t k = 0; k < count; k++)
+        bad |= !PyBytes_Check(PyTuple_GET_ITEM(starts, k));
+    if (bad) {
+        PyErr_SetString(PyExc_ValueError, "joiner_near: a header and a tuple of bytes needed");
+        goto out;
+    }
+    if (low < 0)
+        low = 0;
+    if (high > n)
+        high = n;
+    /* every occurrence wholly inside [low, high) */
+    for (Py_ssize_t at = low; !found && high - at >= width;) {
+        const char *hit = memmem(p + at, (size_t)(high - at), header.buf, (size_t)width);
+        if (hit == NULL)
+            break;
+        Py_ssize_t s = hit - p;
+        for (Py_ssize_t k = 0; s != own && k < count && !found; k++) {
+            PyObject *start = PyTuple_GET_ITEM(starts, k);
+            Py_ssize_t len = PyBytes_GET_SIZE(start);
+            found = s + width + len <= n
+                    && memcmp(p + s + width, PyBytes_AS_STRING(start), (size_t)len) == 0;
+        }
+        at = s + 1;
+    }
+out:
+    PyBuffer_Release(&data);
+    PyBuffer_Release(&header);
+    if (PyErr_Occurred())
+        return NULL;
+    return PyBool_FromLong(found);
 }
 
 /* -- request-lifecycle lines (benign.BENIGN) ------------------------------------------ */
@@ -475,6 +524,9 @@ static PyTypeObject HitsType = {
 static PyMethodDef module_methods[] = {
     {"newlines", py_newlines, METH_VARARGS,
      "newlines(data, start=0, end=len) -> how many b'\\n' lie in data[start:end]"},
+    {"joiner_near", py_joiner_near, METH_VARARGS,
+     "joiner_near(data, header, own, low, high, starts) -> whether data[low:high] holds "
+     "`header` (not at `own`) right before one of `starts`"},
     {"is_benign", py_is_benign, METH_VARARGS,
      "is_benign(data, start) -> whether the line at start is a complete request-lifecycle "
      "line (logwatch.core.lines.benign)"},

@@ -195,7 +195,8 @@ class BlockScanner:
         end_anchor = (base + newlines, buf.rfind(b"\n") + 1 if partial else len(buf))
         self.stats.lines = max(self.stats.lines, last_line)
 
-        lines = BufferLines(self, buf, base, last_line, final)
+        lines = BufferLines(self, buf, base, last_line, final,
+                            self.matcher.scanner.native_joiner)
         # a flush settles what is at hand, though a record may go on after it (or its last
         # line be half written)
         self._flushing = final and keep_context

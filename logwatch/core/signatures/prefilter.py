@@ -10,7 +10,7 @@ hatch_build.py; the Python engine is the pure-Python reference.
 from __future__ import annotations
 
 import importlib
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, Protocol
 
 from logwatch.core.lines.benign import is_benign
@@ -27,8 +27,14 @@ except ImportError:  # pragma: no cover - depends on the build
     _speedups = None
 
 
+NativeJoiner = Callable[[bytes, bytes, int, int, int, tuple[bytes, ...]], bool]
+
+
 class LiteralScanner(Protocol):
     engine: str
+    # _speedups.joiner_near where this engine has it: BufferLines.joiner_near's question
+    # in C (glibc's memmem, about 3x Python's find on a logger header); None: in Python
+    native_joiner: NativeJoiner | None
 
     def present(self, text: str) -> set[int]:
         """Indices of the literals that occur in `text`."""
@@ -75,6 +81,7 @@ class PythonLiteralScanner:
     """Portable fallback: one `find` loop per literal."""
 
     engine = "python"
+    native_joiner: NativeJoiner | None = None
 
     def __init__(self, literals: Sequence[str]) -> None:
         self._literals = list(literals)
@@ -116,6 +123,7 @@ class HyperscanLiteralScanner:
         self._encoded = [lit.encode() for lit in literals]
         self.speedups = speedups and _speedups is not None
         self._lengths = tuple(len(lit) for lit in self._encoded)
+        self.native_joiner = _speedups.joiner_near if self.speedups else None
         expressions = [_hs_expression(lit) for lit in self._encoded]
         ids = list(range(len(expressions)))
         self._any = _hs.Database(mode=_hs.HS_MODE_BLOCK)
