@@ -126,6 +126,11 @@ class DirectoryWatch:
             relevant = relevant or any(n == "" or n.startswith(self.name)
                                        for n in names_in(data))
 
+    @property
+    def quiet(self) -> bool:
+        """No drain is due: events so far are all handed on, the next one wakes it."""
+        return self._listening or self._closed
+
     async def wait(self, timeout: float) -> None:
         """Until an event about the file (or `timeout`); several events make one wake-up."""
         await self._woken.wait(timeout)
