@@ -56,11 +56,9 @@ def idle_literals(signatures: Sequence[Signature], traffic: bytes,
     if not traffic:
         return []
     matcher = Matcher(signatures, disable_after=None)
-    owners: list[set[str]] = [set() for _ in matcher.literals]
-    for signature in signatures:
-        for pattern in signature.patterns:
-            for literal in pattern.literals:
-                owners[matcher.literals.index(literal)].add(signature.id)
+    # whose patterns each literal finds (the matcher's own map of literal to patterns)
+    owners = [{p.signature.id for p in matcher.candidates("", [i])}
+              for i in range(len(matcher.literals))]
     scanner = BlockScanner(matcher, "traffic", REFERENCE, whole_input=True)
     findings = scanner.feed(traffic) + scanner.finish()
     found: dict[int, set[str]] = defaultdict(set)  # line -> signatures whose record holds it

@@ -10,10 +10,11 @@ hatch_build.py; the Python engine is the pure-Python reference.
 from __future__ import annotations
 
 import importlib
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import Any, Protocol
 
 from logwatch.core.lines.benign import is_benign
+from logwatch.core.lines.buffer_lines import NativeJoiner
 
 _hs: Any
 try:  # the native engine is optional: x86_64 Linux wheels only
@@ -25,9 +26,6 @@ try:  # built by hatch_build.py where a C compiler is at hand
     _speedups = importlib.import_module("logwatch.core.signatures._speedups")
 except ImportError:  # pragma: no cover - depends on the build
     _speedups = None
-
-
-NativeJoiner = Callable[[bytes, bytes, int, int, int, tuple[bytes, ...]], bool]
 
 
 class LiteralScanner(Protocol):
@@ -152,7 +150,7 @@ class HyperscanLiteralScanner:
             found_c: list[tuple[int, int]] = collector.sorted()
             return found_c
         found: list[tuple[int, int]] = []
-        lengths = [len(lit) for lit in self._encoded]
+        lengths = self._lengths
         append = found.append
 
         def on_match(lit_id: int, start: int, end: int, flags: int, ctx: Any) -> None:

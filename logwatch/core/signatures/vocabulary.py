@@ -209,9 +209,7 @@ class Vocabulary:
             raws = self._filed.pop(word, None)
             if raws is None:
                 return []
-            bucket = sorted((e for e in map(_entry, raws) if e is not None),
-                            key=lambda e: (-sum(len(p) for p in e.literals), e.id))
-            self._index[word] = bucket
+            bucket = self._index[word] = _closest_first(raws)
         return bucket
 
     def _file(self) -> tuple[dict[str, list[Entry]], dict[str, list[dict[str, Any]]]]:
@@ -229,11 +227,7 @@ class Vocabulary:
             self._raw = None  # `entries()` or `without()` want it
         if keyed:
             return {}, filed
-        index: dict[str, list[Entry]] = {}
-        for word, raws in filed.items():
-            index[word] = sorted((e for e in map(_entry, raws) if e is not None),
-                                 key=lambda e: (-sum(len(p) for p in e.literals), e.id))
-        return index, {}
+        return {word: _closest_first(raws) for word, raws in filed.items()}, {}
 
     def lookup(self, asked: Iterable[tuple[str, Wanted]]) -> Entry | None:
         """The wording one of the texts is, among the wordings each wants (the first text
@@ -298,6 +292,12 @@ def index_keys(raw: Sequence[dict[str, Any]]) -> dict[str, str | None]:
     for entry_id, words in words_of:
         keys[entry_id] = min(words, key=lambda w: (counts[w], -len(w), w))
     return keys
+
+
+def _closest_first(raws: Iterable[dict[str, Any]]) -> list[Entry]:
+    """A bucket's wordings as entries, the most fixed text first: the closest wording wins."""
+    return sorted((e for e in map(_entry, raws) if e is not None),
+                  key=lambda e: (-_fixed(e), e.id))
 
 
 def _fixed(entry: Entry) -> int:
