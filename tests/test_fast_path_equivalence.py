@@ -271,8 +271,12 @@ def test_two_processes_report_what_one_does(library: Library, tmp_path: Path,
     for seed in (4, 5, 6):
         log.write_bytes(generated_log(seed, 400))
         inputs = resolve_inputs([str(log)])
-        one = scan_inputs(inputs, library, engine=ENGINE, mode="prefilter", jobs=1)
-        two = scan_inputs(inputs, library, engine=ENGINE, mode="prefilter", jobs=2)
+        # roomy matchers: a record that ran over its budget on a busy machine (a forked
+        # child's first pages cost CPU time too) differs by design, and is not the question
+        matchers = roomy_matcher(library, ENGINE), roomy_matcher(library, ENGINE)
+        one = scan_inputs(inputs, library, mode="prefilter", jobs=1, matcher=matchers[0])
+        two = scan_inputs(inputs, library, mode="prefilter", jobs=2, matcher=matchers[1])
+        assert not matchers[0].timeouts and not matchers[1].timeouts
         assert one["incidents"]
         for key in ("launches", "incidents", "diagnoses", "root_cause"):
             assert two[key] == one[key], (seed, key)
