@@ -45,6 +45,8 @@ def show(library: Library, signature_id: str) -> int:
     _say(f"  category:  {sig.category}    remedy: {sig.remedy}")
     if sig.vllm_versions:
         _say(f"  vLLM:      {sig.vllm_versions}")
+    if sig.repeats != "every_line":
+        _say(f"  repeats:   {sig.repeats} (a run of alike lines is reported on its first)")
     for number, pattern in enumerate(sig.patterns, 1):
         _say(f"  pattern {number}: {pattern.regex}")
         _say(f"    literals: {', '.join(repr(x) for x in pattern.literals)}")

@@ -114,9 +114,10 @@ class ScanStreams:
         self.matcher = matcher
         for source, stream in list(self.streams.items()):  # settle, then new scanners
             self._collect(source, stream, stream.scanner.flush())
-            safe_bytes, safe_line = stream.scanner.safe_point()
-            stream.scanner = BlockScanner(self.matcher, source, datetime.now(),
-                                          start_line=safe_line)
+            safe_bytes, safe_line = stream.scanner.settled_point()  # what follows is fed on
+            before, stream.scanner = stream.scanner, BlockScanner(
+                self.matcher, source, datetime.now(), start_line=safe_line)
+            stream.scanner.go_on_from(before)
             stream.base_offset = stream.generation_offset(safe_bytes)
             stream.cuts = [(end - safe_bytes, extra) for end, extra in stream.cuts
                            if end > safe_bytes]

@@ -116,15 +116,35 @@ def _blocks(stream: BinaryIO, start: int, end: int) -> Iterator[bytes]:
     return read_blocks(_Window(stream, start, end))  # type: ignore[arg-type]
 
 
+def _prime_runs(stream: BinaryIO, scanner: BlockScanner, end: int) -> None:
+    """Give the scanner the run state the scan of the whole file has at `end`
+    (core.signatures.repeats): the key of the last hit line before it, read back a MiB at a
+    time until one is found (or the file's start)."""
+    span = 1 << 20
+    while end > 0:
+        start = max(end - span, 0)
+        stream.seek(start)
+        data = stream.read(end - start)
+        skip = data.find(b"\n") + 1 if start else 0  # from the first line start on
+        if start and skip == 0:  # one line longer than the span: read further back
+            span *= 4
+            continue
+        if scanner.prime_repeats(data[skip:]):
+            return
+        end = start + skip
+
+
 def _second_half(path: str, matcher: Matcher, label: str, reference: datetime,
                  lead: int, cut: int, size: int, spool: IO[bytes]) -> None:
     """The child: number the lines, scan from the lead-in on, spool findings after the cut."""
     with open(path, "rb") as stream:
         first = _count_lines(stream, lead, matcher.scanner.newlines) + 1
         scanner = BlockScanner(matcher, label, reference, start_line=first, whole_input=True)
+        _prime_runs(stream, scanner, lead)
         for block in _blocks(stream, lead, cut):  # the lead-in: context, not its findings
             scanner.feed(block)
         cut_line = scanner.stats.lines + 1
+        scanner.stats.repeated_lines = 0  # counted from the cut on, as findings are
         for block in _blocks(stream, cut, size):
             _spool(spool, [f for f in scanner.feed(block) if f.lineno >= cut_line])
         _spool(spool, [f for f in scanner.finish() if f.lineno >= cut_line])
@@ -196,6 +216,7 @@ def _scan_halves(path: str, matcher: Matcher, label: str, reference: datetime, s
                 for block in _blocks(stream, 0, cut):
                     record(first.feed(block))  # all on lines before the cut
                 cut_line = first.stats.lines + 1
+                repeated = first.stats.repeated_lines  # those before the cut
                 for block in _blocks(stream, cut, tail):  # the lead-out: context only
                     record([f for f in first.feed(block) if f.lineno < cut_line])
                 record([f for f in first.finish() if f.lineno < cut_line])
@@ -204,6 +225,7 @@ def _scan_halves(path: str, matcher: Matcher, label: str, reference: datetime, s
             if child.exitcode != 0:
                 raise OSError(f"the process scanning the second half failed ({child.exitcode})")
             spool.seek(0)
+            first.stats.repeated_lines = repeated
             return _merge_second(spool, matcher, record, first.stats, size)
 
 
@@ -219,7 +241,8 @@ def _merge_second(spool: IO[bytes], matcher: Matcher, record: Callable[[list[Fin
         matcher.timeouts.update(timeouts)
         for signature_id, why in disabled.items():
             matcher.disabled.setdefault(signature_id, why)
-        stats = ScanStats(lines=second.lines, bytes=size)
+        stats = ScanStats(lines=second.lines, bytes=size,
+                          repeated_lines=first.repeated_lines + second.repeated_lines)
         for name in ("hits", "benign_hits", "lines_parsed", "records",
                      "replaced_chars"):  # work done, the overlap's included
             setattr(stats, name, getattr(first, name) + getattr(second, name))

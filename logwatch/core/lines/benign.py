@@ -30,17 +30,19 @@ from __future__ import annotations
 import re
 
 
-def _header(levels: bytes) -> bytes:
-    return (rb"(?:\([A-Za-z_][\w.-]* pid=\d+\) )?(?:" + levels
-            + rb") \d\d-\d\d \d\d:\d\d:\d\d \[[\w.-]+:\d+\] ")
+def logger_header(levels: bytes, writer: bool = False) -> bytes:
+    """The modern logger header as a bytes regex: `(Name pid=N) LEVEL MM-DD HH:MM:SS
+    [file:line] `, the process prefix optional; `writer`: that prefix is group `writer`."""
+    return (rb"(?" + (rb"P<writer>" if writer else rb":") + rb"\([A-Za-z_][\w.-]* pid=\d+\) )?(?:"
+            + levels + rb") \d\d-\d\d \d\d:\d\d:\d\d \[[\w.-]+:\d+\] ")
 
 
 # No bounded repeats and no lookaround: matched at a line's start, it gives up after a line.
 BENIGN = re.compile(
-    rb"(?:" + _header(rb"DEBUG|INFO|WARNING|ERROR")
+    rb"(?:" + logger_header(rb"DEBUG|INFO|WARNING|ERROR")
     + rb"(?:Received request |Generated response |Request [^\s]+ "
     rb"(?:details: prompt: |JSON body: ))[^\n]*"
-    rb"|" + _header(rb"INFO") + rb"(?:Aborted request(?:\(s\))? |Added request )"
+    rb"|" + logger_header(rb"INFO") + rb"(?:Aborted request(?:\(s\))? |Added request )"
     + rb"[^\s,]+(?:,[^\s,]+)*\.)\r?\n")
 
 

@@ -244,3 +244,35 @@ def walk(buf: bytes, anchor: tuple[int, int], target: int) -> int:
         offset = nl + 1
         lineno += 1
     return offset
+
+
+def writer_tokens(line: ParsedLine) -> tuple[bytes, ...]:
+    """Bytes every line of this line's writer holds (its process name, `pid=N`); empty when
+    the writer is not named by a process prefix (a rank, the unprefixed stream)."""
+    kind, *names = line.stream_key
+    if kind != "proc":
+        return ()
+    process, pid = names
+    # the digits apart from "pid=": "pid=007" names pid 7
+    tokens: tuple[bytes, ...] = (b"pid=", b"%d" % pid) if isinstance(pid, int) else ()
+    if isinstance(process, str):
+        if not process.isascii():
+            return ()
+        tokens += (process.encode(),)
+    return tokens
+
+
+def header_bytes(line: ParsedLine) -> tuple[bytes, int] | None:
+    """A logger line's header as raw bytes (process prefix to `[file:line] `), and where it
+    starts within the line; None for lines without one or with colour codes in it."""
+    message, raw = line.message, line.raw
+    if (line.kind != "vllm" or len(raw) <= len(message) or not raw.endswith(message)
+            or "\x1b" in raw or "[0m" in raw or "<" in raw[: len(raw) - len(message)]):
+        return None
+    head = raw[: len(raw) - len(message)]
+    start = head.find(f"({line.process}") if line.process else -1
+    if start < 0 and line.level and line.vllm_time:
+        start = head.find(f"{line.level} {line.vllm_time}")
+    if start < 0:
+        return None
+    return head[start:].encode(), len(head[:start].encode())

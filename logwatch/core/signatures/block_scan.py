@@ -25,7 +25,9 @@ from logwatch.core.lines.buffer_lines import (
     LINE_CUT_MARKER,
     MAX_PARSED_LINE,
     BufferLines,
+    header_bytes,
     walk,
+    writer_tokens,
 )
 from logwatch.core.lines.header_runs import RunMemo, run_key
 from logwatch.core.lines.records import ParsedLine, Record
@@ -33,6 +35,7 @@ from logwatch.core.lines.vllm_format import parse_line, plain_header
 from logwatch.core.signatures.fallback import NEEDS_WHOLE_RECORD
 from logwatch.core.signatures.findings import Finding
 from logwatch.core.signatures.matcher import Matcher
+from logwatch.core.signatures.repeats import Runs
 
 CONTEXT_BEFORE = 200  # lines: interleaved tracebacks of 8 ranks, or one plus its raw copy
 CONTEXT_AFTER = 200
@@ -60,6 +63,7 @@ class ScanStats:
     findings: int = 0
     matched_lines: int = 0  # distinct lines where some signature matched
     replaced_chars: int = 0  # invalid UTF-8 replaced with U+FFFD
+    repeated_lines: int = 0  # a status line's run after its first (core.signatures.repeats)
 
 
 class BlockScanner:
@@ -102,6 +106,8 @@ class BlockScanner:
         self._recheck: tuple[int, int] | None = None
         self._holding: Holding | None = None
         self._settled = (0, start_line)  # (bytes, line) of the last flush
+        # runs of a repeating status line, reported on their first (core.signatures.repeats)
+        self._repeats = Runs(matcher.run_literals, start_line)
         # (line, error) of hits whose record the pipeline failed on: a fault of logwatch's,
         # whatever the line; that record is passed over, the rest of the block is scanned.
         # The caller takes and tells them (`take_faults`).
@@ -122,7 +128,7 @@ class BlockScanner:
     def flush(self) -> list[Finding]:
         """Settle everything fed so far (a quiet live source) and keep going afterwards."""
         if self.full:
-            return self._count(self._match(self._assembler.flush(),
+            return self._count(self._match(self._repeats.unpassed(self._assembler.flush()),
                                            head_floor=self._head_floor))
         findings = self._process(b"", final=True, keep_context=True)
         # nothing after this point joins a record before it: a resume may start here,
@@ -136,17 +142,27 @@ class BlockScanner:
         waiting for an earlier one), and what the first of them waits for."""
         return self._holding
 
-    def safe_point(self) -> tuple[int, int]:
-        """(bytes, line) before which every line is processed and its findings returned: a
-        checkpoint here loses nothing, and resuming from it repeats nothing unseen."""
+    def settled_point(self) -> tuple[int, int]:
+        """(bytes, line) before which every line is processed and its findings returned."""
         if self.full:
             return self._fed_bytes, self._next_lineno
         return max((self._fed_bytes - len(self._carry), self._carry_lineno), self._settled)
+
+    def safe_point(self) -> tuple[int, int]:
+        """(bytes, line) to resume from, reading again: a checkpoint here loses nothing, and
+        resuming from it repeats nothing unseen. It is the settled point, or the first line
+        of the run of a repeating status line going on there (reported again, the same
+        finding), as the lines after it are passed over only after that first one."""
+        point = self.settled_point()
+        return point if self.full else self._repeats.resume_point(point)
 
     # -- the full per-line pipeline -------------------------------------------------------
     def _process_full(self, block: bytes, final: bool = False) -> list[Finding]:
         records: list[Record] = []
         if block:
+            if self._repeats.active:
+                self.stats.repeated_lines += self._repeats.judge_block(
+                    block, self._next_lineno, self.matcher.scanner)
             raws = self.decode(block).split("\n")
             if raws[-1] == "":
                 raws.pop()
@@ -159,7 +175,8 @@ class BlockScanner:
             self.stats.lines = self.stats.lines_parsed = self._next_lineno - 1
         if final:
             records.extend(self._assembler.flush())
-        return self._count(self._match(records, head_floor=self._head_floor))
+        return self._count(self._match(self._repeats.unpassed(records),
+                                       head_floor=self._head_floor))
 
     # -- the prefiltered pipeline ---------------------------------------------------------
     def _process(self, block: bytes, final: bool, keep_context: bool = False
@@ -191,6 +208,10 @@ class BlockScanner:
                 literals[lineno].add(literal_id)
         newlines = lineno - base + newlines_in(buf, pos, len(buf))  # one pass per block
         partial = bool(buf) and not buf.endswith(b"\n")
+        if self._repeats.active and hits:
+            hits, passed = self._repeats.pass_over(buf, hits, literals, final,
+                                                   self._fed_bytes - len(buf))
+            self.stats.repeated_lines += passed
         last_line = base + newlines - 1 + (1 if final and partial else 0)
         end_anchor = (base + newlines, buf.rfind(b"\n") + 1 if partial else len(buf))
         self.stats.lines = max(self.stats.lines, last_line)
@@ -253,9 +274,20 @@ class BlockScanner:
         self._carry_hits = [(h, o - offset) for h, o in waiting]
         self._carry_literals = {h: literals[h] for h, _ in waiting if h in literals}
         self._carry_newlines = newlines_in(self._carry, 0, len(self._carry))
+        self._repeats.forget_before(first)
         if self.parsed_lines:
             self.parsed_lines = {n: ln for n, ln in self.parsed_lines.items() if n >= first}
         return findings
+
+    def prime_repeats(self, before: bytes) -> bool:
+        """Take the run state (core.signatures.repeats) from the lines before the first one
+        fed: False when `before` holds no hit line (see Runs.prime)."""
+        return self._repeats.prime(before, self.matcher.scanner)
+
+    def go_on_from(self, before: BlockScanner) -> None:
+        """Go on judging runs where `before` stopped: this scanner is fed what follows its
+        settled point (a library reloaded under a live source)."""
+        self._repeats.judge.last = before._repeats.judge.last
 
     def _settle_hit(self, lines: BufferLines, hit: tuple[int, int], forced: bool,
                     literals: dict[int, set[int]]) -> Holding | None:
@@ -294,7 +326,7 @@ class BlockScanner:
         cleanly, or it may go on after the window."""
         before = after = INITIAL_CONTEXT
         own = lines.get(hit[0], hit)
-        tokens = _writer_tokens(own)
+        tokens = writer_tokens(own)
         # Only the hit line's writer's lines can join its record: those told from others' by
         # their bytes (BufferLines.may_hold, may_be_unprefixed) are left out
         keep: Callable[[int], bool] | None = None
@@ -355,15 +387,15 @@ class BlockScanner:
         if (header is None or len(header) != len(raw) - len(line.message)
                 or not raw.endswith(line.message) or "<" in header or "\x1b" in raw
                 or "[0m" in raw):
-            return None  # ... or what _header_bytes does not read as a header
-        header_bytes = header.encode()
-        buf, width = lines.buf, len(header_bytes)
+            return None  # ... or what header_bytes does not read as a header
+        header_raw = header.encode()
+        buf, width = lines.buf, len(header_raw)
         starts = [hit[1]]
         while len(starts) <= MAX_RUN_LINES:  # earlier lines, each within reach of the next
             floor = starts[-1] - HEADER_SEARCH_BYTES
             if floor < 0 and lines.first > 1:
                 return None
-            found = buf.rfind(header_bytes, max(floor, 0), starts[-1])
+            found = buf.rfind(header_raw, max(floor, 0), starts[-1])
             if found < 0:
                 break
             starts.append(found)
@@ -373,7 +405,7 @@ class BlockScanner:
             ceiling = after + HEADER_SEARCH_BYTES
             if ceiling > len(buf) and not lines.final:
                 return None
-            found = buf.find(header_bytes, after, min(ceiling, len(buf)))
+            found = buf.find(header_raw, after, min(ceiling, len(buf)))
             if found < 0:
                 break
             starts.append(found)
@@ -391,7 +423,7 @@ class BlockScanner:
             return None
         key = None
         if numbers[-1] - numbers[0] == len(starts) - 1:  # one line after another
-            key = run_key(buf, line, header_bytes, starts)
+            key = run_key(buf, line, header_raw, starts)
             if key is not None and key in self._runs:
                 record, made = self._runs.record(key, line, header, numbers, index, lines.cache)
                 lines.parsed += made
@@ -401,7 +433,7 @@ class BlockScanner:
             if start > 0 and buf[start - 1] != 0x0A:
                 return None  # the header inside another line, or after a prefix
             if i and number - numbers[i - 1] > 1:  # other lines between: none of this writer
-                tokens = _writer_tokens(line)
+                tokens = writer_tokens(line)
                 gap_start = buf.find(b"\n", starts[i - 1]) + 1
                 if number - numbers[i - 1] > QUIET_WRITER_LINES or not tokens or all(
                         buf.find(token, gap_start, start) >= 0 for token in tokens):
@@ -429,7 +461,7 @@ class BlockScanner:
         if (not message or message[:1] in (" ", "\t") or starts_traceback(message)
                 or message.startswith(CHAIN_MARKERS)):
             return None
-        located = _header_bytes(line)
+        located = header_bytes(line)
         if located is None:
             return None
         header, skip = located
@@ -482,42 +514,10 @@ def _line_order(finding: Finding) -> tuple[int, int]:
     return finding.lineno, finding.record_lineno
 
 
-def _writer_tokens(line: ParsedLine) -> tuple[bytes, ...]:
-    """Bytes every line of this line's writer holds (its process name, `pid=N`); empty when
-    the writer is not named by a process prefix (a rank, the unprefixed stream)."""
-    kind, *names = line.stream_key
-    if kind != "proc":
-        return ()
-    process, pid = names
-    # the digits apart from "pid=": "pid=007" names pid 7
-    tokens: tuple[bytes, ...] = (b"pid=", b"%d" % pid) if isinstance(pid, int) else ()
-    if isinstance(process, str):
-        if not process.isascii():
-            return ()
-        tokens += (process.encode(),)
-    return tokens
-
-
-def _header_bytes(line: ParsedLine) -> tuple[bytes, int] | None:
-    """A logger line's header as raw bytes (process prefix to `[file:line] `), and where it
-    starts within the line; None for lines without one or with colour codes in it."""
-    message, raw = line.message, line.raw
-    if (line.kind != "vllm" or len(raw) <= len(message) or not raw.endswith(message)
-            or "\x1b" in raw or "[0m" in raw or "<" in raw[: len(raw) - len(message)]):
-        return None
-    head = raw[: len(raw) - len(message)]
-    start = head.find(f"({line.process}") if line.process else -1
-    if start < 0 and line.level and line.vllm_time:
-        start = head.find(f"{line.level} {line.vllm_time}")
-    if start < 0:
-        return None
-    return head[start:].encode(), len(head[:start].encode())
-
-
 def _header_absent(lines: BufferLines, line: ParsedLine, before: bool) -> bool:
     """No other line with this logger line's exact header within reach on one side, so no
     record can join it from there. False when unsure (no header, or reach not at hand)."""
-    located = _header_bytes(line)
+    located = header_bytes(line)
     if located is None:
         return False
     header, skip = located

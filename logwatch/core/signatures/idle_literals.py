@@ -22,6 +22,7 @@ from datetime import datetime
 
 from logwatch.core.signatures.block_scan import BlockScanner
 from logwatch.core.signatures.matcher import Matcher
+from logwatch.core.signatures.repeats import RunJudge, hit_lines, passed_lines
 from logwatch.core.signatures.signature import Signature
 
 # Idle hits per MB of healthy traffic a literal may cost: each takes about 50 us of Python
@@ -65,20 +66,21 @@ def idle_literals(signatures: Sequence[Signature], traffic: bytes,
     for finding in findings:
         for line in range(finding.record_lineno, finding.record_last_lineno + 1):
             found[line].add(finding.signature.id)
-    hits, _ = matcher.scanner.hits_outside_requests(traffic, at_line_start=True)
+    lines = hit_lines(traffic, 1, matcher.scanner)
+    # a repeating status line's run is passed over before the per-hit path: it costs nothing
+    passed = passed_lines(traffic, lines, RunJudge(matcher.run_literals))
     idle: Counter[int] = Counter()
     example: dict[int, str] = {}
-    line, position = 1, 0
-    for offset, literal_id in hits:
-        line += matcher.scanner.newlines(traffic, position, offset)
-        position = offset
-        if not owners[literal_id] & found.get(line, set()):
-            idle[literal_id] += 1
-            if literal_id not in example:
-                start = traffic.rfind(b"\n", 0, offset) + 1
-                end = traffic.find(b"\n", offset)
-                text = traffic[start:end if end >= 0 else len(traffic)]
-                example[literal_id] = text[:120].decode("utf-8", "replace")
+    for line, (start, literal_ids) in lines.items():
+        if line in passed:
+            continue
+        for literal_id in literal_ids:
+            if not owners[literal_id] & found.get(line, set()):
+                idle[literal_id] += 1
+                if literal_id not in example:
+                    end = traffic.find(b"\n", start)
+                    text = traffic[start:end if end >= 0 else len(traffic)]
+                    example[literal_id] = text[:120].decode("utf-8", "replace")
     megabytes = len(traffic) / 1e6
     out = [IdleLiteral(matcher.literals[i], tuple(sorted(owners[i])), count,
                        count / megabytes, example[i])

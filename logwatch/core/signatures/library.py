@@ -22,6 +22,7 @@ from logwatch.core.signatures.signature import (
     CATEGORIES,
     CONDITION_OPS,
     REMEDIES,
+    REPEATS,
     SEVERITIES,
     STATUSES,
     Condition,
@@ -40,6 +41,7 @@ SIGNATURE_KEYS = {
     "patterns": "required", "explanation": "required", "remedy": "required",
     "examples": "required", "counter_examples": "required", "conditions": "optional",
     "key_captures": "optional", "vllm_versions": "optional", "references": "optional",
+    "repeats": "optional",
 }
 PATTERN_KEYS = ("regex", "literals")
 CONDITION_KEYS = ("capture", "op", "value")
@@ -287,6 +289,11 @@ def parse_signature(path: str, text: str, compile_patterns: bool = True
         check.add("references must be a list of strings", "references")
         references = []
 
+    repeats = data.get("repeats", REPEATS[0])
+    if repeats not in REPEATS:
+        check.add(f"repeats {repeats!r} is not one of {', '.join(REPEATS)}", "repeats",
+                  hint=did_you_mean(str(repeats), REPEATS))
+        repeats = REPEATS[0]
     if check.problems:
         return None, check.problems
     assert sig_id and version and status and severity and category and remedy and title
@@ -297,6 +304,7 @@ def parse_signature(path: str, text: str, compile_patterns: bool = True
         counter_examples=tuple(counter_examples), conditions=tuple(conditions),
         key_captures=tuple(key_captures) if key_captures is not None else None,
         vllm_versions=str(vllm_versions), references=tuple(references), path=path,
+        repeats=repeats,
     ), []
 
 

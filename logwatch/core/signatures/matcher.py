@@ -119,6 +119,11 @@ class Matcher:
                         bucket.append(compiled)
         self.literals = literals
         self._literal_index = literal_index
+        # literal id -> its patterns, for literals only signatures reported once per run of
+        # alike lines hold (core.signatures.repeats)
+        self.run_literals: dict[int, tuple[CompiledPattern, ...]] = {
+            i: tuple(bucket) for i, bucket in enumerate(self._by_literal)
+            if all(p.signature.repeats == "first_of_run" for p in bucket)}
         self._order = {sig.id: i for i, sig in enumerate(self.signatures)}
         self.scanner: LiteralScanner = make_scanner(literals, engine)
         self.timeouts: Counter[str] = Counter()  # signature id -> patterns that ran over

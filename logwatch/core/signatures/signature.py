@@ -39,6 +39,9 @@ _OPERATORS: dict[str, Callable[[float, float], bool]] = {
     "==": operator.eq, "!=": operator.ne,
 }
 CONDITION_OPS = tuple(_OPERATORS)
+# How a signature's findings repeat: on every line, or once per run of alike lines
+# (core.signatures.repeats: a status line vLLM prints every few seconds while it serves).
+REPEATS = ("every_line", "first_of_run")
 
 
 @dataclass(frozen=True, slots=True)
@@ -86,6 +89,7 @@ class Signature:
     references: tuple[str, ...] = ()
     path: str = ""
     extra: dict[str, Any] = field(default_factory=dict)
+    repeats: str = "every_line"  # REPEATS
 
     @property
     def severity_rank(self) -> int:

@@ -1,0 +1,215 @@
+"""Runs of a status line that vLLM repeats while it serves, reported on their first line.
+
+A serving vLLM prints its throughput stats every few seconds (`Avg prompt throughput: ...`,
+lifecycle.serving): 15,000 lines a gigabyte on the shared yardstick. Each would be a finding
+that costs the whole per-hit path (about 30 µs: parsed, assembled, matched, recorded) to say
+again what the first one said: the server is up. A signature with `repeats = "first_of_run"`
+is reported on the first line of a run; the run's other lines are counted
+(ScanStats.repeated_lines) and passed over before their records are assembled.
+
+The prefilter's hit lines (lines holding a literal of the library, less request-lifecycle
+lines, core.lines.benign) are judged in order, and a line is *alike* the one before when:
+
+- it is a complete line of vLLM's logger at INFO in the modern form, without colour codes or
+  a carriage return (`(Name pid=N) INFO MM-DD HH:MM:SS [file:line] message`, the process prefix
+  optional);
+- every literal on it belongs to `first_of_run` signatures only, so no other signature can be
+  a candidate for it; and one of their patterns matches its message;
+- the previous hit line was alike in the same way: the same signature, from the same writer
+  (the same process prefix, or none for both).
+
+Any other hit line ends a run, so a restart (its start-up lines hold literals) or an error
+between two stats lines has the next one reported again. The block scanner's fast path and
+its full per-line path judge the same hit lines with this one judge (a record is left out of
+the full path when every hit line of it was passed over), so both report the same findings.
+A scan resumed from a checkpoint, or the second half of a split scan, starts from the key of
+the hit line before its first line (BlockScanner.prime_repeats).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping
+
+from logwatch.core.lines.benign import logger_header
+from logwatch.core.lines.records import Record
+from logwatch.core.signatures.matcher import CompiledPattern
+from logwatch.core.signatures.prefilter import LiteralScanner
+
+_HEADER = re.compile(logger_header(rb"INFO", writer=True))
+MATCH_TIMEOUT_S = 0.05  # one line's budget for the patterns tried on it
+RepeatKey = tuple[str, bytes]  # (signature id, writer's process prefix or b"")
+
+
+def line_key(buf: bytes, start: int, literal_ids: Iterable[int],
+             run_literals: Mapping[int, tuple[CompiledPattern, ...]]) -> RepeatKey | None:
+    """The key under which the hit line starting at `start` repeats (see the module), or None
+    when it is not a line that can be passed over."""
+    patterns: list[CompiledPattern] = []
+    for literal_id in literal_ids:
+        found = run_literals.get(literal_id)
+        if found is None:
+            return None
+        patterns.extend(p for p in found if p not in patterns)
+    if not patterns:
+        return None
+    end = buf.find(b"\n", start)
+    header = _HEADER.match(buf, start, end) if end >= 0 else None
+    if header is None:
+        return None
+    raw = buf[header.end():end]
+    if b"\r" in raw or b"\x1b" in raw:
+        return None
+    try:
+        message = raw.decode()
+    except UnicodeDecodeError:
+        return None
+    for pattern in patterns:
+        try:
+            if pattern.regex.search(message, timeout=MATCH_TIMEOUT_S) is not None:
+                return pattern.signature.id, header.group("writer") or b""
+        except TimeoutError:
+            return None
+    return None
+
+
+class RunJudge:
+    """Judges hit lines in order: True for a line alike the hit line before it."""
+
+    def __init__(self, run_literals: Mapping[int, tuple[CompiledPattern, ...]]) -> None:
+        self._run_literals = run_literals
+        self.last: RepeatKey | None = None  # the key of the last hit line judged
+        self.passed = 0
+
+    @property
+    def active(self) -> bool:
+        """Whether any signature of the library repeats once per run."""
+        return bool(self._run_literals)
+
+    def repeats(self, buf: bytes, start: int, literal_ids: Iterable[int]) -> bool:
+        key = line_key(buf, start, literal_ids, self._run_literals)
+        alike = key is not None and key == self.last
+        self.last = key
+        if alike:
+            self.passed += 1
+        return alike
+
+
+
+def hit_lines(buf: bytes, first_line: int, scanner: LiteralScanner
+              ) -> dict[int, tuple[int, set[int]]]:
+    """The prefilter's hit lines in `buf` (which starts a line numbered `first_line`), less
+    request-lifecycle lines: line number -> (where it starts, the literal ids on it), in
+    line order."""
+    found, _ = scanner.hits_outside_requests(buf, at_line_start=True)
+    lines: dict[int, tuple[int, set[int]]] = {}
+    lineno, pos = first_line, 0
+    for offset, literal_id in found:
+        lineno += scanner.newlines(buf, pos, offset)
+        pos = offset
+        if lineno in lines:
+            lines[lineno][1].add(literal_id)
+        else:
+            lines[lineno] = (buf.rfind(b"\n", 0, offset) + 1, {literal_id})
+    return lines
+
+
+def passed_lines(buf: bytes, lines: dict[int, tuple[int, set[int]]], judge: RunJudge
+                 ) -> set[int]:
+    """The hit lines (`hit_lines`) the judge passes over, judged in order."""
+    return {number for number, (start, ids) in lines.items()
+            if judge.repeats(buf, start, ids)}
+
+
+class Runs:
+    """One source's runs, as the block scanner meets its hit lines: which to pass over, and
+    where a resume may start (never inside a run)."""
+
+    def __init__(self, run_literals: Mapping[int, tuple[CompiledPattern, ...]],
+                 start_line: int) -> None:
+        self.judge = RunJudge(run_literals)
+        self.active = self.judge.active
+        self._judged_line = start_line - 1  # hit lines up to this one are judged
+        # [bytes, first line, the line of the hit line that ended it or None] of each run
+        # a resume point may still fall in
+        self._spans: list[list[int | None]] = []
+        # the full path: hit lines passed over, and the others
+        self._passed: set[int] = set()
+        self._kept: set[int] = set()
+
+    def pass_over(self, buf: bytes, hits: list[tuple[int, int]],
+                  literals: dict[int, set[int]], final: bool, buf_offset: int
+                  ) -> tuple[list[tuple[int, int]], int]:
+        """The fast path: (line number, start) `hits` less the lines alike the hit line before,
+        and how many those were. Each hit line is judged once, in order, when its newline is
+        at hand (its literals all found) or at the end of the input. `buf_offset`: where
+        `buf` starts in what the scanner was fed."""
+        kept: list[tuple[int, int]] = []
+        passed = 0
+        for index, hit in enumerate(hits):
+            lineno, start = hit
+            if lineno <= self._judged_line:
+                kept.append(hit)
+                continue
+            if not final and buf.find(b"\n", start) < 0:  # the rest of it is still to come
+                kept.extend(hits[index:])
+                break
+            self._judged_line = lineno
+            if self.judge.repeats(buf, start, literals[lineno]):
+                del literals[lineno]
+                passed += 1
+                continue
+            kept.append(hit)
+            spans = self._spans
+            if spans and spans[-1][2] is None:
+                spans[-1][2] = lineno
+            if self.judge.last is not None:
+                spans.append([buf_offset + start, lineno, None])
+        return kept, passed
+
+    def resume_point(self, point: tuple[int, int]) -> tuple[int, int]:
+        """`point` (bytes, line), or the first line of a run going on there: a resume from
+        there reports that line again (the same finding) and passes over the rest as the
+        scan it resumes did."""
+        for offset, first, end in self._spans:
+            assert offset is not None and first is not None
+            if first < point[1] and (end is None or point[1] < end):
+                return offset, first
+        return point
+
+    def forget_before(self, line: int) -> None:
+        """No resume point comes before `line` again."""
+        if self._spans:
+            self._spans = [s for s in self._spans if s[2] is None or s[2] > line]
+
+    def judge_block(self, block: bytes, first_line: int, scanner: LiteralScanner) -> int:
+        """The full path: judge a block's hit lines as the fast path does (each block is split
+        into lines whole: it starts a line and its last piece ends one); how many passed."""
+        lines = hit_lines(block, first_line, scanner)
+        passed = passed_lines(block, lines, self.judge)
+        self._passed |= passed
+        self._kept.update(n for n in lines if n not in passed)
+        return len(passed)
+
+    def unpassed(self, records: list[Record]) -> list[Record]:
+        """The full path: records less those whose hit lines were all passed over (the fast
+        path never assembles those)."""
+        if not self._passed:
+            return records
+        passed, kept = self._passed, self._kept
+        return [r for r in records
+                if not any(ln.lineno in passed for ln in r.lines)
+                or any(ln.lineno in kept for ln in r.lines)]
+
+    def prime(self, before: bytes, scanner: LiteralScanner) -> bool:
+        """Take the state from the lines before the first one fed (`before` starts at a line
+        start and ends where the feed begins): the key of its last hit line. False when it
+        holds no hit line (the caller may look further back)."""
+        lines = hit_lines(before, 1, scanner)
+        if not lines:
+            return False
+        start, ids = lines[max(lines)]
+        probe = RunJudge(self.judge._run_literals)
+        probe.repeats(before, start, ids)
+        self.judge.last = probe.last
+        return True
