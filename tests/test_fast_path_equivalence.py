@@ -314,9 +314,17 @@ def test_a_finding_crosses_between_processes_whole(library: Library) -> None:
     found = scanner.feed(data) + scanner.finish()
     assert any(f.matched is not f.record.lines[0] for f in found)  # some match a later line
     signatures = library.by_id()  # placed signatures (core.signatures.placed) too
-    back = [_unflat(flat, signatures) for flat in
-            pickle.loads(pickle.dumps([_flat(f) for f in found], pickle.HIGHEST_PROTOCOL))]
+    flats = pickle.loads(pickle.dumps([_flat(f) for f in found], pickle.HIGHEST_PROTOCOL))
+    back = [_unflat(flat, signatures, 0) for flat in flats]
     assert back == found
+    # the child numbers its lines from its lead-in: moved on, every line number moves
+    moved = [_unflat(flat, signatures, 1000) for flat in flats]
+    for old, new in zip(found, moved, strict=True):
+        assert (new.lineno, new.record_lineno, new.record_last_lineno) == (
+            old.lineno + 1000, old.record_lineno + 1000, old.record_last_lineno + 1000)
+        assert [ln.lineno for ln in new.record.lines] == [
+            ln.lineno + 1000 for ln in old.record.lines]
+        assert new.matched.lineno == old.matched.lineno + 1000
     for old, new in zip(found, back, strict=True):
         assert new.signature is signatures[old.signature.id]
         assert new.record.lines.index(new.matched) == old.record.lines.index(old.matched)

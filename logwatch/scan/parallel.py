@@ -39,7 +39,6 @@ SPLIT_MIN_BYTES = 64 << 20  # below this a second process costs more than it sav
 # one window more. Both bounds are doubled again for margin; reading them costs little.
 REACH_LINES = 4 * (CONTEXT_BEFORE + CONTEXT_AFTER)
 REACH_BYTES = 8 * HEADER_SEARCH_BYTES
-COUNT_BYTES = 8 << 20
 
 
 def two_cores_idle(size: int) -> bool:
@@ -82,22 +81,6 @@ def _reach(stream: BinaryIO, cut: int, forward: bool, size: int) -> int:
         span *= 4
 
 
-def _count_lines(stream: BinaryIO, end: int, newlines: Callable[[bytes, int, int], int]
-                 ) -> int:
-    """Newlines in the first `end` bytes, read a buffer at a time."""
-    stream.seek(0)
-    count, left = 0, end
-    buffer = bytearray(COUNT_BYTES)
-    view = memoryview(buffer)
-    while left > 0:
-        got = stream.readinto(view[: min(left, COUNT_BYTES)])  # type: ignore[attr-defined]
-        if not got:
-            break
-        count += newlines(buffer, 0, got)  # type: ignore[arg-type]
-        left -= got
-    return count
-
-
 class _Window:
     """A byte range of a file as a stream."""
 
@@ -134,16 +117,25 @@ def _prime_runs(stream: BinaryIO, scanner: BlockScanner, end: int) -> None:
         end = start + skip
 
 
+# The child numbers its lines from here, not from the file's start (the parent learns how
+# many lines come before the cut from its own half, and shifts the child's numbers by that):
+# counting the first half's lines again would cost the child a read of half the file. Not 1:
+# the lead-in's first line may continue a record begun before it, as after a resume.
+CHILD_FIRST_LINE = 2
+
+
 def _second_half(path: str, matcher: Matcher, label: str, reference: datetime,
                  lead: int, cut: int, size: int, spool: IO[bytes]) -> None:
-    """The child: number the lines, scan from the lead-in on, spool findings after the cut."""
+    """The child: scan from the lead-in on, spool findings after the cut, its lines numbered
+    from CHILD_FIRST_LINE at the lead-in (the cut's line number is spooled first)."""
     with open(path, "rb") as stream:
-        first = _count_lines(stream, lead, matcher.scanner.newlines) + 1
-        scanner = BlockScanner(matcher, label, reference, start_line=first, whole_input=True)
+        scanner = BlockScanner(matcher, label, reference, start_line=CHILD_FIRST_LINE,
+                               whole_input=True)
         _prime_runs(stream, scanner, lead)
         for block in _blocks(stream, lead, cut):  # the lead-in: context, not its findings
             scanner.feed(block)
         cut_line = scanner.stats.lines + 1
+        pickle.dump(("cut", cut_line), spool, pickle.HIGHEST_PROTOCOL)
         scanner.stats.repeated_lines = 0  # counted from the cut on, as findings are
         for block in _blocks(stream, cut, size):
             _spool(spool, [f for f in scanner.feed(block) if f.lineno >= cut_line])
@@ -167,12 +159,28 @@ def _flat(finding: Finding) -> tuple[Any, ...]:
             tuple(_LINE_FIELDS(line) for line in record.lines))
 
 
-def _unflat(flat: tuple[Any, ...], signatures: Mapping[str, Signature]) -> Finding:
+_LINE_NUMBER = [f.name for f in fields(ParsedLine)].index("lineno")
+_FINDING_NUMBERS = tuple(i for i, name in enumerate(
+    f.name for f in fields(Finding) if f.name not in ("signature", "record", "matched"))
+    if name in ("lineno", "record_lineno", "record_last_lineno"))
+
+
+def _unflat(flat: tuple[Any, ...], signatures: Mapping[str, Signature], shift: int
+            ) -> Finding:
+    """The finding, its line numbers (the child's) moved on by `shift`."""
     signature_id, values, index, lines = flat
-    parsed = [ParsedLine(*line) for line in lines]
+    parsed = [ParsedLine(*_shifted(line, (_LINE_NUMBER,), shift)) for line in lines]
+    values = _shifted(values, _FINDING_NUMBERS, shift)
     # the fields in order: signature, those _FINDING_FIELDS read, record, matched
     return Finding(signatures[signature_id], *values, Record(parsed),  # type: ignore[call-arg]
                    parsed[index])
+
+
+def _shifted(values: tuple[Any, ...], at: tuple[int, ...], shift: int) -> tuple[Any, ...]:
+    moved = list(values)
+    for i in at:
+        moved[i] += shift
+    return tuple(moved)
 
 
 def _spool(spool: IO[bytes], findings: list[Finding]) -> None:
@@ -226,22 +234,26 @@ def _scan_halves(path: str, matcher: Matcher, label: str, reference: datetime, s
                 raise OSError(f"the process scanning the second half failed ({child.exitcode})")
             spool.seek(0)
             first.stats.repeated_lines = repeated
-            return _merge_second(spool, matcher, record, first.stats, size)
+            return _merge_second(spool, matcher, record, first.stats, size, cut_line)
 
 
 def _merge_second(spool: IO[bytes], matcher: Matcher, record: Callable[[list[Finding]], None],
-                  first: ScanStats, size: int) -> ScanStats:
+                  first: ScanStats, size: int, cut_line: int) -> ScanStats:
     signatures = WithDerived({s.id: s for s in matcher.signatures})
+    shift = 0  # from the child's line numbers to the file's
     while True:
         kind, *rest = pickle.load(spool)
+        if kind == "cut":
+            shift = cut_line - rest[0]
+            continue
         if kind == "findings":
-            record([_unflat(flat, signatures) for flat in rest[0]])
+            record([_unflat(flat, signatures, shift) for flat in rest[0]])
             continue
         second, timeouts, disabled = rest
         matcher.timeouts.update(timeouts)
         for signature_id, why in disabled.items():
             matcher.disabled.setdefault(signature_id, why)
-        stats = ScanStats(lines=second.lines, bytes=size,
+        stats = ScanStats(lines=second.lines + shift, bytes=size,
                           repeated_lines=first.repeated_lines + second.repeated_lines)
         for name in ("hits", "benign_hits", "lines_parsed", "records",
                      "replaced_chars"):  # work done, the overlap's included
