@@ -20,15 +20,33 @@ JSON_PIECE = 1 << 16  # characters of JSON text written at a time
 
 def write_json(report: dict[str, Any]) -> None:
     """The report as JSON on stdout, written as it is encoded: a backlog's report is
-    hundreds of MB of text, never held whole (json_escaped works a character at a time)."""
+    hundreds of MB of text, never held whole. Each top-level key on a line of its own, and
+    each element of a list under it (a launch, an incident, a diagnosis) on one line: each is
+    encoded whole by json's C encoder (an indented encoding runs in Python, several times
+    slower), and the text written a piece at a time."""
+    encode = json.JSONEncoder(ensure_ascii=False).encode
     pieces: list[str] = []
     held = 0
-    for piece in json.JSONEncoder(indent=2, ensure_ascii=False).iterencode(report):
-        pieces.append(piece)
-        held += len(piece)
+
+    def put(text: str) -> None:
+        nonlocal held, pieces
+        pieces.append(text)
+        held += len(text)
         if held >= JSON_PIECE:
             sys.stdout.write(json_escaped("".join(pieces)))
             pieces, held = [], 0
+
+    put("{")
+    for index, (key, value) in enumerate(report.items()):
+        put(("," if index else "") + "\n  " + encode(key) + ": ")
+        if isinstance(value, list) and value:
+            put("[")
+            for number, item in enumerate(value):
+                put(("," if number else "") + "\n    " + encode(item))
+            put("\n  ]")
+        else:
+            put(encode(value))
+    put("\n}")
     sys.stdout.write(json_escaped("".join(pieces)) + "\n")
 
 
