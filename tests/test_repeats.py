@@ -11,6 +11,7 @@ import random
 from dataclasses import replace
 from datetime import datetime
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -161,17 +162,150 @@ def test_a_resume_from_a_checkpoint_inside_a_run_passes_over_what_the_scan_did(
     assert got == want and (SERVING, 33) not in want
 
 
-def test_a_library_reloaded_under_a_live_source_goes_on_with_the_run(library: Library) -> None:
-    lines = [stats(1), stats(2), stats(3), stats(4)]
+def test_a_library_reloaded_under_a_live_source_starts_new_runs(library: Library) -> None:
+    """The daemon's reload (ScanStreams.use): a new scanner from the settled point, fed what
+    follows. Its runs start afresh, so the next stats line is reported once more; a kill -9
+    and a resume after that reports nothing else (review: carrying the run over without its
+    first line let a resume report a line inside the run)."""
+    lines = [VERSION, stats(1), stats(2), stats(3), stats(4), stats(5), stats(6)]
     data = ("\n".join(lines) + "\n").encode()
     matcher = Matcher(library.signatures)
     half = data.index(stats(3).encode())
     before = BlockScanner(matcher, "s", REF)
-    got = before.feed(data[:half]) + before.flush()
-    after = BlockScanner(matcher, "s", REF, start_line=before.settled_point()[1])
-    after.go_on_from(before)
-    got += after.feed(data[half:]) + after.finish()
-    assert [(f.signature.id, f.lineno) for f in got] == [(SERVING, 1)]
+    got = {(f.signature.id, f.lineno) for f in before.feed(data[:half]) + before.flush()}
+    settled_bytes, settled_line = before.settled_point()
+    after = BlockScanner(matcher, "s", REF, start_line=settled_line)
+    cut = data.index(stats(5).encode()) - settled_bytes
+    got |= {(f.signature.id, f.lineno) for f in after.feed(data[settled_bytes:][:cut])}
+    offset, line = after.safe_point()  # kill -9 here
+    again = BlockScanner(matcher, "s", REF, start_line=line)
+    got |= {(f.signature.id, f.lineno)
+            for f in again.feed(data[settled_bytes + offset:]) + again.finish()}
+    assert sorted(n for s, n in got if s == SERVING) == [2, 4]
+
+
+SITE_HEADER = ("signatures/library.toml", 'version = "1.2.3"\n[[changelog]]\nversion = "1.2.3"'
+               '\ndate = "2026-12-04"\nchanges = ["x"]\n')
+STALLED = '''\
+id = "site.generation_stalled"
+version = 1
+status = "stable"
+severity = "error"
+fatal = false
+category = "lifecycle"
+title = "Generation stalled while requests run"
+remedy = "none"
+repeats = "first_of_run"
+explanation = "gen {gen}"
+
+[[patterns]]
+regex = """PATTERN"""
+literals = ["Avg generation throughput: "]
+COND
+[[examples]]
+text = """INFO 05-02 10:00:10 [loggers.py:111] Avg generation throughput: EXAMPLE"""
+captures = { gen = "CAPTURE" }
+
+[[counter_examples]]
+text = """INFO 05-02 10:00:10 [loggers.py:111] Avg generation throughput: 0.0 tokens/s, \
+Running: 0 reqs"""
+'''
+STALLED_PATTERN = r"Avg generation throughput: (?P<gen>GEN) tokens/s, Running: [1-9]"
+CONDITION = '\n[[conditions]]\ncapture = "gen"\nop = "=="\nvalue = 0.0\n'
+
+
+def with_site(library: Library, pattern: str, condition: str = "",
+              example: str = "0.0 tokens/s, Running: 3 reqs", capture: str = "0.0") -> Library:
+    text = (STALLED.replace("PATTERN", pattern.replace("\\", "\\\\")).replace("COND", condition)
+            .replace("EXAMPLE", example).replace("CAPTURE", capture))
+    extra = load_library(SITE_HEADER, [[("site/site.toml", text)]])
+    return replace(library, signatures=(*library.signatures, *extra.signatures))
+
+
+def generation(second: int, gen: str) -> str:
+    return (f"(APIServer pid=7) INFO 12-04 19:00:{second:02d} [loggers.py:123] Engine 000: "
+            f"Avg generation throughput: {gen} tokens/s, Running: 3 reqs")
+
+
+def test_a_line_whose_finding_hangs_on_a_condition_is_never_passed_over(
+        library: Library) -> None:
+    """Review: the judge ran the pattern only, so a run's second line, the first to meet the
+    signature's condition, was passed over as alike its first, which gave no finding."""
+    mixed = with_site(library, STALLED_PATTERN.replace("GEN", r"[\d.]+"), CONDITION)
+    text = "\n".join([generation(1, "12.4"), generation(2, "0.0"), generation(3, "0.0")])
+    for full in (False, True):
+        found, passed = scan(mixed, text + "\n", full)
+        stalled = [f for f in found if f[0] == "site.generation_stalled"]
+        assert stalled == [("site.generation_stalled", 2)] and passed == 1, (full, found)
+
+
+def test_a_line_two_run_signatures_find_is_alike_only_a_line_both_find(
+        library: Library) -> None:
+    """Review: the key named the first signature that matched, so a stats line that a second
+    run signature also found (generation 0.0) was passed over as alike a plain stats line."""
+    mixed = with_site(library, STALLED_PATTERN.replace("GEN", r"0\.0"))
+
+    def line(second: int, gen: str) -> str:
+        return stats(second).replace("12.4 tokens/s", f"{gen} tokens/s")
+
+    lines = [line(1, "12.4"), line(2, "0.0"), line(3, "0.0")]
+    reported, _ = both_paths(mixed, lines)
+    found, _ = scan(mixed, "\n".join(lines) + "\n", False)
+    assert reported == [1, 2] and ("site.generation_stalled", 2) in found
+    assert ("site.generation_stalled", 3) not in found  # alike line 2: both find it
+
+
+def test_a_runaway_run_pattern_is_disabled_as_the_matcher_disables_one(
+        library: Library) -> None:
+    """Review: the judge tried a pattern that runs over its budget on every line, each time,
+    never counted; now it counts as the matcher counts, and once disabled is not tried."""
+    mixed = with_site(library, r"Avg generation throughput: (?P<gen>(a|aa)+)$",
+                      example="aaaa", capture="aaaa")
+    matcher = Matcher(mixed.signatures)
+    (pattern,) = {p for ps in matcher.run_literals.values() for p in ps
+                  if p.signature.id == "site.generation_stalled"}
+    tries = []
+
+    class Counted:  # the compiled pattern, its searches counted
+        def __init__(self, inner: Any) -> None:
+            self.inner = inner
+
+        def search(self, *args: Any, **kwargs: Any) -> Any:
+            tries.append(1)
+            return self.inner.search(*args, **kwargs)
+
+        def __getattr__(self, name: str) -> Any:
+            return getattr(self.inner, name)
+
+    pattern._compiled = Counted(pattern.regex)  # type: ignore[assignment]
+    line = generation(1, "x").replace("x tokens/s, Running: 3 reqs", "a" * 40 + "!")
+    scanner = BlockScanner(matcher, "s", REF, whole_input=True)
+    scanner.feed(("\n".join([line] * 40) + "\n").encode())
+    scanner.finish()
+    assert "site.generation_stalled" in matcher.disabled
+    assert matcher.disable_after is not None
+    assert len(tries) <= 2 * matcher.disable_after  # not once per line, 50 ms each
+
+
+def test_reading_back_for_the_run_state_crosses_a_line_longer_than_its_window(
+        tmp_path: Path) -> None:
+    """Review: a line over 1 MiB before the lead-in left the read-back loop where it was,
+    forever (`scan --jobs 2` hung)."""
+    from logwatch.scan import parallel
+
+    log = tmp_path / "long.log"
+    head = (VERSION + "\n" + stats(1) + "\n").encode()
+    log.write_bytes(head + b"x" * (3 << 20) + b"\n" + (ACCESS + "\n").encode() * 10)
+    primed: list[bytes] = []
+
+    class Probe:
+        def prime_repeats(self, before: bytes) -> bool:
+            primed.append(before)
+            return stats(1).encode() in before
+
+    with open(log, "rb") as stream:
+        parallel._prime_runs(stream, Probe(), log.stat().st_size)  # type: ignore[arg-type]
+    assert primed and stats(1).encode() in primed[-1]
 
 
 @pytest.mark.parametrize("seed", range(3))

@@ -114,10 +114,11 @@ class ScanStreams:
         self.matcher = matcher
         for source, stream in list(self.streams.items()):  # settle, then new scanners
             self._collect(source, stream, stream.scanner.flush())
-            safe_bytes, safe_line = stream.scanner.settled_point()  # what follows is fed on
-            before, stream.scanner = stream.scanner, BlockScanner(
-                self.matcher, source, datetime.now(), start_line=safe_line)
-            stream.scanner.go_on_from(before)
+            # what follows is fed on; runs of a repeating line start afresh (the new library
+            # may judge them otherwise): the next stats line is reported again
+            safe_bytes, safe_line = stream.scanner.settled_point()
+            stream.scanner = BlockScanner(self.matcher, source, datetime.now(),
+                                          start_line=safe_line)
             stream.base_offset = stream.generation_offset(safe_bytes)
             stream.cuts = [(end - safe_bytes, extra) for end, extra in stream.cuts
                            if end > safe_bytes]

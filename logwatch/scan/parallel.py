@@ -109,7 +109,7 @@ def _prime_runs(stream: BinaryIO, scanner: BlockScanner, end: int) -> None:
         stream.seek(start)
         data = stream.read(end - start)
         skip = data.find(b"\n") + 1 if start else 0  # from the first line start on
-        if start and skip == 0:  # one line longer than the span: read further back
+        if start and not 0 < skip < len(data):  # inside one line longer than the span
             span *= 4
             continue
         if scanner.prime_repeats(data[skip:]):

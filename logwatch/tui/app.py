@@ -18,7 +18,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any, ClassVar
 
-from textual.app import App, SystemCommand
+from textual.app import App, ScreenStackError, SystemCommand
 from textual.binding import Binding, BindingType
 from textual.notifications import SeverityLevel
 from textual.screen import Screen
@@ -188,7 +188,11 @@ class LogwatchApp(App[None]):
     def broadcast(self, message_type: type[BoardChanged | ConnectionChanged | LinesChanged]
                   ) -> None:
         """Tell the screen on show (others read the state when they are shown again)."""
-        self.screen.post_message(message_type())
+        try:
+            screen = self.screen
+        except ScreenStackError:  # closing: a refresh that finished after the last screen
+            return
+        screen.post_message(message_type())
 
     # -- the daemon's events --------------------------------------------------------------
     async def _watch(self) -> None:

@@ -107,7 +107,7 @@ class BlockScanner:
         self._holding: Holding | None = None
         self._settled = (0, start_line)  # (bytes, line) of the last flush
         # runs of a repeating status line, reported on their first (core.signatures.repeats)
-        self._repeats = Runs(matcher.run_literals, start_line)
+        self._repeats = Runs(matcher, start_line)
         # (line, error) of hits whose record the pipeline failed on: a fault of logwatch's,
         # whatever the line; that record is passed over, the rest of the block is scanned.
         # The caller takes and tells them (`take_faults`).
@@ -283,11 +283,6 @@ class BlockScanner:
         """Take the run state (core.signatures.repeats) from the lines before the first one
         fed: False when `before` holds no hit line (see Runs.prime)."""
         return self._repeats.prime(before, self.matcher.scanner)
-
-    def go_on_from(self, before: BlockScanner) -> None:
-        """Go on judging runs where `before` stopped: this scanner is fed what follows its
-        settled point (a library reloaded under a live source)."""
-        self._repeats.judge.last = before._repeats.judge.last
 
     def _settle_hit(self, lines: BufferLines, hit: tuple[int, int], forced: bool,
                     literals: dict[int, set[int]]) -> Holding | None:

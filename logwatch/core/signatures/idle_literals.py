@@ -68,7 +68,7 @@ def idle_literals(signatures: Sequence[Signature], traffic: bytes,
             found[line].add(finding.signature.id)
     lines = hit_lines(traffic, 1, matcher.scanner)
     # a repeating status line's run is passed over before the per-hit path: it costs nothing
-    passed = passed_lines(traffic, lines, RunJudge(matcher.run_literals))
+    passed = passed_lines(traffic, lines, RunJudge(matcher))
     idle: Counter[int] = Counter()
     example: dict[int, str] = {}
     for line, (start, literal_ids) in lines.items():

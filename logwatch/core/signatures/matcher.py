@@ -245,7 +245,7 @@ class Matcher:
                 self.skipped[signature.id] += 1
                 whole = False
             except TimeoutError:
-                self._ran_over(pattern)
+                self.ran_over(pattern)
                 whole = False
         return findings, whole
 
@@ -258,7 +258,7 @@ class Matcher:
             return None
         return {*self.scanner.present(message), level_id}
 
-    def _ran_over(self, pattern: CompiledPattern) -> None:
+    def ran_over(self, pattern: CompiledPattern) -> None:
         signature = pattern.signature
         self.timeouts[signature.id] += 1
         self.pattern_timeouts[(signature.id, pattern.index)] += 1

@@ -14,22 +14,26 @@ lines, core.lines.benign) are judged in order, and a line is *alike* the one bef
   a carriage return (`(Name pid=N) INFO MM-DD HH:MM:SS [file:line] message`, the process prefix
   optional);
 - every literal on it belongs to `first_of_run` signatures only, so no other signature can be
-  a candidate for it; and one of their patterns matches its message;
-- the previous hit line was alike in the same way: the same signature, from the same writer
-  (the same process prefix, or none for both).
+  a candidate for it; their patterns (of signatures not disabled) find in its message the
+  findings it gives, none of them hanging on a condition that fails;
+- the previous hit line was alike in the same way: the same signatures' findings, from the
+  same writer (the same process prefix, or none for both).
 
 Any other hit line ends a run, so a restart (its start-up lines hold literals) or an error
 between two stats lines has the next one reported again. The block scanner's fast path and
 its full per-line path judge the same hit lines with this one judge (a record is left out of
 the full path when every hit line of it was passed over), so both report the same findings.
-A scan resumed from a checkpoint, or the second half of a split scan, starts from the key of
-the hit line before its first line (BlockScanner.prime_repeats).
+The second half of a split scan starts from the key of the hit line before its lead-in
+(BlockScanner.prime_repeats); a scan resumed from a checkpoint starts at the first line of
+the run going on there (Runs.resume_point); a live source whose library is reloaded starts
+new runs (its next stats line is reported again).
 """
 
 from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Mapping
+from typing import Protocol
 
 from logwatch.core.lines.benign import logger_header
 from logwatch.core.lines.records import Record
@@ -37,17 +41,30 @@ from logwatch.core.signatures.matcher import CompiledPattern
 from logwatch.core.signatures.prefilter import LiteralScanner
 
 _HEADER = re.compile(logger_header(rb"INFO", writer=True))
-MATCH_TIMEOUT_S = 0.05  # one line's budget for the patterns tried on it
-RepeatKey = tuple[str, bytes]  # (signature id, writer's process prefix or b"")
+MATCH_TIMEOUT_S = 0.05  # one line's budget for each pattern tried on it
+# (the signatures whose findings the line gives, writer's process prefix or b"")
+RepeatKey = tuple[tuple[str, ...], bytes]
 
 
-def line_key(buf: bytes, start: int, literal_ids: Iterable[int],
-             run_literals: Mapping[int, tuple[CompiledPattern, ...]]) -> RepeatKey | None:
+class RunMatcher(Protocol):
+    """What the judge asks of the library's matcher (core.signatures.matcher.Matcher)."""
+
+    @property
+    def run_literals(self) -> Mapping[int, tuple[CompiledPattern, ...]]: ...
+
+    @property
+    def disabled(self) -> Mapping[str, str]: ...  # signatures that ran over their budget
+
+    def ran_over(self, pattern: CompiledPattern) -> None: ...
+
+
+def line_key(buf: bytes, start: int, literal_ids: Iterable[int], matcher: RunMatcher
+             ) -> RepeatKey | None:
     """The key under which the hit line starting at `start` repeats (see the module), or None
     when it is not a line that can be passed over."""
     patterns: list[CompiledPattern] = []
     for literal_id in literal_ids:
-        found = run_literals.get(literal_id)
+        found = matcher.run_literals.get(literal_id)
         if found is None:
             return None
         patterns.extend(p for p in found if p not in patterns)
@@ -64,30 +81,44 @@ def line_key(buf: bytes, start: int, literal_ids: Iterable[int],
         message = raw.decode()
     except UnicodeDecodeError:
         return None
+    found_by: set[str] = set()  # each signature whose finding the line gives
     for pattern in patterns:
+        signature = pattern.signature
+        if signature.id in found_by:
+            continue
+        if signature.id in matcher.disabled:
+            return None  # ran over before: its lines take the matcher's path, which skips it
         try:
-            if pattern.regex.search(message, timeout=MATCH_TIMEOUT_S) is not None:
-                return pattern.signature.id, header.group("writer") or b""
+            match = pattern.regex.search(message, timeout=MATCH_TIMEOUT_S)
         except TimeoutError:
+            matcher.ran_over(pattern)  # counted as the matcher counts, disabled likewise
             return None
-    return None
+        if match is None:
+            continue
+        captures = {k: v for k, v in match.groupdict().items() if v is not None}
+        if not signature.conditions_hold(captures):
+            return None  # the signature's finding hangs on its numbers: never passed over
+        found_by.add(signature.id)
+    if not found_by:
+        return None
+    return tuple(sorted(found_by)), header.group("writer") or b""
 
 
 class RunJudge:
     """Judges hit lines in order: True for a line alike the hit line before it."""
 
-    def __init__(self, run_literals: Mapping[int, tuple[CompiledPattern, ...]]) -> None:
-        self._run_literals = run_literals
+    def __init__(self, matcher: RunMatcher) -> None:
+        self.matcher = matcher
         self.last: RepeatKey | None = None  # the key of the last hit line judged
         self.passed = 0
 
     @property
     def active(self) -> bool:
         """Whether any signature of the library repeats once per run."""
-        return bool(self._run_literals)
+        return bool(self.matcher.run_literals)
 
     def repeats(self, buf: bytes, start: int, literal_ids: Iterable[int]) -> bool:
-        key = line_key(buf, start, literal_ids, self._run_literals)
+        key = line_key(buf, start, literal_ids, self.matcher)
         alike = key is not None and key == self.last
         self.last = key
         if alike:
@@ -125,9 +156,8 @@ class Runs:
     """One source's runs, as the block scanner meets its hit lines: which to pass over, and
     where a resume may start (never inside a run)."""
 
-    def __init__(self, run_literals: Mapping[int, tuple[CompiledPattern, ...]],
-                 start_line: int) -> None:
-        self.judge = RunJudge(run_literals)
+    def __init__(self, matcher: RunMatcher, start_line: int) -> None:
+        self.judge = RunJudge(matcher)
         self.active = self.judge.active
         self._judged_line = start_line - 1  # hit lines up to this one are judged
         # [bytes, first line, the line of the hit line that ended it or None] of each run
@@ -209,7 +239,7 @@ class Runs:
         if not lines:
             return False
         start, ids = lines[max(lines)]
-        probe = RunJudge(self.judge._run_literals)
+        probe = RunJudge(self.judge.matcher)
         probe.repeats(before, start, ids)
         self.judge.last = probe.last
         return True
