@@ -13,6 +13,7 @@ from logwatch.cli import output
 from logwatch.cli.exit_codes import EXIT_FATAL_FOUND, EXIT_NO_VLLM_OUTPUT, EXIT_OK, EXIT_USAGE
 from logwatch.cli.options import load_library, snapshot_options
 from logwatch.cli.output import warn
+from logwatch.core.report.triage import ReportItems
 from logwatch.core.safe_text.visible import json_escaped, visible
 
 JSON_PIECE = 1 << 16  # characters of JSON text written at a time
@@ -39,7 +40,7 @@ def write_json(report: dict[str, Any]) -> None:
     put("{")
     for index, (key, value) in enumerate(report.items()):
         put(("," if index else "") + "\n  " + encode(key) + ": ")
-        if isinstance(value, list) and value:
+        if isinstance(value, (list, ReportItems)) and len(value):
             put("[")
             for number, item in enumerate(value):
                 put(("," if number else "") + "\n    " + encode(item))
@@ -84,7 +85,8 @@ def scan_command(args: argparse.Namespace) -> int:
     try:
         report = run_scan(inputs, library, engine=args.engine, mode=args.mode,
                           snapshot_options=snapshot_options(args), recorder=recorder,
-                          jobs=args.jobs, plan=args.plan, one_run=args.one_run)
+                          jobs=args.jobs, plan=args.plan, one_run=args.one_run,
+                          lazy_report=args.json and recorder is None)
     except InputError as exc:
         warn(f"logwatch: {exc}")
         return EXIT_USAGE
@@ -131,6 +133,6 @@ def scan_command(args: argparse.Namespace) -> int:
         warn(f"logwatch: {not_recorded} This scan was not recorded; its report is on "
              "standard output.")
         return EXIT_USAGE
-    if any(i["fatal"] for i in report["incidents"]):
+    if any(launch["fatal_incidents"] for launch in report["launches"]):
         return EXIT_FATAL_FOUND
     return EXIT_NO_VLLM_OUTPUT if report["verdict"] == "no_vllm_output" else EXIT_OK

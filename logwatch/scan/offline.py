@@ -119,7 +119,7 @@ def scan_inputs(inputs: Sequence[ScanInput], library: Library, engine: str = "au
                 snapshot_options: SnapshotOptions | None = None,
                 recorder: ScanRecorder | None = None, jobs: int | None = None,
                 matcher: Matcher | None = None, plan: bool = False,
-                one_run: bool = False) -> dict[str, Any]:
+                one_run: bool = False, lazy_report: bool = False) -> dict[str, Any]:
     """Scan every input and return the report (with snapshots and diagnoses) as a dict.
 
     `one_run`: the inputs are the streams of one run (vLLM's stdout and stderr written to two
@@ -128,7 +128,9 @@ def scan_inputs(inputs: Sequence[ScanInput], library: Library, engine: str = "au
     `jobs`: 2 scans a large regular file with two processes, 1 with one; None (auto) uses
     two when the file is large and two cores are idle. `matcher`: one already built from
     `library` (many small scans of one library). `plan`: add the corrected launch for the
-    newest launch's diagnoses (core.remedy.plan), or None when a relaunch fixes none of them."""
+    newest launch's diagnoses (core.remedy.plan), or None when a relaunch fixes none of them.
+    `lazy_report`: the report's incidents and diagnoses are made as they are read
+    (core.report.triage.ReportItems), for a caller that writes them one by one."""
     matcher = matcher or Matcher(library.signatures, engine=engine,
                                  vocabulary=library.vocabulary)
     book = LaunchBook()
@@ -208,7 +210,8 @@ def scan_inputs(inputs: Sequence[ScanInput], library: Library, engine: str = "au
         disabled_signatures=dict(matcher.disabled),
         vllm_output=vllm_seen or totals.findings > 0,
     )
-    report = report_dict(library.version, result.analyses, stats, result.digest)
+    report = report_dict(library.version, result.analyses, stats, result.digest,
+                         lazy=lazy_report)
     report["incomplete"] = incomplete
     report["scan_faults"] = faults  # records a fault of the scan's passed over (bugs to report)
     report["unrecognised"] = [g.to_dict() for g in unrecognised.ordered()]

@@ -43,6 +43,9 @@ NO_VLLM_OUTPUT, INCOMPLETE, HEALTHY = "no_vllm_output", "incomplete", "healthy"
 VERDICTS = (FAILED, UNRECOGNISED, ERRORS, NO_VLLM_OUTPUT, INCOMPLETE, HEALTHY)
 
 
+ERROR_SEVERITIES = ("error", "critical")
+
+
 @dataclass(frozen=True, slots=True)
 class Evidence:
     """What the verdict is judged on, read from a report."""
@@ -126,11 +129,17 @@ class Verdict:
 def evidence(incidents: Sequence[Mapping[str, Any]], root: int | None,
              launches: Sequence[Mapping[str, Any]], stats: Mapping[str, Any]) -> Evidence:
     """The evidence in a report's parts (launches newest first)."""
-    newest = launches[0] if launches else None
+    return evidence_from(incidents[root] if root is not None else None,
+                         any(i["severity"] in ERROR_SEVERITIES for i in incidents),
+                         launches[0] if launches else None, stats)
+
+
+def evidence_from(root: Mapping[str, Any] | None, errors: bool,
+                  newest: Mapping[str, Any] | None, stats: Mapping[str, Any]) -> Evidence:
+    """The evidence from the root-cause incident, whether any incident is an error, and the
+    newest launch (report_dict gathers them without every incident at hand)."""
     return Evidence(
-        root=incidents[root] if root is not None else None,
-        errors=any(i["severity"] in ("error", "critical") for i in incidents),
-        vllm_output=stats.get("vllm_output") is not False,
+        root=root, errors=errors, vllm_output=stats.get("vllm_output") is not False,
         came_up=newest is not None and bool(newest.get("served")),
         stopped=newest is not None and newest.get("outcome") == "stopped")
 
