@@ -23,6 +23,8 @@ from tests.conftest import SAMPLES, roomy_matcher
 
 REF = datetime(2026, 12, 4)
 SERVING = "lifecycle.serving"
+SITE_HEADER = ("signatures/library.toml", 'version = "1.2.3"\n[[changelog]]\nversion = "1.2.3"'
+               '\ndate = "2026-12-04"\nchanges = ["x"]\n')
 
 
 def stats(second: int, pid: int = 7, level: str = "INFO", prefix: str = "") -> str:
@@ -111,9 +113,7 @@ captures = { tps = "1.0" }
 [[counter_examples]]
 text = '''INFO 05-02 10:00:10 [loggers.py:111] Avg generation throughput: 1.0 tokens/s'''
 """
-    header = ("signatures/library.toml", 'version = "1.2.3"\n[[changelog]]\nversion = "1.2.3"'
-              '\ndate = "2026-12-04"\nchanges = ["x"]\n')
-    extra = load_library(header, [[("site/throughput.toml", site)]])
+    extra = load_library(SITE_HEADER, [[("site/throughput.toml", site)]])
     mixed = replace(library, signatures=(*library.signatures, *extra.signatures))
     assert Matcher(mixed.signatures).run_literals == {}
     reported, passed = both_paths(mixed, [stats(1), stats(2), stats(3)])
@@ -123,11 +123,9 @@ text = '''INFO 05-02 10:00:10 [loggers.py:111] Avg generation throughput: 1.0 to
 def test_repeats_takes_only_its_two_values(library: Library) -> None:
     text = (SAMPLES.parent.parent / "signatures" / "lifecycle" / "serving.toml").read_text()
     assert 'repeats = "first_of_run"' in text
-    header = ("signatures/library.toml", 'version = "1.2.3"\n[[changelog]]\nversion = "1.2.3"'
-              '\ndate = "2026-12-04"\nchanges = ["x"]\n')
     bad = text.replace('repeats = "first_of_run"', 'repeats = "first_of_runs"')
     with pytest.raises(LibraryError) as raised:
-        load_library(header, [[("lifecycle/serving.toml", bad)]])
+        load_library(SITE_HEADER, [[("lifecycle/serving.toml", bad)]])
     said = str(raised.value)
     assert "repeats 'first_of_runs' is not one of every_line, first_of_run" in said
     assert "did you mean 'first_of_run'" in said
@@ -184,8 +182,6 @@ def test_a_library_reloaded_under_a_live_source_starts_new_runs(library: Library
     assert sorted(n for s, n in got if s == SERVING) == [2, 4]
 
 
-SITE_HEADER = ("signatures/library.toml", 'version = "1.2.3"\n[[changelog]]\nversion = "1.2.3"'
-               '\ndate = "2026-12-04"\nchanges = ["x"]\n')
 STALLED = '''\
 id = "site.generation_stalled"
 version = 1
