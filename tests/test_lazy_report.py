@@ -49,3 +49,18 @@ def test_the_launches_say_what_the_incidents_say_of_fatal_ones(library: Library)
         report = scan_inputs(resolve_inputs([str(log)]), library, jobs=1)
         assert any(i["fatal"] for i in report["incidents"]) == any(
             launch["fatal_incidents"] for launch in report["launches"]), log.name
+
+
+def test_a_lazy_report_of_nothing_is_json(library: Library, tmp_path: Path) -> None:
+    """Empty lists (an empty log, a log with no finding) are written as such."""
+    for text in ("", "hello world\n"):
+        log = tmp_path / "plain.log"
+        log.write_text(text)
+        inputs = resolve_inputs([str(log)])
+        lazy = scan_inputs(inputs, library, jobs=1, lazy_report=True)
+        whole = scan_inputs(inputs, library, jobs=1)
+        for report in (whole, lazy):
+            report["stats"].pop("seconds")
+            report["stats"].pop("mb_per_s")
+        assert _written(lazy) == _written(whole)
+        assert json.loads(_written(lazy))["incidents"] == []

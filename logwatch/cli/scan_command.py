@@ -40,11 +40,11 @@ def write_json(report: dict[str, Any]) -> None:
     put("{")
     for index, (key, value) in enumerate(report.items()):
         put(("," if index else "") + "\n  " + encode(key) + ": ")
-        if isinstance(value, (list, ReportItems)) and len(value):
+        if isinstance(value, (list, ReportItems)):
             put("[")
             for number, item in enumerate(value):
                 put(("," if number else "") + "\n    " + encode(item))
-            put("\n  ]")
+            put("\n  ]" if len(value) else "]")
         else:
             put(encode(value))
     put("\n}")
