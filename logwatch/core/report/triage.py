@@ -110,8 +110,7 @@ def report_dict(library_version: str, analyses: Sequence[LaunchAnalysis],
     failed: dict[str, int] = {}
     for entry, analysis in zip(reversed(launches), reversed(analyses), strict=True):
         incident = analysis.root_incident
-        fingerprint = (problem_key(incident.signature.id, list(incident.key))
-                       if incident is not None else None)
+        fingerprint = incident.problem if incident is not None else None
         entry["failed_before"] = failed.get(fingerprint, 0) if fingerprint is not None else 0
         if fingerprint is not None:
             failed[fingerprint] = failed.get(fingerprint, 0) + 1

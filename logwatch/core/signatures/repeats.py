@@ -110,7 +110,6 @@ class RunJudge:
     def __init__(self, matcher: RunMatcher) -> None:
         self.matcher = matcher
         self.last: RepeatKey | None = None  # the key of the last hit line judged
-        self.passed = 0
 
     @property
     def active(self) -> bool:
@@ -121,10 +120,7 @@ class RunJudge:
         key = line_key(buf, start, literal_ids, self.matcher)
         alike = key is not None and key == self.last
         self.last = key
-        if alike:
-            self.passed += 1
         return alike
-
 
 
 def hit_lines(buf: bytes, first_line: int, scanner: LiteralScanner
@@ -234,12 +230,13 @@ class Runs:
     def prime(self, before: bytes, scanner: LiteralScanner) -> bool:
         """Take the state from the lines before the first one fed (`before` starts at a line
         start and ends where the feed begins): the key of its last hit line. False when it
-        holds no hit line (the caller may look further back)."""
+        holds no hit line (the caller may look further back); True at once when no signature
+        of the library repeats once per run (there is no state to take)."""
+        if not self.active:
+            return True
         lines = hit_lines(before, 1, scanner)
         if not lines:
             return False
         start, ids = lines[max(lines)]
-        probe = RunJudge(self.judge.matcher)
-        probe.repeats(before, start, ids)
-        self.judge.last = probe.last
+        self.judge.last = line_key(before, start, ids, self.judge.matcher)
         return True
