@@ -324,3 +324,38 @@ def test_a_record_the_scan_fails_on_costs_that_record_only(
     scan = logwatch_text("--no-pager", "scan", str(log))
     assert scan.returncode == 1 and "size_n is not divisible" in scan.stdout, scan.stderr
     assert f"{log}:2: the scan failed on this record and passed over it" in scan.stderr
+
+
+def test_a_launch_the_history_cannot_take_yet_does_not_hold_back_its_findings(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Findings are committed before the launches they changed, in a commit of their own (a
+    watcher waits for theirs; a launch's row and diagnoses take as long again): while the
+    launch's commit fails, its findings are in the history, and the launch lands after."""
+    from logwatch.store.live import LiveWriter
+    from tests.inprocess import daemon_until
+
+    commit = LiveWriter.commit
+    refusing = {"on": True, "refused": 0}
+
+    def launches_refused(self: LiveWriter, found: Any, checkpoints: Any,
+                         analyses: Any = ()) -> int:
+        if analyses and refusing["on"]:
+            refusing["refused"] += 1
+            raise duckdb.IOException("IO Error: could not write file: No space left on device")
+        return commit(self, found, checkpoints, analyses)
+
+    monkeypatch.setattr(LiveWriter, "commit", launches_refused)
+    log, db = tmp_path / "vllm.log", tmp_path / "h.duckdb"
+    log.write_bytes(b"\n".join([START, *marlin_failure()]) + b"\n")
+
+    def findings_in_while_launches_refused(daemon: Any) -> bool:
+        if refusing["refused"] and daemon.committed >= 1:
+            refusing["on"] = False  # the launch goes in with the last commit
+            return True
+        return False
+
+    done = daemon_until(findings_in_while_launches_refused, *daemon_args(log, db),
+                        "--no-socket", timeout=30)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert marlin_lines(db) == [8]
+    assert rows(db, "SELECT outcome FROM launches") == [("failed",)]

@@ -108,3 +108,23 @@ def test_the_daemon_prunes_its_history_with_keep_days(tmp_path: Path) -> None:
     pruned = [json.loads(line) for line in proc.stderr.read().decode().splitlines()
               if '"pruned"' in line] if proc.stderr else []
     assert pruned and pruned[0]["launches"] == 1 and pruned[0]["keep_days"] == 30
+
+
+def test_the_daemons_writer_forgets_what_a_prune_took(tmp_path: Path) -> None:
+    """The live writer skips writing what it knows it stored (daemon/upkeep, store/live):
+    after the daemon's prune it knows nothing, so a source or snapshot the prune removed is
+    written again with the next finding, not referenced while gone."""
+    from types import SimpleNamespace
+
+    from logwatch.daemon.upkeep import _pruned
+    from logwatch.store.live import LiveWriter
+
+    db = _history(tmp_path)
+    with open_store(db) as store:
+        writer = LiveWriter(store, None)  # type: ignore[arg-type]  # nothing is committed
+        writer._stored.add("a snapshot hash")
+        writer._known_incidents.add("an incident")
+        writer._sources_written["a stream"] = 0.0
+        done = _pruned(SimpleNamespace(writer=writer), store, 30)  # type: ignore[arg-type]
+    assert done.removed["launches"] >= 1
+    assert not writer._stored and not writer._known_incidents and not writer._sources_written

@@ -8,6 +8,7 @@ import re
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import duckdb
 import pytest
@@ -213,6 +214,74 @@ def test_live_incidents_fold_forward_and_replays_add_nothing(tmp_path: Path,
                                   "WHERE signature = 'marlin.repack_tile_n'")
     assert rows == by_findings
     assert rows[0][0] == 4 and len(rows[0][3]) == 4
+
+
+def _demo_findings(library: Library, signature: str) -> list[Any]:
+    from datetime import datetime
+
+    from logwatch.core.signatures.block_scan import BlockScanner
+    from logwatch.core.signatures.matcher import Matcher
+    from logwatch.store.live import LiveFinding
+
+    scanner = BlockScanner(Matcher(library.signatures), "file:x", datetime(2026, 11, 29))
+    found = scanner.feed(DEMO.read_bytes()) + scanner.finish()
+    return [LiveFinding(f, "gen") for f in found if f.signature.id == signature]
+
+
+def test_what_the_live_writer_knows_is_stored_goes_with_a_prune(
+        tmp_path: Path, library: Library, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The writer skips asking whether an incident is stored, and writing a stream's
+    `sources` row, when it wrote them itself (a statement costs DuckDB milliseconds on every
+    commit a watcher waits for). Rows deleted behind it (a prune) are told to it: the next
+    finding's incident is new again, announced as new, and its source row is back."""
+    from logwatch.store import live
+    from logwatch.store.live import LiveWriter
+
+    marlin = _demo_findings(library, "marlin.repack_tile_n")
+    with open_store(tmp_path / "h.duckdb") as store:
+        writer = LiveWriter(store, library)
+        writer.commit(marlin[:1], [])
+        assert len(writer.new_incidents) == 1
+        seen = store.query("SELECT last_seen FROM sources WHERE id = 'gen'")
+        writer.commit(marlin[1:2], [])
+        assert writer.new_incidents == {}  # known: not new, and not asked
+        assert store.query("SELECT last_seen FROM sources WHERE id = 'gen'") == seen
+        monkeypatch.setattr(live, "SOURCE_REFRESH_SECONDS", 0.0)
+        writer.commit(marlin[2:3], [])  # refreshed when it is due
+        assert store.query("SELECT last_seen FROM sources WHERE id = 'gen'") != seen
+        monkeypatch.setattr(live, "SOURCE_REFRESH_SECONDS", 3600.0)
+        for table in ("findings", "incidents", "sources"):
+            store.con.execute(f"DELETE FROM {table}")
+        writer.forget_stored()
+        writer.commit(marlin[3:4], [])
+        assert len(writer.new_incidents) == 1
+        assert store.query("SELECT count(*) FROM sources WHERE id = 'gen'") == [(1,)]
+        assert store.query("SELECT count FROM incidents") == [(1,)]
+
+
+def test_a_failed_commit_teaches_the_live_writer_nothing(
+        tmp_path: Path, library: Library) -> None:
+    """What a rolled-back commit wrote is not taken as stored: after a commit the database
+    refused, the same incident is new when it lands, and its source row is written."""
+    from logwatch.store.live import LiveWriter
+
+    marlin = _demo_findings(library, "marlin.repack_tile_n")
+    with open_store(tmp_path / "h.duckdb") as store:
+        writer = LiveWriter(store, library)
+        real = store.insert_new
+
+        def refuse(table: str, rows: Any) -> Any:
+            real(table, rows)
+            raise duckdb.IOException("IO Error: could not write file: No space left on device")
+
+        store.insert_new = refuse  # type: ignore[method-assign]
+        with pytest.raises(duckdb.IOException):
+            writer.commit(marlin[:1], [])
+        store.insert_new = real  # type: ignore[method-assign]
+        assert store.query("SELECT count(*) FROM sources") == [(0,)]
+        writer.commit(marlin[:1], [])
+        assert len(writer.new_incidents) == 1
+        assert store.query("SELECT count(*) FROM sources WHERE id = 'gen'") == [(1,)]
 
 
 @pytest.mark.slow

@@ -12,6 +12,7 @@ from typing import Any, Protocol, TypeVar
 from logwatch.daemon.writes import Writes
 from logwatch.store.db import Store
 from logwatch.store.live import LiveWriter
+from logwatch.store.retention import Pruned
 
 T = TypeVar("T")
 
@@ -35,18 +36,27 @@ class Kept(Protocol):
 async def keep_days(daemon: Kept, days: float) -> None:
     """`[database] keep_days`: the history pruned at start and every hour after, on the
     database's thread between commits (store.retention)."""
-    from logwatch.store.retention import prune
-
     loop = asyncio.get_running_loop()
     while True:
         try:
             pruned = await loop.run_in_executor(
-                daemon.writes.thread, lambda: daemon.in_store(lambda store: prune(store, days)))
+                daemon.writes.thread, lambda: daemon.in_store(lambda store: _pruned(daemon,
+                                                                                   store, days)))
         except Exception as exc:  # the database's trouble: said, tried again next hour
             daemon.log.error("prune_failed", error=str(exc))
         else:
             daemon.log.info("pruned", keep_days=days, **pruned.removed)
         await asyncio.sleep(PRUNE_EVERY_SECONDS)
+
+
+def _pruned(daemon: Kept, store: Store, days: float) -> Pruned:
+    """Prune, then have the writer forget what it knew was stored."""
+    from logwatch.store.retention import prune
+
+    try:
+        return prune(store, days)
+    finally:
+        daemon.writer.forget_stored()
 
 
 async def export_every(daemon: Kept, out: Path, host: str, minutes: float) -> None:

@@ -1,12 +1,14 @@
 """What the daemon read, on its way into the history.
 
-Findings and the positions that produced them wait here and are committed together, with the
-launches they changed, on one database thread: the first finding after a quiet spell at
-once, then at most one batch per COMMIT_GAP_SECONDS (a DuckDB commit costs ~10 ms of CPU)
-unless BATCH_FINDINGS are waiting, so a batch closes within 50 ms. Positions alone at most
-every CHECKPOINT_SECONDS: a restart re-reads at most this much, and finding identities make
-the re-read insert nothing twice. A failed commit keeps everything and is tried again with a
-growing pause; readers wait while the database fails or too much waits.
+Findings and the positions that produced them wait here and are committed together on one
+database thread, before the launches they changed, which go in the next commit (a watcher
+waits for the findings', and a launch's row and diagnoses take as long again, at DuckDB's
+milliseconds a statement): the first finding after a quiet spell at once, then at most one
+batch per COMMIT_GAP_SECONDS (a DuckDB commit costs ~10 ms of CPU) unless BATCH_FINDINGS are
+waiting, so a batch closes within 50 ms. Positions alone at most every CHECKPOINT_SECONDS: a
+restart re-reads at most this much, and finding identities make the re-read insert nothing
+twice. A failed commit keeps everything and is tried again with a growing pause; readers
+wait while the database fails or too much waits.
 """
 
 from __future__ import annotations
@@ -96,6 +98,7 @@ class Writes:
         # in flight: findings, positions, launches
         self._writing: tuple[list[LiveFinding], list[Checkpoint], list[Launch]] = ([], [], [])
         self._last_write = 0.0  # the last commit
+        self._rest_due = False  # findings went without the launches they changed: those next
         self._last_batch = 0.0  # the last commit with findings
         self._commits = 0  # since the connection was (re)opened
         self.recycle_commits = RECYCLE_COMMITS
@@ -173,7 +176,18 @@ class Writes:
         else:
             due = (now - self._last_write >= CHECKPOINT_SECONDS
                    or (not self.health.writable and bool(self.checkpoints)))
-        batch, points, launches = self._take() if due else ([], [], [])
+        if not due:
+            return
+        launches: list[Launch] = []
+        if self.pending and not self._rest_due:
+            # The findings and the positions read past them (see the module's docstring):
+            # the launches they changed go in the next turn
+            batch, points = self.pending, list(self.checkpoints.values())
+            self.pending, self.checkpoints = [], {}
+            self._rest_due = self.launches.changed
+        else:
+            batch, points, launches = self._take()
+            self._rest_due = False
         if not (batch or points or launches or self.paged):
             return
         self._last_write = time.monotonic()  # shielded, so a stop waits for it
@@ -188,6 +202,8 @@ class Writes:
             self._failed(batch, points, launches, exc)
         else:
             self._written(batch)
+            if self._rest_due:
+                self.soon()
         self._inflight, self._writing = None, ([], [], [])
 
     def _take(self, everything: bool = False

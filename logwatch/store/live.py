@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import json
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -32,6 +33,10 @@ from logwatch.store.quarantine import Refused, culprits, is_content_error, rolle
 from logwatch.store.record import snapshot_row
 from logwatch.store.schema import NEXT_SEQ
 
+# A stream's `sources` row is refreshed (its last_seen) at most this often; each statement of
+# a commit costs DuckDB 1.5-4 ms, and a watcher waits for the commit of every finding.
+SOURCE_REFRESH_SECONDS = 5.0
+KNOWN_INCIDENTS_KEPT = 100_000  # incident ids known stored (~100 bytes each), then asked again
 DIGESTS_KEPT = 256  # snapshot objects whose hash is remembered (one per launch state)
 
 
@@ -107,6 +112,14 @@ class LiveWriter:
         # snapshots hashed (by object: a launch's is built once) and those stored already
         self._digests: dict[int, tuple[Snapshot, str]] = {}
         self._stored: set[str] = set()
+        # what the history holds for sure, so a commit need not ask or write it again: the
+        # incidents stored (a finding folded into one of them skips the lookup), and when
+        # each stream's `sources` row was last written (its last_seen is refreshed at most
+        # every SOURCE_REFRESH_SECONDS). Each commit's additions are kept once it lands;
+        # all is forgotten after a prune (`forget_stored`).
+        self._known_incidents: set[str] = set()
+        self._sources_written: dict[str, float] = {}
+        self._landing: tuple[list[str], dict[str, float]] = ([], {})
         # the last commit's new incidents: id -> (problem, launch id)
         self.new_incidents: dict[str, tuple[str, str | None]] = {}
         self.last_quarantined: list[Refused] = []  # the last commit's refused records
@@ -274,8 +287,20 @@ class LiveWriter:
         self.last_new = [(r["signature"], r["signature_version"], r["incident_id"],
                           items[r["id"]].finding.signature.fatal) for r in new_rows]
         self._stored.update(digests.values())
+        incidents, sources = self._landing
+        if len(self._known_incidents) + len(incidents) > KNOWN_INCIDENTS_KEPT:
+            self._known_incidents.clear()
+        self._known_incidents.update(incidents)
+        self._sources_written.update(sources)
         self.last_launches = written
         return len(inserted)
+
+    def forget_stored(self) -> None:
+        """The history lost rows this writer did not delete (a prune): what it knew was
+        stored is asked again, or written again."""
+        self._stored.clear()
+        self._known_incidents.clear()
+        self._sources_written.clear()
 
     def _write_batch(self, found: Sequence[LiveFinding], checkpoints: Sequence[Checkpoint],
                      analyses: Sequence[LaunchAnalysis], refused: Sequence[Refused],
@@ -309,6 +334,11 @@ class LiveWriter:
         # each stream that gave a finding: the `sources` row its findings' source_id names
         # (the stream's generation), labelled with the source it belongs to
         streams = {item.generation: item.finding.source for item in found}
+        clock = time.monotonic()
+        streams = {generation: label for generation, label in streams.items()
+                   if clock - self._sources_written.get(generation, -SOURCE_REFRESH_SECONDS)
+                   >= SOURCE_REFRESH_SECONDS}
+        self._landing = ([], dict.fromkeys(streams, clock))
         sources = [{"id": generation, "kind": label.split(":", 1)[0] if ":" in label
                     else "file", "label": label, "size": None, "first_seen": now,
                     "last_seen": now} for generation, label in streams.items()]
@@ -441,8 +471,11 @@ class LiveWriter:
                 "problem": problem_key(sig.id, incident_key(f))})
         if not out:
             return {}
+        asked = [r["id"] for r in out if r["id"] not in self._known_incidents]
         known = {r[0] for r in self.store.query(
-            "SELECT id FROM incidents WHERE list_contains(?, id)", [[r["id"] for r in out]])}
+            "SELECT id FROM incidents WHERE list_contains(?, id)", [asked])} if asked else set()
+        known.update(r["id"] for r in out if r["id"] in self._known_incidents)
+        self._landing[0].extend(r["id"] for r in out)
         merged = ", ".join(f"{c} = list_sort(list_distinct(list_concat(incidents.{c}, "
                            f"excluded.{c})))" for c in ("processes", "ranks"))
         self.store.upsert("incidents", out,
