@@ -84,6 +84,33 @@ def test_newlines_counts_as_bytes_count_does() -> None:
 
 
 @needs_speedups
+def test_lines_back_walks_as_rfind_does() -> None:
+    """buffer_lines.walk's walk back over lines, in C: the same offsets as the Python loop
+    (rfind before the newline that ends the previous line), from any offset, past the
+    buffer's start, over empty lines and a buffer without a newline."""
+    from logwatch.core.lines import buffer_lines
+
+    def by_rfind(data: bytes, offset: int, count: int) -> tuple[int, int]:
+        offset, walked = min(offset, len(data)), 0
+        while walked < count and offset > 0:
+            offset = data.rfind(b"\n", 0, offset - 1) + 1
+            walked += 1
+        return offset, walked
+
+    rng = random.Random(9)
+    for size in (0, 1, 2, 40, 1000):
+        data = bytes(rng.choice(b"ab\n\n") for _ in range(size))
+        for _ in range(60):
+            offset, count = rng.randrange(size + 3), rng.randrange(size + 4)
+            assert speedups.lines_back(data, offset, count) == by_rfind(data, offset, count)
+    assert speedups.lines_back(b"no newline", 10, 3) == (0, 1)
+    assert buffer_lines._lines_back is speedups.lines_back  # walk uses it
+    data = b"".join(b"line %d\n" % n for n in range(1, 301))
+    start = data.index(b"line 250\n")
+    assert data[buffer_lines.walk(data, (250, start), 50):].startswith(b"line 50\n")
+
+
+@needs_speedups
 def test_is_benign_is_the_expression_on_crafted_and_mutated_lines() -> None:
     rng = random.Random(11)
     lines = [line.encode() for line in REQUEST_LINES]

@@ -5,6 +5,7 @@ same-header neighbour, searched for or indexed in one pass when many lines ask.
 
 from __future__ import annotations
 
+import importlib
 import re
 from collections.abc import Callable
 from datetime import datetime
@@ -234,6 +235,9 @@ def joiners_of(buf: bytes) -> dict[bytes, list[int]]:
 def walk(buf: bytes, anchor: tuple[int, int], target: int) -> int:
     """Offset where line `target` starts, walking from an anchor (line number, its offset)."""
     lineno, offset = anchor
+    if lineno > target and _lines_back is not None:  # in C: a scan keeps 200 lines of context
+        offset, walked = _lines_back(buf, offset, lineno - target)
+        lineno -= walked
     while lineno > target and offset > 0:
         offset = buf.rfind(b"\n", 0, offset - 1) + 1
         lineno -= 1
@@ -244,6 +248,13 @@ def walk(buf: bytes, anchor: tuple[int, int], target: int) -> int:
         offset = nl + 1
         lineno += 1
     return offset
+
+
+_lines_back: Callable[[bytes, int, int], tuple[int, int]] | None
+try:  # built by hatch_build.py where a C compiler is at hand (core/signatures/_speedups.c)
+    _lines_back = importlib.import_module("logwatch.core.signatures._speedups").lines_back
+except (ImportError, AttributeError):  # pragma: no cover - depends on the build
+    _lines_back = None
 
 
 def writer_tokens(line: ParsedLine) -> tuple[bytes, ...]:

@@ -10,6 +10,9 @@
  *                              (offset, literal id) tuples, and how many were passed over.
  *   is_benign(data, start)     whether the line at `start` is one (benign.BENIGN's grammar).
  *   newlines(data, start, end) how many b"\n" lie in data[start:end].
+ *   lines_back(data, offset, count)
+ *                              where the line `count` lines before the one at `offset`
+ *                              starts, and how many of them there were (buffer_lines.walk).
  *   joiner_near(data, header, own, low, high, starts)
  *                              whether data[low:high] holds `header` (not at `own`) right
  *                              before one of `starts` (buffer_lines.BufferLines.joiner_near).
@@ -19,7 +22,7 @@
  * Nothing here holds a pointer into a Python object beyond one call.
  */
 #define PY_SSIZE_T_CLEAN
-#define _GNU_SOURCE  /* memmem */
+#define _GNU_SOURCE  /* memmem, memrchr */
 #include <Python.h>
 #include <stdint.h>
 #include <string.h>
@@ -105,6 +108,28 @@ static PyObject *py_newlines(PyObject *self, PyObject *args)
     }
     PyBuffer_Release(&view);
     return PyLong_FromSsize_t(count);
+}
+
+/* -- walking back over lines (buffer_lines.walk) -------------------------------------- */
+
+static PyObject *py_lines_back(PyObject *self, PyObject *args)
+{
+    Py_buffer view;
+    Py_ssize_t offset, count, walked = 0;
+    if (!PyArg_ParseTuple(args, "y*nn:lines_back", &view, &offset, &count))
+        return NULL;
+    if (offset > view.len)
+        offset = view.len;
+    const char *p = (const char *)view.buf;
+    /* the start of the line before the one at `offset`: after the last newline in
+       data[:offset - 1] (the one at offset - 1 ends that line), or the buffer's start */
+    while (walked < count && offset > 0) {
+        const char *nl = offset > 1 ? memrchr(p, '\n', (size_t)(offset - 1)) : NULL;
+        offset = nl != NULL ? (Py_ssize_t)(nl - p) + 1 : 0;
+        walked++;
+    }
+    PyBuffer_Release(&view);
+    return Py_BuildValue("nn", offset, walked);
 }
 
 /* -- a logger line's neighbours (buffer_lines.BufferLines.joiner_near) ----------------- */
@@ -524,6 +549,9 @@ static PyTypeObject HitsType = {
 static PyMethodDef module_methods[] = {
     {"newlines", py_newlines, METH_VARARGS,
      "newlines(data, start=0, end=len) -> how many b'\\n' lie in data[start:end]"},
+    {"lines_back", py_lines_back, METH_VARARGS,
+     "lines_back(data, offset, count) -> (offset, walked): where the line `count` lines "
+     "before the one starting at `offset` starts, walking at most to the buffer's start"},
     {"joiner_near", py_joiner_near, METH_VARARGS,
      "joiner_near(data, header, own, low, high, starts) -> whether data[low:high] holds "
      "`header` (not at `own`) right before one of `starts`"},
