@@ -13,7 +13,7 @@ from logwatch.cli import output
 from logwatch.cli.exit_codes import EXIT_FATAL_FOUND, EXIT_NO_VLLM_OUTPUT, EXIT_OK, EXIT_USAGE
 from logwatch.cli.options import load_library, snapshot_options
 from logwatch.cli.output import warn
-from logwatch.core.report.triage import ReportItems
+from logwatch.core.report.triage import EncodedJson, ReportItems
 from logwatch.core.safe_text.visible import json_escaped, visible
 
 JSON_PIECE = 1 << 16  # characters of JSON text written at a time
@@ -43,7 +43,8 @@ def write_json(report: dict[str, Any]) -> None:
         if isinstance(value, (list, ReportItems)):
             put("[")
             for number, item in enumerate(value):
-                put(("," if number else "") + "\n    " + encode(item))
+                put(("," if number else "") + "\n    "
+                    + (item if isinstance(item, EncodedJson) else encode(item)))
             put("\n  ]" if len(value) else "]")
         else:
             put(encode(value))

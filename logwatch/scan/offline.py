@@ -26,7 +26,8 @@ from logwatch.core.signatures.templates import TemplateGroups
 from logwatch.scan.blocks import keep_freed_blocks, read_blocks
 from logwatch.scan.parallel import scan_split, two_cores_idle
 from logwatch.scan.progress import Progress
-from logwatch.scan.triage import SnapshotOptions, triage
+from logwatch.scan.report_spool import ReportSpool
+from logwatch.scan.triage import SnapshotOptions, SnapshotResolver, triage
 
 if TYPE_CHECKING:
     from logwatch.core.diagnosis.analysis import LaunchAnalysis
@@ -138,6 +139,11 @@ def scan_inputs(inputs: Sequence[ScanInput], library: Library, engine: str = "au
         book.aliases.update({i.label: inputs[0].label for i in inputs[1:]})
     unrecognised = TemplateGroups()
     keep_freed_blocks()
+    options = snapshot_options or SnapshotOptions()
+    # a report written as it is read, of no history and no plan: each launch analysed as
+    # it ends and kept on disk (scan.report_spool)
+    spool = (ReportSpool(SnapshotResolver(book, options))
+             if lazy_report and recorder is None and not plan else None)
 
     def record(findings: list[Any]) -> None:
         for finding in findings:
@@ -146,6 +152,9 @@ def scan_inputs(inputs: Sequence[ScanInput], library: Library, engine: str = "au
             change = book.observe(finding)
             if recorder is not None:  # as it counts in its launch (a teardown's: context)
                 recorder.finding(change.finding, change.launch.start_line)
+            if spool is not None and change.new_launch:
+                for ended in book.take_ended(change.launch.source):
+                    spool.add(ended)
 
     totals = ScanStats()
     started = time.perf_counter()
@@ -197,7 +206,11 @@ def scan_inputs(inputs: Sequence[ScanInput], library: Library, engine: str = "au
         for name, value in asdict(scanner.stats).items():
             setattr(totals, name, getattr(totals, name) + value)
     elapsed = time.perf_counter() - started
-    result = triage(book, snapshot_options or SnapshotOptions(), [i.label for i in inputs])
+    order = [i.label for i in inputs]
+    if spool is not None:
+        for launch in list(book.launches()):
+            spool.add(launch)
+    result = triage(LaunchBook() if spool is not None else book, options, order)
     stats = asdict(totals)
     stats.update(
         files=len(inputs), seconds=round(elapsed, 3),
@@ -205,20 +218,25 @@ def scan_inputs(inputs: Sequence[ScanInput], library: Library, engine: str = "au
         engine=matcher.scanner.engine,
         speedups=bool(getattr(matcher.scanner, "speedups", False)),
         mode=",".join(sorted(set(modes))),
-        incidents=sum(len(a.incidents) for a in result.analyses),
-        launches=len(result.analyses), match_timeouts=dict(matcher.timeouts),
+        incidents=sum(len(a.incidents) for a in result.analyses)
+        + (spool.incidents if spool is not None else 0),
+        launches=len(result.analyses) + (len(spool) if spool is not None else 0),
+        match_timeouts=dict(matcher.timeouts),
         disabled_signatures=dict(matcher.disabled),
         vllm_output=vllm_seen or totals.findings > 0,
     )
-    report = report_dict(library.version, result.analyses, stats, result.digest,
-                         lazy=lazy_report)
+    if spool is not None:
+        report = spool.report(library.version, stats, order)
+    else:
+        report = report_dict(library.version, result.analyses, stats, result.digest,
+                             lazy=lazy_report)
     report["incomplete"] = incomplete
     report["scan_faults"] = faults  # records a fault of the scan's passed over (bugs to report)
     report["unrecognised"] = [g.to_dict() for g in unrecognised.ordered()]
     report["unrecognised_others"] = unrecognised.others
     if recorder is not None:  # each finding links to its launch's snapshot
         recorder.snapshot_at = result.snapshot_at
-    report["snapshots"] = result.snapshots
+    report["snapshots"] = spool.snapshots if spool is not None else result.snapshots
     if plan:
         report["plan"] = _plan(result.analyses[0]) if result.analyses else None
     return report

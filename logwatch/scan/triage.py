@@ -71,6 +71,10 @@ class SnapshotResolver:
                 gpu=self.gpu)
         return self._cache[key]
 
+    def forget(self, launch: Launch) -> None:
+        """The launch's snapshot is not asked for again (a launch analysed as it ended)."""
+        self._cache.pop(id(launch), None)
+
     def at(self, source: str, line: int) -> Snapshot:
         return self.for_launch(self.launches.launch_at(source, line))
 

@@ -326,6 +326,14 @@ class LaunchBook:
         for launches in self.by_source.values():
             yield from launches
 
+    def take_ended(self, source: str) -> list[Launch]:
+        """A source's launches before its current one, no longer kept: a scan's (each
+        finding goes to its source's current launch, so nothing changes them after)."""
+        launches = self.by_source.get(source, [])
+        ended = launches[:-1]
+        del launches[:-1]
+        return ended
+
     def forget(self, source: str, keep: int = KEPT_LAUNCHES) -> None:
         """Drop a source's older launches from memory (the daemon's: they are stored)."""
         launches = self.by_source.get(source)

@@ -48,15 +48,22 @@ def incident_dict(incident: Incident) -> dict[str, Any]:
     }
 
 
+class EncodedJson(str):
+    """An item of a report's list already encoded as JSON text (cli/scan_command.write_json
+    writes it as it is): one read back from a spool (scan.report_spool)."""
+
+    __slots__ = ()
+
+
 class ReportItems:
     """One of a report's long lists (incidents, diagnoses) made item by item each time it is
     iterated: a crash loop's thousands of launches give tens of MB of dicts, which `scan
     --json` writes one by one (cli/scan_command.write_json) and never needs at once."""
 
-    def __init__(self, make: Callable[[], Iterator[dict[str, Any]]], size: int) -> None:
+    def __init__(self, make: Callable[[], Iterator[Any]], size: int) -> None:
         self._make, self._size = make, size
 
-    def __iter__(self) -> Iterator[dict[str, Any]]:
+    def __iter__(self) -> Iterator[Any]:  # dicts, or EncodedJson
         return self._make()
 
     def __len__(self) -> int:

@@ -1,0 +1,134 @@
+"""A scan's report kept on disk launch by launch, for `scan --json`.
+
+A crash loop's backlog holds thousands of launches; holding each one's incidents, findings
+and lines until the scan ends cost ~22 KB a launch (the 256 MB backlog of `make bench`:
+165 MiB). Here a launch is analysed as soon as the next one of its source begins (nothing
+after that changes it: a scan places each finding in its source's current launch), its
+incidents and diagnoses written to an unnamed temporary file as JSON text, and only its
+summary (core.report.triage.LaunchSummary) kept. The report's two long lists are read back
+in the report's order as they are written out, each item placed (its launch's number, its
+incident index moved by the launch's base) in its text: the same text as the report made in
+memory gives (tests/test_report_spool.py).
+"""
+
+from __future__ import annotations
+
+import json
+import tempfile
+from collections.abc import Iterator, Mapping, Sequence
+from typing import IO, Any
+
+from logwatch.core.diagnosis.analysis import analyse
+from logwatch.core.launches.lifecycle import Launch
+from logwatch.core.report.triage import (
+    EncodedJson,
+    LaunchSummary,
+    ReportItems,
+    assemble,
+    bases,
+    own_diagnoses,
+    own_incidents,
+    summarise,
+)
+from logwatch.scan.triage import SnapshotResolver
+
+# A diagnosis's incident index as spooled: replaced by its place in the report when read.
+# An integer no launch reaches, written where the key is (a string value cannot hold the
+# key's unescaped quotes).
+_INCIDENT = -7_700_000_000_000_000_001
+_INCIDENT_TEXT = f'"incident": {_INCIDENT}'
+
+
+class ReportSpool:
+    """Launches analysed as they end, their report items on disk."""
+
+    def __init__(self, resolver: SnapshotResolver) -> None:
+        self._resolver = resolver
+        self.snapshots: dict[str, dict[str, Any]] = {}  # by hash, each a launch used
+        # read back when the report is written, after the scan: closed with the spool
+        self._file: IO[bytes] = tempfile.TemporaryFile(  # noqa: SIM115
+            prefix="logwatch-report-")
+        self._encode = json.JSONEncoder(ensure_ascii=False).encode  # as scan --json writes
+        # (order among the book's launches, summary, offset of its items in the file)
+        self._launches: list[tuple[tuple[int, int], LaunchSummary, int]] = []
+        self._sources: dict[str, int] = {}  # the order sources were first seen
+
+    def __len__(self) -> int:
+        return len(self._launches)
+
+    @property
+    def incidents(self) -> int:
+        return sum(summary.incidents for _, summary, _ in self._launches)
+
+    def add(self, launch: Launch) -> None:
+        """Analyse an ended launch and spool its items; nothing of it is kept but its
+        summary."""
+        snapshot = self._resolver.for_launch(launch)
+        self._resolver.forget(launch)
+        digest = snapshot.content_hash()
+        self.snapshots.setdefault(digest, snapshot.to_dict())
+        analysis = analyse(launch, snapshot)
+        summary = summarise(analysis, digest)
+        self._file.seek(0, 2)
+        offset = self._file.tell()
+        lines = [self._encode(entry) for entry in own_incidents(analysis)]
+        for entry in own_diagnoses(analysis):
+            relative = entry.get("incident")
+            if relative is not None:
+                entry["incident"] = _INCIDENT
+            lines.append(f"{'' if relative is None else relative}\t{self._encode(entry)}")
+        self._file.write("".join(line + "\n" for line in lines).encode())
+        source = self._sources.setdefault(launch.source, len(self._sources))
+        self._launches.append(((source, launch.number), summary, offset))
+
+    def _read(self, offset: int, count: int) -> list[str]:
+        """`count` lines from `offset`, without their newline."""
+        self._file.seek(offset)
+        return [self._file.readline().decode()[:-1] for _ in range(count)]
+
+    def report(self, library_version: str, stats: Mapping[str, Any],
+               order: Sequence[str]) -> dict[str, Any]:
+        """The report, newest launch first (`order`: the sources as read, later ones newer),
+        as core.report.triage.report_dict makes it with `lazy`, its items EncodedJson."""
+        rank = {source: n for n, source in enumerate(order)}
+        # the book's order (sources as first seen, launches in turn), then the report's
+        launches = sorted(self._launches, key=lambda launch: launch[0])
+        launches.sort(key=lambda launch: (rank.get(launch[1].source, 0), launch[1].start_line),
+                      reverse=True)
+        summaries = [summary for _, summary, _ in launches]
+        placing = bases(summaries)
+        # in the order the report names them, as report_dict records them
+        for digest in dict.fromkeys(s.head["snapshot"] for s in summaries):
+            self.snapshots[digest] = self.snapshots.pop(digest)
+        encode = self._encode
+
+        def incident_items() -> Iterator[EncodedJson]:
+            for number, (_, summary, offset) in enumerate(launches):
+                tail = f', "launch": {number}, "snapshot": {encode(summary.head["snapshot"])}}}'
+                for text in self._read(offset, summary.incidents):
+                    yield EncodedJson(text[:-1] + tail)
+
+        def diagnosis_items() -> Iterator[EncodedJson]:
+            for number, (_, summary, offset) in enumerate(launches):
+                base = placing[number][0]
+                for line in self._read(offset, summary.incidents + summary.diagnoses)[
+                        summary.incidents:]:
+                    relative, text = line.split("\t", 1)
+                    if relative:
+                        text = text.replace(_INCIDENT_TEXT,
+                                            f'"incident": {base + int(relative)}', 1)
+                    yield EncodedJson(f"{text[:-1]}, \"launch\": {number}}}")
+
+        def root_incident(number: int) -> dict[str, Any]:
+            _, summary, offset = launches[number]
+            assert summary.root is not None
+            text = self._read(offset, summary.root + 1)[-1]
+            entry: dict[str, Any] = json.loads(text)
+            return entry
+
+        return assemble(library_version, summaries, stats, root_incident,
+                        ReportItems(incident_items, sum(s.incidents for s in summaries)),
+                        ReportItems(diagnosis_items, sum(s.diagnoses for s in summaries)))
+
+    def close(self) -> None:
+        self._file.close()
