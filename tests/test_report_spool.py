@@ -108,3 +108,40 @@ def test_take_ended_leaves_the_current_launch() -> None:
     assert book.take_ended("s") == [first, second]
     assert book.by_source["s"] == [third] and book.take_ended("s") == []
     assert book.take_ended("other") == []
+
+
+def test_a_spooled_report_records_the_same_history(library: Library, tmp_path: Path) -> None:
+    """`scan --db --json` records from the spooled report (its items read back as text, each
+    finding's snapshot from the launches' summaries): the same rows as `scan --db`, which
+    records from the report made in memory."""
+    import duckdb
+
+    from logwatch.store.db import open_store
+    from logwatch.store.record import ScanRecorder
+
+    log = tmp_path / "loop.log"
+    log.write_bytes(_failures(30))
+    tables = {
+        "findings": "SELECT id, incident_id, snapshot_hash, line, signature, text FROM findings",
+        "incidents": "SELECT id, snapshot_hash, root_cause, count, first_line, last_line, "
+                     "problem, launch_id, processes, ranks, captures FROM incidents",
+        "launches": "SELECT id, seq, root_cause, root_problem, failed_before, outcome, "
+                    "snapshot_hash FROM launches",
+        "diagnoses": "SELECT id, incident_id, launch_id, snapshot_hash, body FROM diagnoses",
+        "snapshots": "SELECT hash, body FROM snapshots"}
+    histories = []
+    for lazy in (True, False):
+        db, recorder = tmp_path / f"{lazy}.duckdb", ScanRecorder()
+        report = scan_inputs(resolve_inputs([str(log)]), library, jobs=1, recorder=recorder,
+                             lazy_report=lazy)
+        with open_store(db) as store:
+            recorder.write(store, report)
+        con = duckdb.connect(str(db), read_only=True)
+        try:
+            histories.append({t: sorted(con.execute(q).fetchall()) for t, q in tables.items()})
+        finally:
+            con.close()
+    spooled, in_memory = histories
+    assert len(spooled["launches"]) > 20 and spooled["diagnoses"]
+    assert all(row[1] is not None for row in spooled["findings"])  # each in its incident
+    assert spooled == in_memory

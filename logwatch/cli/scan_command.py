@@ -87,7 +87,7 @@ def scan_command(args: argparse.Namespace) -> int:
         report = run_scan(inputs, library, engine=args.engine, mode=args.mode,
                           snapshot_options=snapshot_options(args), recorder=recorder,
                           jobs=args.jobs, plan=args.plan, one_run=args.one_run,
-                          lazy_report=args.json and recorder is None)
+                          lazy_report=args.json)
     except InputError as exc:
         warn(f"logwatch: {exc}")
         return EXIT_USAGE

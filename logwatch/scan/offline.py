@@ -131,7 +131,9 @@ def scan_inputs(inputs: Sequence[ScanInput], library: Library, engine: str = "au
     `library` (many small scans of one library). `plan`: add the corrected launch for the
     newest launch's diagnoses (core.remedy.plan), or None when a relaunch fixes none of them.
     `lazy_report`: the report's incidents and diagnoses are made as they are read
-    (core.report.triage.ReportItems), for a caller that writes them one by one."""
+    (core.report.triage.ReportItems), for a caller that writes or records them one by one:
+    without `plan`, each launch is analysed as it ends and kept on disk
+    (scan.report_spool)."""
     matcher = matcher or Matcher(library.signatures, engine=engine,
                                  vocabulary=library.vocabulary)
     book = LaunchBook()
@@ -140,10 +142,10 @@ def scan_inputs(inputs: Sequence[ScanInput], library: Library, engine: str = "au
     unrecognised = TemplateGroups()
     keep_freed_blocks()
     options = snapshot_options or SnapshotOptions()
-    # a report written as it is read, of no history and no plan: each launch analysed as
+    # a report written (or recorded) as it is read, with no plan: each launch analysed as
     # it ends and kept on disk (scan.report_spool)
     spool = (ReportSpool(SnapshotResolver(book, options))
-             if lazy_report and recorder is None and not plan else None)
+             if lazy_report and not plan else None)
 
     def record(findings: list[Any]) -> None:
         for finding in findings:
@@ -235,7 +237,7 @@ def scan_inputs(inputs: Sequence[ScanInput], library: Library, engine: str = "au
     report["unrecognised"] = [g.to_dict() for g in unrecognised.ordered()]
     report["unrecognised_others"] = unrecognised.others
     if recorder is not None:  # each finding links to its launch's snapshot
-        recorder.snapshot_at = result.snapshot_at
+        recorder.snapshot_at = spool.snapshot_at if spool is not None else result.snapshot_at
     report["snapshots"] = spool.snapshots if spool is not None else result.snapshots
     if plan:
         report["plan"] = _plan(result.analyses[0]) if result.analyses else None

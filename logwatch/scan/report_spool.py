@@ -13,6 +13,7 @@ memory gives (tests/test_report_spool.py).
 
 from __future__ import annotations
 
+import bisect
 import json
 import tempfile
 from collections.abc import Iterator, Mapping, Sequence
@@ -52,6 +53,8 @@ class ReportSpool:
         # (order among the book's launches, summary, offset of its items in the file)
         self._launches: list[tuple[tuple[int, int], LaunchSummary, int]] = []
         self._sources: dict[str, int] = {}  # the order sources were first seen
+        # each source's launches in order: where each started, its snapshot's hash
+        self._starts: dict[str, tuple[list[int], list[str]]] = {}
 
     def __len__(self) -> int:
         return len(self._launches)
@@ -80,6 +83,21 @@ class ReportSpool:
         self._file.write("".join(line + "\n" for line in lines).encode())
         source = self._sources.setdefault(launch.source, len(self._sources))
         self._launches.append(((source, launch.number), summary, offset))
+        starts, digests = self._starts.setdefault(launch.source, ([], []))
+        starts.append(launch.start_line)
+        digests.append(digest)
+
+    def snapshot_at(self, source: str, line: int) -> str:
+        """The hash of the snapshot in force at a line (the launch started last at or before
+        it), as scan.triage.Triage.snapshot_at answers it for the launches in memory."""
+        lines, digests = self._starts.get(source, ([], []))
+        index = bisect.bisect_right(lines, line) - 1
+        if index >= 0:
+            return digests[index]
+        snapshot = self._resolver.for_launch(None)
+        digest = snapshot.content_hash()
+        self.snapshots.setdefault(digest, snapshot.to_dict())
+        return digest
 
     def _read(self, offset: int, count: int) -> list[str]:
         """`count` lines from `offset`, without their newline."""

@@ -165,68 +165,83 @@ class ScanRecorder:
             self.close()
 
     def _write(self, store: Store, report: dict[str, Any]) -> dict[str, int]:
+        """One transaction. The report's incidents and diagnoses are read once, in order, and
+        inserted a few thousand rows at a time (a spooled report's are EncodedJson text, read
+        back from disk: a backlog's are never all in memory); of each incident only what
+        its launch's and its diagnoses' rows name is kept."""
         import duckdb
 
         now = datetime.now()
         library = report["library_version"]
         scan_id = _id(now.isoformat(), *sorted(s.id for s in self.sources.values()))
-        incident_ids: dict[tuple[str, int, str, str], str] = {}
-        incident_rows = []
+        launches = report.get("launches", [])
         launch_ids = [_id(self.sources[entry["source"]].id, entry["start_line"])
-                      for entry in report.get("launches", [])]
-        for index, inc in enumerate(report["incidents"]):
-            first = inc["first_seen"]
-            source = self.sources[first["source"]]
-            launch = report["launches"][inc["launch"]]
-            launch_id = launch_ids[inc["launch"]]
-            key = "|".join(inc["key"])
-            incident_id = _id(launch_id, inc["signature"], key)
-            incident_ids[(first["source"], launch["start_line"], inc["signature"], key)] = \
-                incident_id
-            incident_rows.append({
-                "id": incident_id, "scan_id": scan_id, "snapshot_hash": inc.get("snapshot"),
-                "signature": inc["signature"], "signature_version": inc["signature_version"],
-                "library_version": library, "category": inc["category"],
-                "severity": inc["severity"], "fatal": inc["fatal"],
-                "root_cause": index == launch["root_cause"], "count": inc["count"],
-                "first_source": source.id, "first_line": first["line"],
-                "first_time": _time(first["time"]), "last_line": inc["last_seen"]["line"],
-                "last_time": _time(inc["last_seen"]["time"]), "processes": inc["processes"],
-                "ranks": inc["ranks"], "captures": json.dumps(inc["captures"], sort_keys=True),
-                "title": inc["title"], "explanation": inc["explanation"],
-                "launch_id": launch_id, "problem": problem_key(inc["signature"], inc["key"])})
-        launch_rows = []
-        for launch_id, entry in zip(launch_ids, report.get("launches", []), strict=True):
-            root = entry["root_cause"]
-            root_row = incident_rows[root] if root is not None else None
-            launch_rows.append({
-                "id": launch_id, "source_id": self.sources[entry["source"]].id,
-                "source": entry["source"], "number": entry["number"],
-                "start_line": entry["start_line"], "last_line": entry["last_line"],
-                "seen_start": entry["seen_start"], "started": _time(entry["started"]),
-                "snapshot_hash": entry["snapshot"], "outcome": entry["outcome"],
-                "exit_code": entry["exit_code"],
-                "root_cause": root_row["id"] if root_row else None,
-                "root_signature": root_row["signature"] if root_row else None,
-                "root_problem": root_row["problem"] if root_row else None,
-                "fatal_incidents": entry["fatal_incidents"],
-                "failed_before": entry["failed_before"], "updated": now})
-        diagnosis_rows = []
-        for diag in report.get("diagnoses", []):
-            index = diag.get("incident")
-            incident = incident_rows[index] if index is not None else None
-            anchor = incident["id"] if incident else None
-            launch_id = launch_ids[diag["launch"]] if diag.get("launch") is not None else None
-            diagnosis_rows.append({
-                "id": _id(anchor or launch_id or json.dumps(diag["config"], sort_keys=True),
-                          diag["cause"]),
-                "incident_id": anchor, "launch_id": launch_id,
-                "snapshot_hash": incident["snapshot_hash"] if incident else (
-                    report["launches"][diag["launch"]]["snapshot"]
-                    if diag.get("launch") is not None else None),
-                "cause": diag["cause"], "title": diag["title"], "summary": diag["summary"],
-                "confidence": diag["confidence"], "body": json.dumps(diag, sort_keys=True),
-                "recorded": now})
+                      for entry in launches]
+        # each incident: (id, signature, problem, snapshot)
+        incidents: list[tuple[str, str, str, str | None]] = []
+
+        def incident_rows() -> Iterator[dict[str, Any]]:
+            for index, item in enumerate(report["incidents"]):
+                inc = json.loads(item) if isinstance(item, str) else item
+                first = inc["first_seen"]
+                launch = launches[inc["launch"]]
+                key = "|".join(inc["key"])
+                incident_id = _id(launch_ids[inc["launch"]], inc["signature"], key)
+                problem = problem_key(inc["signature"], inc["key"])
+                incidents.append((incident_id, inc["signature"], problem, inc.get("snapshot")))
+                yield {
+                    "id": incident_id, "scan_id": scan_id, "snapshot_hash": inc.get("snapshot"),
+                    "signature": inc["signature"],
+                    "signature_version": inc["signature_version"],
+                    "library_version": library, "category": inc["category"],
+                    "severity": inc["severity"], "fatal": inc["fatal"],
+                    "root_cause": index == launch["root_cause"], "count": inc["count"],
+                    "first_source": self.sources[first["source"]].id,
+                    "first_line": first["line"], "first_time": _time(first["time"]),
+                    "last_line": inc["last_seen"]["line"],
+                    "last_time": _time(inc["last_seen"]["time"]),
+                    "processes": inc["processes"], "ranks": inc["ranks"],
+                    "captures": json.dumps(inc["captures"], sort_keys=True),
+                    "title": inc["title"], "explanation": inc["explanation"],
+                    "launch_id": launch_ids[inc["launch"]], "problem": problem}
+
+        def launch_rows() -> list[dict[str, Any]]:
+            rows = []
+            for launch_id, entry in zip(launch_ids, launches, strict=True):
+                root = entry["root_cause"]
+                root_id, root_signature, root_problem, _ = (
+                    incidents[root] if root is not None else (None, None, None, None))
+                rows.append({
+                    "id": launch_id, "source_id": self.sources[entry["source"]].id,
+                    "source": entry["source"], "number": entry["number"],
+                    "start_line": entry["start_line"], "last_line": entry["last_line"],
+                    "seen_start": entry["seen_start"], "started": _time(entry["started"]),
+                    "snapshot_hash": entry["snapshot"], "outcome": entry["outcome"],
+                    "exit_code": entry["exit_code"], "root_cause": root_id,
+                    "root_signature": root_signature, "root_problem": root_problem,
+                    "fatal_incidents": entry["fatal_incidents"],
+                    "failed_before": entry["failed_before"], "updated": now})
+            return rows
+
+        def diagnosis_rows() -> Iterator[dict[str, Any]]:
+            for item in report.get("diagnoses", []):
+                diag = json.loads(item) if isinstance(item, str) else item
+                index = diag.get("incident")
+                incident = incidents[index] if index is not None else None
+                anchor = incident[0] if incident else None
+                launch = diag.get("launch")
+                launch_id = launch_ids[launch] if launch is not None else None
+                yield {
+                    "id": _id(anchor or launch_id or json.dumps(diag["config"],
+                                                                 sort_keys=True),
+                              diag["cause"]),
+                    "incident_id": anchor, "launch_id": launch_id,
+                    "snapshot_hash": incident[3] if incident else (
+                        launches[launch]["snapshot"] if launch is not None else None),
+                    "cause": diag["cause"], "title": diag["title"], "summary": diag["summary"],
+                    "confidence": diag["confidence"], "body": json.dumps(diag, sort_keys=True),
+                    "recorded": now}
+
         source_rows = [{"id": s.id, "kind": s.kind, "label": s.label, "size": s.size,
                         "first_seen": now, "last_seen": now} for s in self.sources.values()]
         checkpoint_rows = [{"source_id": s.id, "position": s.scanned, "cursor": None,
@@ -242,17 +257,23 @@ class ScanRecorder:
             store.insert("scans", [{"id": scan_id, "started": now, "library_version": library,
                                     "inputs": [s.label for s in self.sources.values()],
                                     "stats": json.dumps(stats, default=str)}])
-            _sequence(store, launch_rows)
-            store.insert("launches", launch_rows, conflict="REPLACE")
-            store.insert("incidents", incident_rows, conflict="REPLACE")
+            for chunk in _chunks(incident_rows()):
+                store.insert("incidents", chunk, conflict="REPLACE")
+            known = {incident[0] for incident in incidents}
+            rows = launch_rows()
+            _sequence(store, rows)
+            for chunk in _chunks(iter(rows)):
+                store.insert("launches", chunk, conflict="REPLACE")
+            del rows
             for batch in self._batches():
                 for start in range(0, len(batch), INSERT_ROWS):
-                    store.insert("findings", [self._finding_row(f, incident_ids, library)
+                    store.insert("findings", [self._finding_row(f, known, library)
                                               for f in batch[start:start + INSERT_ROWS]])
             # after the findings: snapshot_at adds the snapshot of each finding it resolves
             store.insert("snapshots", [snapshot_row(digest, body, now) for digest, body
                                        in report.get("snapshots", {}).items()])
-            store.insert("diagnoses", diagnosis_rows, conflict="REPLACE")
+            for chunk in _chunks(diagnosis_rows()):
+                store.insert("diagnoses", chunk, conflict="REPLACE")
             store.con.execute("COMMIT")
         except BaseException:
             # on a damaged file the rollback may fail too; the first error is the one to report
@@ -262,17 +283,30 @@ class ScanRecorder:
         after = _counts(store)
         return {table: after[table] - before[table] for table in after}
 
-    def _finding_row(self, f: _FindingRow,
-                     incident_ids: dict[tuple[str, int, str, str], str],
+    def _finding_row(self, f: _FindingRow, incidents: set[str],
                      library: str) -> dict[str, Any]:
+        """The finding's row; its incident the one of its launch with its signature and key,
+        where the report has it."""
+        incident = _id(_id(f.source_id, f.launch_line), f.signature, f.key)
         return {"id": _id(f.source_id, f.line, f.signature),
-                "incident_id": incident_ids.get((f.source_label, f.launch_line, f.signature,
-                                                 f.key)),
+                "incident_id": incident if incident in incidents else None,
                 "source_id": f.source_id, "line": f.line, "signature": f.signature,
                 "signature_version": f.signature_version, "library_version": library,
                 "snapshot_hash": self.snapshot_at(f.source_label, f.line), "time": f.time,
                 "process": f.process, "pid": f.pid, "rank": f.rank, "captures": f.captures,
                 "text": f.text}
+
+
+def _chunks(rows: Iterator[dict[str, Any]]) -> Iterator[list[dict[str, Any]]]:
+    """Rows INSERT_ROWS at a time."""
+    chunk: list[dict[str, Any]] = []
+    for row in rows:
+        chunk.append(row)
+        if len(chunk) >= INSERT_ROWS:
+            yield chunk
+            chunk = []
+    if chunk:
+        yield chunk
 
 
 def out_of_memory(exc: BaseException) -> bool:
