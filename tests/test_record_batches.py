@@ -107,6 +107,10 @@ def test_the_scan_connection_runs_one_thread_in_a_cache_that_grows_with_the_find
     with open_store(tmp_path / "h.duckdb", settings=many) as store:
         limit = store.query("SELECT current_setting('memory_limit')")[0][0]
         assert limit.endswith("MiB") and float(limit.split()[0]) >= 96 + 32
+    # incidents and diagnoses are wider rows: a crash loop's 34,000 incidents and 7,000
+    # diagnoses with 40,000 findings failed at 52 MiB (and were recorded again without it)
+    backlog = scan_settings(40_291, 33_935 + 7_335)["memory_limit"]
+    assert int(backlog.removesuffix("MiB")) >= 64
     # the daemon keeps its own (store/db.py SERVICE_SETTINGS)
     with open_store(tmp_path / "h.duckdb", service=True) as store:
         assert store.query("SELECT current_setting('threads')")[0][0] == 2

@@ -99,7 +99,8 @@ def scan_command(args: argparse.Namespace) -> int:
         release_freed_blocks()  # the scan's blocks, before DuckDB loads
         keep_files_private()
         try:
-            with open_store(args.db, settings=scan_settings(recorder.findings)) as store:
+            rows = len(report["incidents"]) + len(report["diagnoses"])
+            with open_store(args.db, settings=scan_settings(recorder.findings, rows)) as store:
                 added = recorder.write(store, report)
         except DatabaseError as exc:
             not_recorded = exc
