@@ -145,3 +145,33 @@ def test_a_spooled_report_records_the_same_history(library: Library, tmp_path: P
     assert len(spooled["launches"]) > 20 and spooled["diagnoses"]
     assert all(row[1] is not None for row in spooled["findings"])  # each in its incident
     assert spooled == in_memory
+
+
+def test_a_report_too_big_for_memory_goes_to_a_file_and_one_that_cannot_is_said(
+        library: Library, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Past IN_MEMORY_BYTES the report's text goes to an unnamed temporary file (the same
+    report); a temporary directory that cannot take it is an error that says where and what
+    to do, exit 2, not a traceback nor "cannot read" the log."""
+    from tests.inprocess import logwatch_text
+
+    log = tmp_path / "loop.log"
+    log.write_bytes(_failures(30))
+    monkeypatch.setattr(report_spool, "IN_MEMORY_BYTES", 1000)
+    report = _same_text(library, [log], jobs=1)
+    assert len(report["launches"]) > 20
+    spools = tmp_path / "spools"
+    spools.mkdir()
+    monkeypatch.setenv("TMPDIR", str(spools))
+    monkeypatch.setattr(report_spool.tempfile, "tempdir", None)  # TMPDIR read again
+    real = report_spool.tempfile.SpooledTemporaryFile
+
+    class Full(real):  # type: ignore[misc,valid-type]
+        def rollover(self) -> None:
+            raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(report_spool.tempfile, "SpooledTemporaryFile", Full)
+    done = logwatch_text("scan", "--json", "--jobs", "1", str(log))
+    assert done.returncode == 2, done.stderr
+    assert "cannot keep the report in a temporary file in " in done.stderr
+    assert str(spools) in done.stderr and "No space left on device" in done.stderr
+    assert "cannot read" not in done.stderr and "Traceback" not in done.stderr

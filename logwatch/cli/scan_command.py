@@ -55,6 +55,7 @@ def write_json(report: dict[str, Any]) -> None:
 def scan_command(args: argparse.Namespace) -> int:
     from logwatch.core.report.text import incomplete_warning, render_text
     from logwatch.scan.offline import InputError, resolve_inputs, run_scan
+    from logwatch.scan.report_spool import SpoolError
 
     try:
         inputs = resolve_inputs(args.paths)
@@ -88,7 +89,7 @@ def scan_command(args: argparse.Namespace) -> int:
                           snapshot_options=snapshot_options(args), recorder=recorder,
                           jobs=args.jobs, plan=args.plan, one_run=args.one_run,
                           lazy_report=args.json)
-    except InputError as exc:
+    except (InputError, SpoolError) as exc:
         warn(f"logwatch: {exc}")
         return EXIT_USAGE
     not_recorded = None  # the report is printed all the same: a scan's findings are not lost

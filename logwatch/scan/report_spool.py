@@ -38,6 +38,11 @@ from logwatch.scan.triage import SnapshotResolver
 # key's unescaped quotes).
 _INCIDENT = -7_700_000_000_000_000_001
 _INCIDENT_TEXT = f'"incident": {_INCIDENT}'
+IN_MEMORY_BYTES = 8 << 20  # of report text, before it goes to a temporary file
+
+
+class SpoolError(RuntimeError):
+    """The report could not be kept on disk (a full or unwritable temporary directory)."""
 
 
 class ReportSpool:
@@ -46,9 +51,10 @@ class ReportSpool:
     def __init__(self, resolver: SnapshotResolver) -> None:
         self._resolver = resolver
         self.snapshots: dict[str, dict[str, Any]] = {}  # by hash, each a launch used
-        # read back when the report is written, after the scan: closed with the spool
-        self._file: IO[bytes] = tempfile.TemporaryFile(  # noqa: SIM115
-            prefix="logwatch-report-")
+        # read back when the report is written, after the scan: closed with the spool. In
+        # memory up to IN_MEMORY_BYTES (a small scan touches no disk), then an unnamed file
+        self._file: IO[bytes] = tempfile.SpooledTemporaryFile(  # noqa: SIM115
+            max_size=IN_MEMORY_BYTES, prefix="logwatch-report-")
         self._encode = json.JSONEncoder(ensure_ascii=False).encode  # as scan --json writes
         # (order among the book's launches, summary, offset of its items in the file)
         self._launches: list[tuple[tuple[int, int], LaunchSummary, int]] = []
@@ -72,15 +78,20 @@ class ReportSpool:
         self.snapshots.setdefault(digest, snapshot.to_dict())
         analysis = analyse(launch, snapshot)
         summary = summarise(analysis, digest)
-        self._file.seek(0, 2)
-        offset = self._file.tell()
         lines = [self._encode(entry) for entry in own_incidents(analysis)]
         for entry in own_diagnoses(analysis):
             relative = entry.get("incident")
             if relative is not None:
                 entry["incident"] = _INCIDENT
             lines.append(f"{'' if relative is None else relative}\t{self._encode(entry)}")
-        self._file.write("".join(line + "\n" for line in lines).encode())
+        self._file.seek(0, 2)
+        offset = self._file.tell()
+        try:
+            self._file.write("".join(line + "\n" for line in lines).encode())
+        except OSError as exc:  # not the input's fault: say where the spool is
+            raise SpoolError(f"cannot keep the report in a temporary file in "
+                             f"{tempfile.gettempdir()} ({exc.strerror or exc}); set TMPDIR "
+                             "to a directory with space") from exc
         source = self._sources.setdefault(launch.source, len(self._sources))
         self._launches.append(((source, launch.number), summary, offset))
         starts, digests = self._starts.setdefault(launch.source, ([], []))
