@@ -359,3 +359,46 @@ def test_a_launch_the_history_cannot_take_yet_does_not_hold_back_its_findings(
     assert done.returncode == 0, done.stderr[-3000:]
     assert marlin_lines(db) == [8]
     assert rows(db, "SELECT outcome FROM launches") == [("failed",)]
+
+
+def test_findings_committed_before_their_launch_lose_nothing_across_a_restart(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The daemon stops (a kill, a history that took the findings but never the launch)
+    between the findings' commit and their launch's: the position was not moved past them,
+    so the next start reads those lines again and writes the launch; every finding has its
+    launch's snapshot, and the operator's log names the source of each fatal incident
+    (reviewed: the findings' commit moved the position on, lost the launch for good, left
+    the findings without a snapshot and the incidents' events without a source)."""
+    from logwatch.store.live import LiveWriter
+    from tests.inprocess import daemon_until
+
+    commit = LiveWriter.commit
+    refused: list[int] = []
+
+    def launches_refused(self: LiveWriter, found: Any, checkpoints: Any,
+                         analyses: Any = ()) -> int:
+        if analyses:
+            refused.append(1)
+            raise duckdb.IOException("IO Error: could not write file: No space left on device")
+        return commit(self, found, checkpoints, analyses)
+
+    monkeypatch.setattr(LiveWriter, "commit", launches_refused)
+    log, db = tmp_path / "vllm.log", tmp_path / "h.duckdb"
+    log.write_bytes(b"\n".join([START, *marlin_failure()]) + b"\n")
+    first = daemon_until(lambda daemon: bool(refused) and daemon.committed >= 1,
+                         *daemon_args(log, db), "--no-socket", timeout=30)
+    assert marlin_lines(db) == [8] and rows(db, "SELECT count(*) FROM launches") == [(0,)]
+    assert rows(db, "SELECT count(*) FROM checkpoints") == [(0,)], first.stderr[-2000:]
+    monkeypatch.setattr(LiveWriter, "commit", commit)
+    again = until_idle(log, db)
+    assert again.returncode == 0, again.stderr[-3000:]
+    assert marlin_lines(db) == [8]  # once
+    assert rows(db, "SELECT outcome FROM launches") == [("failed",)]
+    assert rows(db, "SELECT count(*) FROM findings WHERE snapshot_hash IS NULL") == [(0,)]
+    assert rows(db, "SELECT count(*) FROM findings f JOIN launches l ON f.snapshot_hash = "
+                    "l.snapshot_hash") == rows(db, "SELECT count(*) FROM findings")
+    import json
+
+    fatal = [json.loads(line) for line in first.stderr.splitlines()
+             if '"fatal_incident"' in line]
+    assert fatal and all(event["source"] == f"file:{log}" for event in fatal), fatal

@@ -175,3 +175,14 @@ def test_a_report_too_big_for_memory_goes_to_a_file_and_one_that_cannot_is_said(
     assert "cannot keep the report in a temporary file in " in done.stderr
     assert str(spools) in done.stderr and "No space left on device" in done.stderr
     assert "cannot read" not in done.stderr and "Traceback" not in done.stderr
+
+
+def test_a_file_name_that_is_not_utf8(library: Library, tmp_path: Path) -> None:
+    """A log whose name holds a byte that is not UTF-8 (a lone surrogate in its label, in
+    every finding's source): the same report, not a traceback from the spool (reviewed)."""
+    import os
+
+    log = Path(os.fsdecode(os.fsencode(str(tmp_path)) + b"/bad\xff.log"))
+    log.write_bytes((SAMPLES / "demo_marlin_and_mtp.log").read_bytes())
+    report = _same_text(library, [log], jobs=1)
+    assert report["launches"] and report["incidents"]

@@ -1,14 +1,15 @@
 """What the daemon read, on its way into the history.
 
 Findings and the positions that produced them wait here and are committed together on one
-database thread, before the launches they changed, which go in the next commit (a watcher
-waits for the findings', and a launch's row and diagnoses take as long again, at DuckDB's
-milliseconds a statement): the first finding after a quiet spell at once, then at most one
-batch per COMMIT_GAP_SECONDS (a DuckDB commit costs ~10 ms of CPU) unless BATCH_FINDINGS are
-waiting, so a batch closes within 50 ms. Positions alone at most every CHECKPOINT_SECONDS: a
-restart re-reads at most this much, and finding identities make the re-read insert nothing
-twice. A failed commit keeps everything and is tried again with a growing pause; readers
-wait while the database fails or too much waits.
+database thread: the first finding after a quiet spell at once, then at most one batch per
+COMMIT_GAP_SECONDS (a DuckDB commit costs ~10 ms of CPU) unless BATCH_FINDINGS are waiting,
+so a batch closes within 50 ms. A watcher waits for the findings' commit, and each DuckDB
+statement costs milliseconds: findings that changed a launch go in alone, and the launch (its
+row and diagnoses take as long again) with the positions in the next commit, since a position
+goes in only with or after everything read before it. Positions alone at most every
+CHECKPOINT_SECONDS: a restart re-reads at most this much, and finding identities make the
+re-read insert nothing twice. A failed commit keeps everything and is tried again with a
+growing pause; readers wait while the database fails or too much waits.
 """
 
 from __future__ import annotations
@@ -178,13 +179,14 @@ class Writes:
                    or (not self.health.writable and bool(self.checkpoints)))
         if not due:
             return
+        points: list[Checkpoint] = []
         launches: list[Launch] = []
-        if self.pending and not self._rest_due:
-            # The findings and the positions read past them (see the module's docstring):
-            # the launches they changed go in the next turn
-            batch, points = self.pending, list(self.checkpoints.values())
-            self.pending, self.checkpoints = [], {}
-            self._rest_due = self.launches.changed
+        if self.pending and self.launches.changed and not self._rest_due:
+            # The findings alone (see the module's docstring): the launches they changed go
+            # in the next turn, and the positions read past them with those, never before
+            # (a restart must read the lines again to rebuild a launch not written)
+            batch, self.pending = self.pending, []
+            self._rest_due = True
         else:
             batch, points, launches = self._take()
             self._rest_due = False
@@ -225,7 +227,8 @@ class Writes:
                 self.writer.record_told(*self.paged[0])
                 self.paged.popleft()
             new = self.writer.new_incidents
-            sources = {launch_id(a.launch): a.launch.source for a in analyses}
+            sources = {lf.launch: lf.finding.source for lf in batch if lf.launch}
+            sources.update((launch_id(a.launch), a.launch.source) for a in analyses)
             for signature, version, incident, fatal in self.writer.last_new:
                 self.findings_by_signature[(signature, version)] += 1
                 seen = self.incidents_seen.setdefault(fatal, set())

@@ -87,7 +87,10 @@ class ReportSpool:
         self._file.seek(0, 2)
         offset = self._file.tell()
         try:
-            self._file.write("".join(line + "\n" for line in lines).encode())
+            # a label may hold what a file name held that is not UTF-8 (lone surrogates):
+            # kept as they are, as scan --json writes them
+            self._file.write("".join(line + "\n" for line in lines).encode(
+                errors="surrogatepass"))
         except OSError as exc:  # not the input's fault: say where the spool is
             raise SpoolError(f"cannot keep the report in a temporary file in "
                              f"{tempfile.gettempdir()} ({exc.strerror or exc}); set TMPDIR "
@@ -113,7 +116,8 @@ class ReportSpool:
     def _read(self, offset: int, count: int) -> list[str]:
         """`count` lines from `offset`, without their newline."""
         self._file.seek(offset)
-        return [self._file.readline().decode()[:-1] for _ in range(count)]
+        return [self._file.readline().decode(errors="surrogatepass")[:-1]
+                for _ in range(count)]
 
     def report(self, library_version: str, stats: Mapping[str, Any],
                order: Sequence[str]) -> dict[str, Any]:

@@ -14,7 +14,7 @@ import hashlib
 import json
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -37,6 +37,7 @@ from logwatch.store.schema import NEXT_SEQ
 # a commit costs DuckDB 1.5-4 ms, and a watcher waits for the commit of every finding.
 SOURCE_REFRESH_SECONDS = 5.0
 KNOWN_INCIDENTS_KEPT = 100_000  # incident ids known stored (~100 bytes each), then asked again
+LAUNCH_DIGESTS_KEPT = 1024  # launches whose snapshot hash is remembered for their findings
 DIGESTS_KEPT = 256  # snapshot objects whose hash is remembered (one per launch state)
 
 
@@ -68,6 +69,16 @@ class LiveFinding:
     snapshot_hash: str | None = None  # the configuration in force (known for `logwatch run`)
     launch: str | None = None  # the id of its launch (launch_id)
     copy: bool = False  # a copy of a report already counted (raw stderr after the logger)
+
+
+@dataclass(slots=True)
+class _Landing:
+    """What a commit tells the writer of the history once it lands (LiveWriter._commit)."""
+
+    incidents: list[str] = field(default_factory=list)  # stored
+    sources: dict[str, float] = field(default_factory=dict)  # rows written, when
+    digests: dict[str, str] = field(default_factory=dict)  # launches written: their hash
+    unhashed: dict[str, list[str]] = field(default_factory=dict)  # findings with none yet
 
 
 def launch_id(launch: Launch) -> str:
@@ -119,7 +130,12 @@ class LiveWriter:
         # all is forgotten after a prune (`forget_stored`).
         self._known_incidents: set[str] = set()
         self._sources_written: dict[str, float] = {}
-        self._landing: tuple[list[str], dict[str, float]] = ([], {})
+        # each launch's snapshot hash as last written, for its findings committed before
+        # it (a launch goes in the commit after its findings'); the findings written with
+        # no hash yet, by launch, given theirs when the launch is written
+        self._launch_digests: dict[str, str] = {}
+        self._unhashed: dict[str, list[str]] = {}
+        self._landing = _Landing()
         # the last commit's new incidents: id -> (problem, launch id)
         self.new_incidents: dict[str, tuple[str, str | None]] = {}
         self.last_quarantined: list[Refused] = []  # the last commit's refused records
@@ -287,11 +303,20 @@ class LiveWriter:
         self.last_new = [(r["signature"], r["signature_version"], r["incident_id"],
                           items[r["id"]].finding.signature.fatal) for r in new_rows]
         self._stored.update(digests.values())
-        incidents, sources = self._landing
-        if len(self._known_incidents) + len(incidents) > KNOWN_INCIDENTS_KEPT:
+        landing = self._landing
+        if len(self._known_incidents) + len(landing.incidents) > KNOWN_INCIDENTS_KEPT:
             self._known_incidents.clear()
-        self._known_incidents.update(incidents)
-        self._sources_written.update(sources)
+        self._known_incidents.update(landing.incidents)
+        self._sources_written.update(landing.sources)
+        for lid, digest in landing.digests.items():
+            self._launch_digests.pop(lid, None)
+            self._launch_digests[lid] = digest
+            self._unhashed.pop(lid, None)
+        while len(self._launch_digests) > LAUNCH_DIGESTS_KEPT:
+            self._launch_digests.pop(next(iter(self._launch_digests)))
+        for lid, ids in landing.unhashed.items():
+            if lid not in landing.digests:
+                self._unhashed.setdefault(lid, []).extend(ids)
         self.last_launches = written
         return len(inserted)
 
@@ -301,6 +326,7 @@ class LiveWriter:
         self._stored.clear()
         self._known_incidents.clear()
         self._sources_written.clear()
+        self._launch_digests.clear()
 
     def _write_batch(self, found: Sequence[LiveFinding], checkpoints: Sequence[Checkpoint],
                      analyses: Sequence[LaunchAnalysis], refused: Sequence[Refused],
@@ -308,6 +334,7 @@ class LiveWriter:
                                              dict[str, str], set[Any], list[LaunchWritten]]:
         """The batch's statements, in the caller's transaction: (finding rows, findings by
         id, snapshot digests by launch, the ids inserted, the launches written)."""
+        self._landing = landing = _Landing()
         digests = {launch_id(a.launch): self._digest(a.snapshot) for a in analyses}
         rows: list[dict[str, Any]] = []
         items: dict[str, LiveFinding] = {}  # finding id -> the finding
@@ -316,12 +343,16 @@ class LiveWriter:
             incident_id = self.incident_id(item)
             finding_id = _id(item.generation, item.identity or f.lineno, f.signature.id)
             items.setdefault(finding_id, item)
+            lid = item.launch or ""
+            digest = item.snapshot_hash or digests.get(lid) or self._launch_digests.get(lid)
+            if digest is None and item.launch:  # its launch not written yet: it gives it
+                landing.unhashed.setdefault(item.launch, []).append(finding_id)
             rows.append({
                 "id": finding_id,
                 "incident_id": incident_id, "source_id": item.generation, "line": f.lineno,
                 "signature": f.signature.id, "signature_version": f.signature.version,
                 "library_version": self.library.version,
-                "snapshot_hash": item.snapshot_hash or digests.get(item.launch or ""),
+                "snapshot_hash": digest,
                 "time": f.time, "process": f.process, "pid": f.pid, "rank": f.rank,
                 "captures": json.dumps(f.captures, sort_keys=True),
                 "text": evidence_text(f.matched)})
@@ -338,7 +369,7 @@ class LiveWriter:
         streams = {generation: label for generation, label in streams.items()
                    if clock - self._sources_written.get(generation, -SOURCE_REFRESH_SECONDS)
                    >= SOURCE_REFRESH_SECONDS}
-        self._landing = ([], dict.fromkeys(streams, clock))
+        landing.sources = dict.fromkeys(streams, clock)
         sources = [{"id": generation, "kind": label.split(":", 1)[0] if ":" in label
                     else "file", "label": label, "size": None, "first_seen": now,
                     "last_seen": now} for generation, label in streams.items()]
@@ -393,6 +424,11 @@ class LiveWriter:
                "fatal_incidents": sum(1 for i in analysis.incidents if i.signature.fatal),
                "failed_before": failed_before, "updated": now, "seq": seq}
         self.store.insert("launches", [row], conflict="REPLACE")
+        self._landing.digests[lid] = digest
+        unhashed = self._unhashed.get(lid)
+        if unhashed:  # its findings committed before it
+            self.store.con.execute("UPDATE findings SET snapshot_hash = ? WHERE id IN "
+                                   "(SELECT unnest(?))", [digest, unhashed])
         self._synthetic_incidents(analysis, ids, lid, digest)
         settled = [[ids[n], i.signature.fatal] for n, i in enumerate(analysis.incidents)
                    if is_generic(i.signature)]  # the fallback's verdict, as the scan records
@@ -475,7 +511,7 @@ class LiveWriter:
         known = {r[0] for r in self.store.query(
             "SELECT id FROM incidents WHERE list_contains(?, id)", [asked])} if asked else set()
         known.update(r["id"] for r in out if r["id"] in self._known_incidents)
-        self._landing[0].extend(r["id"] for r in out)
+        self._landing.incidents.extend(r["id"] for r in out)
         merged = ", ".join(f"{c} = list_sort(list_distinct(list_concat(incidents.{c}, "
                            f"excluded.{c})))" for c in ("processes", "ranks"))
         self.store.upsert("incidents", out,
