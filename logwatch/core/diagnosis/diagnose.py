@@ -190,10 +190,10 @@ def diagnose(incidents: Sequence[Incident],
     configuration findings of every snapshot involved. Unexplained incidents keep their
     signature's explanation and get a plain diagnosis only when fatal."""
     out: list[Diagnosis] = []
-    seen: dict[str, Snapshot] = {}
+    involved: dict[int, Snapshot] = {}  # by identity: a launch's incidents share one object
     for index, incident in enumerate(incidents):
         snapshot = snapshot_of(incident)
-        seen.setdefault(snapshot.content_hash(), snapshot)
+        involved.setdefault(id(snapshot), snapshot)
         ctx = Context(snapshot, incidents)
         for rule in RULES:
             found = rule(incident, ctx)
@@ -207,6 +207,9 @@ def diagnose(incidents: Sequence[Incident],
                     incident.signature.id, incident.signature.title, incident.signature.id,
                     incident.signature.explain(incident.captures),
                     evidence=tuple(incident.evidence[-2:]), confidence=0.5, incident=index))
+    seen: dict[str, Snapshot] = {}  # hashed once per object (it serialises the snapshot)
+    for snapshot in involved.values():
+        seen.setdefault(snapshot.content_hash(), snapshot)
     for snapshot in seen.values():
         out.extend(config_findings(snapshot))
     return out
