@@ -11,7 +11,8 @@ taking turns so both meet the same load:
 - the *crash-loop backlog* (a quarter of SIZE, at least 200 MB): a server restarted again and
   again, each time a healthy start, 150 KB of the serving log's traffic and then one of this
   repository's failure samples, as a crash loop leaves its log after a night of downtime
-  (about 1,000 launches in 200 MB, as in issue 28's own).
+  (about 1,200 restarts in 200 MB, as in issue 28's own; logwatch counts about three times
+  as many launches, since many samples hold several starts).
 
 Each with one process (`--jobs 1`) and two (`--jobs 2`); peak RSS of every run and of
 `scan --db` on the backlog; the ratio of each repetition, wall-clock and (in brackets) CPU.
