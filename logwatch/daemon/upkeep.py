@@ -7,12 +7,14 @@ import asyncio
 from collections.abc import Callable
 from datetime import datetime
 from pathlib import Path
-from typing import Any, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from logwatch.daemon.writes import Writes
 from logwatch.store.db import Store
 from logwatch.store.live import LiveWriter
-from logwatch.store.retention import Pruned
+
+if TYPE_CHECKING:  # loaded with the first prune, as before
+    from logwatch.store.retention import Pruned
 
 T = TypeVar("T")
 

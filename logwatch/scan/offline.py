@@ -209,10 +209,15 @@ def scan_inputs(inputs: Sequence[ScanInput], library: Library, engine: str = "au
             setattr(totals, name, getattr(totals, name) + value)
     elapsed = time.perf_counter() - started
     order = [i.label for i in inputs]
-    if spool is not None:
+    result = None
+    if spool is not None:  # the launches still open end with the input
         for launch in list(book.launches()):
             spool.add(launch)
-    result = triage(LaunchBook() if spool is not None else book, options, order)
+        launches, incidents = len(spool), spool.incidents
+    else:
+        result = triage(book, options, order)
+        launches = len(result.analyses)
+        incidents = sum(len(a.incidents) for a in result.analyses)
     stats = asdict(totals)
     stats.update(
         files=len(inputs), seconds=round(elapsed, 3),
@@ -220,26 +225,27 @@ def scan_inputs(inputs: Sequence[ScanInput], library: Library, engine: str = "au
         engine=matcher.scanner.engine,
         speedups=bool(getattr(matcher.scanner, "speedups", False)),
         mode=",".join(sorted(set(modes))),
-        incidents=sum(len(a.incidents) for a in result.analyses)
-        + (spool.incidents if spool is not None else 0),
-        launches=len(result.analyses) + (len(spool) if spool is not None else 0),
-        match_timeouts=dict(matcher.timeouts),
+        incidents=incidents, launches=launches, match_timeouts=dict(matcher.timeouts),
         disabled_signatures=dict(matcher.disabled),
         vllm_output=vllm_seen or totals.findings > 0,
     )
-    if spool is not None:
+    if result is None:
+        assert spool is not None
         report = spool.report(library.version, stats, order)
+        snapshot_at, snapshots = spool.snapshot_at, spool.snapshots
     else:
         report = report_dict(library.version, result.analyses, stats, result.digest,
                              lazy=lazy_report)
+        snapshot_at, snapshots = result.snapshot_at, result.snapshots
     report["incomplete"] = incomplete
     report["scan_faults"] = faults  # records a fault of the scan's passed over (bugs to report)
     report["unrecognised"] = [g.to_dict() for g in unrecognised.ordered()]
     report["unrecognised_others"] = unrecognised.others
     if recorder is not None:  # each finding links to its launch's snapshot
-        recorder.snapshot_at = spool.snapshot_at if spool is not None else result.snapshot_at
-    report["snapshots"] = spool.snapshots if spool is not None else result.snapshots
-    if plan:
+        recorder.snapshot_at = snapshot_at
+    report["snapshots"] = snapshots
+    if plan:  # (never spooled: the plan is the newest launch's, analysed in memory)
+        assert result is not None
         report["plan"] = _plan(result.analyses[0]) if result.analyses else None
     return report
 

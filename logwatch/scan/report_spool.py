@@ -17,7 +17,7 @@ import bisect
 import json
 import tempfile
 from collections.abc import Iterator, Mapping, Sequence
-from typing import IO, Any
+from typing import IO, Any, NamedTuple
 
 from logwatch.core.diagnosis.analysis import analyse
 from logwatch.core.launches.lifecycle import Launch
@@ -31,6 +31,7 @@ from logwatch.core.report.triage import (
     own_incidents,
     summarise,
 )
+from logwatch.core.snapshot.model import Snapshot
 from logwatch.scan.triage import SnapshotResolver
 
 # A diagnosis's incident index as spooled: replaced by its place in the report when read.
@@ -45,6 +46,13 @@ class SpoolError(RuntimeError):
     """The report could not be kept on disk (a full or unwritable temporary directory)."""
 
 
+class _Spooled(NamedTuple):
+    order: tuple[int, int]  # among the book's launches: (source first seen, number)
+    summary: LaunchSummary
+    incidents_at: int  # where its incidents' lines start in the spool
+    diagnoses_at: int  # and its diagnoses'
+
+
 class ReportSpool:
     """Launches analysed as they end, their report items on disk."""
 
@@ -56,8 +64,7 @@ class ReportSpool:
         self._file: IO[bytes] = tempfile.SpooledTemporaryFile(  # noqa: SIM115
             max_size=IN_MEMORY_BYTES, prefix="logwatch-report-")
         self._encode = json.JSONEncoder(ensure_ascii=False).encode  # as scan --json writes
-        # (order among the book's launches, summary, offset of its items in the file)
-        self._launches: list[tuple[tuple[int, int], LaunchSummary, int]] = []
+        self._launches: list[_Spooled] = []
         self._sources: dict[str, int] = {}  # the order sources were first seen
         # each source's launches in order: where each started, its snapshot's hash
         self._starts: dict[str, tuple[list[int], list[str]]] = {}
@@ -67,36 +74,37 @@ class ReportSpool:
 
     @property
     def incidents(self) -> int:
-        return sum(summary.incidents for _, summary, _ in self._launches)
+        return sum(spooled.summary.incidents for spooled in self._launches)
 
     def add(self, launch: Launch) -> None:
         """Analyse an ended launch and spool its items; nothing of it is kept but its
         summary."""
         snapshot = self._resolver.for_launch(launch)
         self._resolver.forget(launch)
-        digest = snapshot.content_hash()
-        self.snapshots.setdefault(digest, snapshot.to_dict())
+        digest = self._recorded(snapshot)
         analysis = analyse(launch, snapshot)
         summary = summarise(analysis, digest)
-        lines = [self._encode(entry) for entry in own_incidents(analysis)]
+        incidents = "".join(self._encode(entry) + "\n" for entry in own_incidents(analysis))
+        diagnoses = []
         for entry in own_diagnoses(analysis):
             relative = entry.get("incident")
             if relative is not None:
                 entry["incident"] = _INCIDENT
-            lines.append(f"{'' if relative is None else relative}\t{self._encode(entry)}")
+            diagnoses.append(f"{'' if relative is None else relative}\t{self._encode(entry)}\n")
+        # a label may hold what a file name held that is not UTF-8 (lone surrogates): kept
+        # as they are, as scan --json writes them
+        written = incidents.encode(errors="surrogatepass")
         self._file.seek(0, 2)
         offset = self._file.tell()
         try:
-            # a label may hold what a file name held that is not UTF-8 (lone surrogates):
-            # kept as they are, as scan --json writes them
-            self._file.write("".join(line + "\n" for line in lines).encode(
-                errors="surrogatepass"))
+            self._file.write(written + "".join(diagnoses).encode(errors="surrogatepass"))
         except OSError as exc:  # not the input's fault: say where the spool is
             raise SpoolError(f"cannot keep the report in a temporary file in "
                              f"{tempfile.gettempdir()} ({exc.strerror or exc}); set TMPDIR "
                              "to a directory with space") from exc
         source = self._sources.setdefault(launch.source, len(self._sources))
-        self._launches.append(((source, launch.number), summary, offset))
+        self._launches.append(_Spooled((source, launch.number), summary, offset,
+                                       offset + len(written)))
         starts, digests = self._starts.setdefault(launch.source, ([], []))
         starts.append(launch.start_line)
         digests.append(digest)
@@ -108,9 +116,13 @@ class ReportSpool:
         index = bisect.bisect_right(lines, line) - 1
         if index >= 0:
             return digests[index]
-        snapshot = self._resolver.for_launch(None)
+        return self._recorded(self._resolver.for_launch(None))
+
+    def _recorded(self, snapshot: Snapshot) -> str:
+        """The snapshot's hash, the snapshot kept in the report's snapshots under it."""
         digest = snapshot.content_hash()
-        self.snapshots.setdefault(digest, snapshot.to_dict())
+        if digest not in self.snapshots:
+            self.snapshots[digest] = snapshot.to_dict()
         return digest
 
     def _read(self, offset: int, count: int) -> list[str]:
@@ -125,10 +137,10 @@ class ReportSpool:
         as core.report.triage.report_dict makes it with `lazy`, its items EncodedJson."""
         rank = {source: n for n, source in enumerate(order)}
         # the book's order (sources as first seen, launches in turn), then the report's
-        launches = sorted(self._launches, key=lambda launch: launch[0])
-        launches.sort(key=lambda launch: (rank.get(launch[1].source, 0), launch[1].start_line),
-                      reverse=True)
-        summaries = [summary for _, summary, _ in launches]
+        launches = sorted(self._launches, key=lambda spooled: spooled.order)
+        launches.sort(key=lambda spooled: (rank.get(spooled.summary.source, 0),
+                                           spooled.summary.start_line), reverse=True)
+        summaries = [spooled.summary for spooled in launches]
         placing = bases(summaries)
         # in the order the report names them, as report_dict records them
         for digest in dict.fromkeys(s.head["snapshot"] for s in summaries):
@@ -136,16 +148,15 @@ class ReportSpool:
         encode = self._encode
 
         def incident_items() -> Iterator[EncodedJson]:
-            for number, (_, summary, offset) in enumerate(launches):
+            for number, (_, summary, offset, _) in enumerate(launches):
                 tail = f', "launch": {number}, "snapshot": {encode(summary.head["snapshot"])}}}'
                 for text in self._read(offset, summary.incidents):
                     yield EncodedJson(text[:-1] + tail)
 
         def diagnosis_items() -> Iterator[EncodedJson]:
-            for number, (_, summary, offset) in enumerate(launches):
+            for number, (_, summary, _, offset) in enumerate(launches):
                 base = placing[number][0]
-                for line in self._read(offset, summary.incidents + summary.diagnoses)[
-                        summary.incidents:]:
+                for line in self._read(offset, summary.diagnoses):
                     relative, text = line.split("\t", 1)
                     if relative:
                         text = text.replace(_INCIDENT_TEXT,
@@ -153,7 +164,7 @@ class ReportSpool:
                     yield EncodedJson(f"{text[:-1]}, \"launch\": {number}}}")
 
         def root_incident(number: int) -> dict[str, Any]:
-            _, summary, offset = launches[number]
+            _, summary, offset, _ = launches[number]
             assert summary.root is not None
             text = self._read(offset, summary.root + 1)[-1]
             entry: dict[str, Any] = json.loads(text)

@@ -77,8 +77,6 @@ class LaunchSummary:
     relative to itself. Small, so a crash loop's thousands can be held while their
     incidents wait on disk (scan.report_spool)."""
 
-    source: str
-    start_line: int
     head: dict[str, Any]  # the entry's fields that do not depend on its place
     incidents: int
     diagnoses: int
@@ -88,12 +86,22 @@ class LaunchSummary:
     fatal: int  # fatal incidents
     errors: bool  # an incident of an error severity
 
+    @property
+    def source(self) -> str:
+        source: str = self.head["source"]
+        return source
+
+    @property
+    def start_line(self) -> int:
+        start_line: int = self.head["start_line"]
+        return start_line
+
 
 def summarise(analysis: LaunchAnalysis, digest: str) -> LaunchSummary:
     launch = analysis.launch
     root = analysis.root_incident
     return LaunchSummary(
-        launch.source, launch.start_line, {
+        {
             "source": launch.source, "number": launch.number,
             "start_line": launch.start_line, "last_line": launch.last_line,
             "seen_start": launch.seen_start,
