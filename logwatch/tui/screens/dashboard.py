@@ -19,6 +19,7 @@ from logwatch.tui.plan_text import plan_lines
 from logwatch.tui.render import SEVERITY_STYLE, TONE_STYLE, cell, plain, styled_lines
 from logwatch.tui.screens.base import AppScreen
 from logwatch.tui.widgets.connection_bar import ConnectionBar
+from logwatch.tui.widgets.fitted_table import fill
 
 TARGET_COLUMNS = ("target", "state", "root cause", "launch", "uptime", "vLLM", "GPU",
                   "scheme", "kernel", "MTP", "snapshot")  # what matters most on the left
@@ -48,7 +49,6 @@ class DashboardScreen(AppScreen):
         yield Footer(compact=True, show_command_palette=False)  # fits 80 columns (? lists ctrl+p)
 
     def on_mount(self) -> None:
-        self.query_one("#incidents", DataTable).add_columns(*INCIDENT_COLUMNS)
         self.query_one("#incidents", DataTable).focus()
         self.draw()
 
@@ -60,33 +60,30 @@ class DashboardScreen(AppScreen):
         board = self.lw.board
         targets = self.query_one("#targets", DataTable)
         keep = targets.cursor_row
-        targets.clear(columns=True)  # widths fit what is shown now, not what was
-        targets.add_columns(*TARGET_COLUMNS)
-        for row in board.targets:
-            targets.add_row(cell(row.target, "bold"),
-                            cell(row.state, TONE_STYLE[TONE.get(row.state, "idle")]),
-                            cell(row.cause, "red"), cell(row.launch), cell(row.uptime),
-                            cell(row.vllm), cell(row.gpu), cell(row.scheme),
-                            cell(row.kernel, "yellow" if row.kernel.startswith("Marlin")
-                                 else ""),
-                            cell(row.mtp, "red" if "not" in row.mtp.lower() else ""),
-                            cell(row.snapshot, "dim"))
+        rows: list[list[Text | str]] = [
+            [cell(row.target, "bold"), cell(row.state, TONE_STYLE[TONE.get(row.state, "idle")]),
+             cell(row.cause, "red"), cell(row.launch), cell(row.uptime), cell(row.vllm),
+             cell(row.gpu), cell(row.scheme),
+             cell(row.kernel, "yellow" if row.kernel.startswith("Marlin") else ""),
+             cell(row.mtp, "red" if "not" in row.mtp.lower() else ""),
+             cell(row.snapshot, "dim")] for row in board.targets]
         if not board.targets:
-            targets.add_row(cell("—", "dim"), cell("no launch recorded yet", "dim"),
-                            *[""] * (len(TARGET_COLUMNS) - 2))
+            rows.append([cell("—", "dim"), cell("no launch recorded yet", "dim"),
+                         *[""] * (len(TARGET_COLUMNS) - 2)])
+        fill(targets, TARGET_COLUMNS, rows)  # widths fit what is shown now, not what was
         targets.move_cursor(row=min(keep, max(0, targets.row_count - 1)))
         incidents = self.query_one("#incidents", DataTable)
         keep = incidents.cursor_row
-        incidents.clear()
+        shown: list[list[Text | str]] = []
         for incident in board.incidents:
             sev = ("ROOT " if incident.root_cause else "") + incident.severity
             style = SEVERITY_STYLE.get(incident.severity, "")
             if incident.severity == "info" and incident.diagnosis:
                 sev, style = "latent", "yellow"  # not a failure yet (a kernel vLLM chose)
-            incidents.add_row(cell(sev, style),
-                              cell(incident.target), cell(incident.signature, "bold"),
-                              cell(incident.diagnosis or incident.title), cell(incident.count),
-                              key=incident.id)
+            shown.append([cell(sev, style), cell(incident.target),
+                          cell(incident.signature, "bold"),
+                          cell(incident.diagnosis or incident.title), cell(incident.count)])
+        fill(incidents, INCIDENT_COLUMNS, shown, keys=[i.id for i in board.incidents])
         incidents.move_cursor(row=min(keep, max(0, incidents.row_count - 1)))
         self._draw_plan()
         self._draw_activity()

@@ -21,6 +21,7 @@ from logwatch.tui.board import timeline
 from logwatch.tui.render import cell
 from logwatch.tui.screens.base import AppScreen
 from logwatch.tui.widgets.connection_bar import ConnectionBar
+from logwatch.tui.widgets.fitted_table import fill
 
 CHART_ROWS = 8  # signatures on the chart: the root causes and the worst first
 
@@ -105,16 +106,17 @@ class HistoryScreen(AppScreen):
         except BackendError as exc:
             error.update(cell(str(exc), "bold red"))
             return
-        self.result = result
-        table = self.query_one("#result", DataTable)
-        table.clear(columns=True)
-        table.add_columns(*[cell(c) for c in result.columns])  # a Text: never markup
-        for row in result.rows:
-            table.add_row(*[cell(v) for v in row])
+        self.show(result)
         note = f"{len(result.rows):,} row(s)"
         if result.truncated:
             note += f" — cut: {result.truncated}"
         error.update(cell(note, "yellow" if result.truncated else "dim"))
+
+    def show(self, result: Rows) -> None:
+        """A query's rows in the table (every value a Text: never markup)."""
+        self.result = result
+        fill(self.query_one("#result", DataTable), [cell(c) for c in result.columns],
+             [[cell(v) for v in row] for row in result.rows])
 
     def action_export(self) -> None:
         if self.result is None:

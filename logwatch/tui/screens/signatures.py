@@ -14,6 +14,7 @@ from logwatch.tui.messages import SignaturesChanged
 from logwatch.tui.render import SEVERITY_STYLE, cell, plain
 from logwatch.tui.screens.base import AppScreen
 from logwatch.tui.widgets.connection_bar import ConnectionBar
+from logwatch.tui.widgets.fitted_table import fill
 
 COLUMNS = ("signature", "v", "status", "severity", "hits", "last hit", "title")
 
@@ -28,7 +29,7 @@ class SignaturesScreen(AppScreen):
         yield Footer(compact=True, show_command_palette=False)  # fits 80 columns (? lists ctrl+p)
 
     def on_mount(self) -> None:
-        self.query_one(DataTable).add_columns(*COLUMNS)
+        fill(self.query_one(DataTable), COLUMNS, [])
         if self.lw.signature_states is None:
             self.lw.load_signatures()
 
@@ -39,12 +40,10 @@ class SignaturesScreen(AppScreen):
         states = self.lw.signature_states
         head = self.query_one("#library", Static)
         table = self.query_one(DataTable)
-        table.clear()
-        if states is None:
-            head.update(Text("reading the library…", style="dim"))
-            return
-        if "error" in states:
-            head.update(cell(f"the library could not be read: {states['error']}", "red"))
+        if states is None or "error" in states:
+            fill(table, COLUMNS, [])
+            head.update(Text("reading the library…", style="dim") if states is None else
+                        cell(f"the library could not be read: {states['error']}", "red"))
             return
         signatures = states.get("signatures") or []
         hits = states.get("hits") or {}
@@ -55,13 +54,15 @@ class SignaturesScreen(AppScreen):
             title.append(" · ")
             title.append(cell(f"{at:%H:%M:%S} {what}", "green" if loaded else "bold red"))
         head.update(title)
+        rows: list[list[Text | str]] = []
         for s in sorted(signatures, key=lambda s: -int((hits.get(s["id"]) or {})
                                                        .get("hits") or 0)):
             hit = hits.get(s["id"]) or {}
             status = "DISABLED" if s.get("disabled") else s["status"]
-            table.add_row(cell(s["id"], "bold"), cell(s["version"]),
-                          cell(status, "bold red" if s.get("disabled") else
-                               "dim" if s["status"] != "stable" else ""),
-                          cell(s["severity"], SEVERITY_STYLE.get(s["severity"], "")),
-                          cell(hit.get("hits") or 0), cell(plain(hit.get("last"))),
-                          cell(s["title"]))
+            rows.append([cell(s["id"], "bold"), cell(s["version"]),
+                         cell(status, "bold red" if s.get("disabled") else
+                              "dim" if s["status"] != "stable" else ""),
+                         cell(s["severity"], SEVERITY_STYLE.get(s["severity"], "")),
+                         cell(hit.get("hits") or 0), cell(plain(hit.get("last"))),
+                         cell(s["title"])])
+        fill(table, COLUMNS, rows)
