@@ -239,3 +239,37 @@ def test_a_traceback_logged_again_is_assembled_from_memory(library: Library) -> 
     assert fast == spans(full=True)
     assert [f[1] for f in fast] == [301, 605]
     assert read == [302, 303, 304]  # the first traceback's lines only
+
+
+def test_a_line_nothing_can_join_is_reported_at_once(library: Library) -> None:
+    """uvicorn's `INFO:     Finished server process [N]` has no logger header and does not
+    end in ":", so no line can join its record (Assembler.may_go_on): at the live edge it is
+    reported at once. It used to wait for a later line of its writer, up to 200 lines."""
+    scanner = BlockScanner(Matcher(library.signatures), "t", REF)
+    other = b"(APIServer pid=2) INFO 10-14 10:00:00 [launcher.py:1] route /health\n"
+    found = scanner.feed(b"INFO:     Finished server process [51000]\n" + other * 3)
+    assert [f.signature.id for f in found] == ["lifecycle.shutdown"]
+    assert scanner.holding is None
+
+
+@pytest.mark.parametrize("engine", ENGINES)
+def test_a_traceback_after_an_ordinary_line_of_its_writer_reads_no_wide_window(
+        library: Library, engine: str) -> None:
+    """A traceback's head joins the record before it only after "Process X:", a chain
+    marker or a line ending in ":"; after a logger line of its process it opens a record
+    whatever came before, so the window around it is not widened over the 200 lines before
+    it. The findings are the full pipeline's."""
+    writer = b"(APIServer pid=7) "
+    logged = writer + b"INFO 10-14 10:00:00 [loader.py:1] loading shard\n"
+    data = (logged * 300 + b"".join(writer + text + b"\n" for text in (
+        b"Traceback (most recent call last):",
+        b'  File "/x/vllm/worker.py", line 240, in load_model',
+        b"    self.model_runner.load_model()",
+        b"RuntimeError: size_n = 40 is not divisible by tile_n_size = 64"))
+        + logged * 300)
+    scanner = BlockScanner(roomy_matcher(library, engine), "t", REF)
+    found = scanner.feed(data) + scanner.finish()
+    full = BlockScanner(roomy_matcher(library, engine), "t", REF, full=True)
+    assert [(f.signature.id, f.lineno, f.record_lineno) for f in found] == [
+        (f.signature.id, f.lineno, f.record_lineno) for f in full.feed(data) + full.finish()]
+    assert found and scanner.stats.lines_parsed < 40

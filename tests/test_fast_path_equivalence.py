@@ -329,3 +329,72 @@ def test_a_finding_crosses_between_processes_whole(library: Library) -> None:
         assert new.signature is signatures[old.signature.id]
         assert new.record.lines.index(new.matched) == old.record.lines.index(old.matched)
         assert new.evidence == old.evidence
+
+
+# What decides whether a line joins the record before it without a logger header
+# (assemble._continues): a traceback's head, "Process X:", chain markers, blank lines, lines
+# ending in ":", frames, exception lines, torch's trailers. (Not pydantic's ValidationError
+# head: every line after it joins until its error text ends.)
+JOIN_GRAMMAR = (
+    "Traceback (most recent call last):",
+    '  File "/x/vllm/worker.py", line 240, in load_model',
+    "    self.model_runner.load_model()",
+    "RuntimeError: size_n = 40 is not divisible by tile_n_size = 64",
+    "",
+    "The above exception was the direct cause of the following exception:",
+    "During handling of the above exception, another exception occurred:",
+    "Process EngineCore_DP0:",
+    "INFO:     Finished server process [51000]",
+    "Exception in thread loader:",
+    "  Value error, max_num_batched_tokens (8) is smaller than max_model_len (64) "
+    "[type=value_error, input_value=ArgsKwargs((), {}), input_type=ArgsKwargs]",
+    "frame #0: c10::Error::Error(c10::SourceLocation)",
+    "ValueError: The checkpoint you are trying to load has model type `deepseek_v3`",
+    "loading weights",
+    "INFO 10-14 10:00:00 [loader.py:1] loading shard",
+    "ERROR 10-14 10:00:00 [core.py:1] EngineCore failed to start.",
+)
+
+
+@pytest.mark.parametrize("seed", range(24))
+def test_lines_without_a_header_join_as_the_full_pipeline_joins_them(library: Library,
+                                                                     seed: int) -> None:
+    """Random lines of that grammar from two writers (unprefixed and one process prefix),
+    and tracebacks after a line of it and blank lines, with other processes' lines and
+    stretches of traffic between: every record the fast paths settle (a
+    line nothing can join, a traceback that opens a record) is the full pipeline's."""
+    rng = random.Random(seed)
+    lines: list[str] = []
+
+    def other_process() -> None:  # another process between: what joins may be lines back
+        if rng.random() < 0.4:
+            lines.extend(["(Worker pid=9) INFO 10-14 10:00:00 [worker.py:1] step"]
+                         * rng.randint(1, 8))
+
+    for _ in range(300):
+        if rng.random() < 0.03:
+            lines += ['INFO:     10.0.0.1:4000 - "GET /health HTTP/1.1" 200 OK'] * rng.choice(
+                (5, 30, 90))
+        writer = rng.choice(("", "(APIServer pid=7) "))
+        if rng.random() < 0.5:
+            lines.append(writer + rng.choice(JOIN_GRAMMAR))
+            other_process()
+            continue
+        # a line that may open the way for a traceback, blank lines, then the traceback
+        lines.append(writer + rng.choice(JOIN_GRAMMAR[4:]))
+        for _ in range(rng.choice((0, 0, 1, 3, 6))):
+            lines.append(writer)
+            other_process()
+        for text in JOIN_GRAMMAR[:4]:
+            lines.append(writer + text)
+            other_process()
+    data = ("\n".join(lines) + "\n").encode()
+    # a record longer than the context kept around a hit (200 lines each way; chained
+    # tracebacks with blank lines between grow so) is cut there by design: left out
+    long = {f[:2] for f in spans(data, library, 8 << 20, full=True) if f[3] - f[2] > 150}
+    reference = [f for f in spans(data, library, 8 << 20, full=True) if f[:2] not in long]
+    assert len(reference) > 50 and len(long) < len(reference) / 4
+    for block in (997, 65536):
+        fast = [f for f in spans(data, library, block, full=False) if f[:2] not in long]
+        assert fast == reference, block
+

@@ -224,6 +224,17 @@ class Assembler:
             self._close(current.record)
         self._open[key] = _Open(Record([line]), _state_after_first(line))
 
+    def may_go_on(self, record: Record) -> bool:
+        """Whether a line fed later could still join `record`: it is open, and a line exists
+        that continues it (`_continues`). A plain record of a writer without a logger header
+        whose line does not end in ":" takes no line at all, so it is over as it stands."""
+        current = self._open.get(record.lines[0].stream_key)
+        if current is None or current.record is not record:
+            return False
+        last = record.lines[-1]
+        return not (current.state == "plain" and last.kind != "vllm"
+                    and not last.message.rstrip().endswith(":"))
+
     def open_records(self) -> list[Record]:
         """The records still open, left open: feeding more lines may extend them. (With
         `ordered=False` and no wrap width, `feed`'s records and these are all there is.)"""

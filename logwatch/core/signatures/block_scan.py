@@ -353,7 +353,7 @@ class BlockScanner:
             done.extend(r for ln in added for r in assembler.feed(ln))
             records = done + assembler.open_records()
             record = next(r for r in records if any(ln.lineno == hit[0] for ln in r.lines))
-            closed = _closed_in(record, window, lines)
+            closed = _closed_in(record, window, lines) or not assembler.may_go_on(record)
             if high == lines.last and not final and not closed:
                 return None, False  # it may go on in data not read yet
             widen_before = (low > lines.first and before < CONTEXT_BEFORE
@@ -541,9 +541,16 @@ def _opens_cleanly(record: Record, window: list[ParsedLine], lines: BufferLines)
         return _header_absent(lines, first, before=True)
     message = first.message
     if (previous is None or not message.strip() or message[:1] in (" ", "\t")
-            or starts_traceback(message) or message.startswith(CHAIN_MARKERS)
-            or message.startswith(TRAILERS)):
+            or message.startswith(CHAIN_MARKERS) or message.startswith(TRAILERS)):
         return False
+    if starts_traceback(message):
+        # a traceback's head joins the record before it only after a line of the same
+        # logger call, "Process X:", a chain marker (and blank lines after it) or a line
+        # ending in ":" (assemble._continues): after any other line, whatever came before
+        # that line, it opens a record
+        before = previous.message.strip()
+        return previous.kind == "vllm" or (bool(before) and not before.endswith(":")
+                                           and not before.startswith(CHAIN_MARKERS))
     # without a header, a line after an indented frame may be that traceback's last line
     return bool(previous.message.strip()) and previous.message[:1] not in (" ", "\t")
 
