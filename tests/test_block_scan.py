@@ -273,3 +273,38 @@ def test_a_traceback_after_an_ordinary_line_of_its_writer_reads_no_wide_window(
     assert [(f.signature.id, f.lineno, f.record_lineno) for f in found] == [
         (f.signature.id, f.lineno, f.record_lineno) for f in full.feed(data) + full.finish()]
     assert found and scanner.stats.lines_parsed < 40
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_holding_finds_the_lines_may_hold_takes(seed: int) -> None:
+    """BufferLines.holding, one search over a range, answers as asking `may_hold` of each
+    line does: lines with every token of the writer, lines that colour or JSON may rewrite,
+    lines parsed already; ranges cut anywhere, tokens on a range's first or last line."""
+    import random
+
+    from logwatch.core.lines import buffer_lines
+    rng = random.Random(seed)
+    texts = [b"(APIServer pid=101) INFO 10-14 10:00:00 [a.py:1] up",
+             b"(APIServer pid=102) INFO 10-14 10:00:00 [a.py:1] pid=101 APIServer elsewhere",
+             b"(APIServer pid=101) Traceback (most recent call last):",
+             b"(EngineCore pid=101) RuntimeError: x", b"APIServer", b"", b"pid=",
+             b"\x1b[0;36m(APIServer pid=101)\x1b[0;0m INFO up",
+             b'{"log": "(APIServer pid=101) INFO up"}', b"101 101 101"]
+    plain = texts[:7] + texts[9:]  # and in half the buffers no line is rewritten at all
+    buf = b"\n".join(rng.choice(texts if seed % 2 and rng.random() < 0.1 else plain)
+                     for _ in range(120)) + b"\n"
+    last = buf.count(b"\n")
+    tokens = (b"pid=", b"101", b"APIServer")
+    scanner = BlockScanner(Matcher([]), "t", REF)
+    anchor = (1, 0)
+    for _ in range(40):
+        low = rng.randint(1, last)
+        high = rng.randint(low - 1, min(last, low + 60))
+        lines = buffer_lines.BufferLines(scanner, buf, 1, last, True)
+        lines.cache = {n: lines.get(n, anchor) for n in rng.sample(range(1, last + 1), 5)}
+        each = [n for n in range(low, high + 1) if lines.may_hold(n, anchor, tokens)]
+        fresh = buffer_lines.BufferLines(scanner, buf, 1, last, True)
+        fresh.cache = lines.cache
+        assert fresh.holding(low, high, anchor, tokens) == each, (low, high)
+        for n in each:  # the lines it names are read where they are
+            assert fresh.get(n, anchor).raw == buf.split(b"\n")[n - 1].decode()

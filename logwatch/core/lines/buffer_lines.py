@@ -149,6 +149,33 @@ class BufferLines:
         return (all(self.buf.find(token, start, end) >= 0 for token in tokens)
                 or not self.plain(lineno, lineno, anchor))
 
+    def holding(self, low: int, high: int, anchor: tuple[int, int],
+                tokens: tuple[bytes, ...]) -> list[int]:
+        """The lines low..high that `may_hold` takes, in order. Where those lines are all
+        `plain`, one search for the longest token over their bytes finds them, instead of a
+        look at each line (a window widened over other writers' lines)."""
+        if low > high:
+            return []
+        buf = self.buf
+        start, end = self._offset(low, anchor), self._end(high, anchor)
+        if REWRITTEN.search(buf, start, end) is not None:
+            return [n for n in range(low, high + 1) if self.may_hold(n, anchor, tokens)]
+        found = {n for n in self.cache if low <= n <= high}
+        key = max(tokens, key=len)
+        line, counted = low, start  # the line that holds offset `counted`
+        at = buf.find(key, start, end)
+        while at >= 0:
+            line += buf.count(b"\n", counted, at)
+            line_start = max(buf.rfind(b"\n", start, at) + 1, start)
+            line_end = buf.find(b"\n", at, end)
+            line_end = end if line_end < 0 else line_end
+            if all(buf.find(token, line_start, line_end) >= 0 for token in tokens):
+                found.add(line)
+                self._starts[line] = line_start
+            counted = at
+            at = buf.find(key, line_end, end)
+        return sorted(found)
+
     def may_be_unprefixed(self, lineno: int, anchor: tuple[int, int]) -> bool:
         """Whether a line may be the unprefixed writer's (stream ("raw",)): one that starts
         with a process prefix (`(Name pid=N) `) is not, unless a carriage return inside it

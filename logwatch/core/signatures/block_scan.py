@@ -9,7 +9,6 @@ gives. `full=True` runs the per-line pipeline everywhere (hard-wrapped logs, cro
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Final, Literal
@@ -323,12 +322,14 @@ class BlockScanner:
         own = lines.get(hit[0], hit)
         tokens = writer_tokens(own)
         # Only the hit line's writer's lines can join its record: those told from others' by
-        # their bytes (BufferLines.may_hold, may_be_unprefixed) are left out
-        keep: Callable[[int], bool] | None = None
-        if tokens:
-            keep = lambda n: lines.may_hold(n, hit, tokens)  # noqa: E731
-        elif own.stream_key == ("raw",):
-            keep = lambda n: lines.may_be_unprefixed(n, hit)  # noqa: E731
+        # their bytes (BufferLines.holding, may_be_unprefixed) are left out
+        def chosen(first: int, last: int) -> list[int]:
+            if tokens:
+                return lines.holding(first, last, hit, tokens)
+            if own.stream_key == ("raw",):
+                return [n for n in range(first, last + 1) if lines.may_be_unprefixed(n, hit)]
+            return list(range(first, last + 1))
+
         # The lines chosen are kept as the window widens; widened after only, the assembler
         # goes on from what it was fed (the same lines in the same order leave it as one fed
         # them all at once); widened before, it is fed them all again.
@@ -339,10 +340,11 @@ class BlockScanner:
         while True:
             low = max(lines.first, hit[0] - before)
             high = min(hit[0] + after, lines.last)
-            head = [lines.get(n, hit) for n in range(low, fed[0])
-                    if keep is None or keep(n)]
-            tail = [lines.get(n, hit) for n in range(fed[1] + 1, high + 1)
-                    if keep is None or n == hit[0] or keep(n)]
+            head = [lines.get(n, hit) for n in chosen(low, fed[0] - 1)]
+            later = chosen(fed[1] + 1, high)
+            if fed[1] < hit[0] and hit[0] not in later:  # the hit line, whatever its bytes
+                later = sorted([*later, hit[0]])
+            tail = [lines.get(n, hit) for n in later]
             fed = (low, high)
             if head:
                 window = head + window + tail
