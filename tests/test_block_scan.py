@@ -277,9 +277,10 @@ def test_a_traceback_after_an_ordinary_line_of_its_writer_reads_no_wide_window(
 
 @pytest.mark.parametrize("seed", range(20))
 def test_holding_finds_the_lines_may_hold_takes(seed: int) -> None:
-    """BufferLines.holding, one search over a range, answers as asking `may_hold` of each
-    line does: lines with every token of the writer, lines that colour or JSON may rewrite,
-    lines parsed already; ranges cut anywhere, tokens on a range's first or last line."""
+    """BufferLines.holding, searches over a range, answers as asking `may_hold` of each
+    line does: lines with every token of the writer, lines that unwrapping may rewrite
+    (colour, JSON, markup, a tag cut at the line's end), lines parsed already; ranges cut
+    anywhere, tokens on a range's first or last line."""
     import random
 
     from logwatch.core.lines import buffer_lines
@@ -289,9 +290,12 @@ def test_holding_finds_the_lines_may_hold_takes(seed: int) -> None:
              b"(APIServer pid=101) Traceback (most recent call last):",
              b"(EngineCore pid=101) RuntimeError: x", b"APIServer", b"", b"pid=",
              b"\x1b[0;36m(APIServer pid=101)\x1b[0;0m INFO up",
-             b'{"log": "(APIServer pid=101) INFO up"}', b"101 101 101"]
-    plain = texts[:7] + texts[9:]  # and in half the buffers no line is rewritten at all
-    buf = b"\n".join(rng.choice(texts if seed % 2 and rng.random() < 0.1 else plain)
+             b'{"log": "(APIServer pid=101) INFO up"}', b"101 101 101",
+             b"(APIServer pid=101) ends in <font", b"ends in <font",
+             b"APIServer pid=101 **bold** &lt;b&gt;",
+             b"(APIServer pid=101) `code` ^[[0m"]
+    plain = texts[:7] + texts[9:10]  # and in half the buffers no line is rewritten at all
+    buf = b"\n".join(rng.choice(texts if seed % 2 and rng.random() < 0.3 else plain)
                      for _ in range(120)) + b"\n"
     last = buf.count(b"\n")
     tokens = (b"pid=", b"101", b"APIServer")

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import importlib
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from datetime import datetime
 from typing import Protocol
 
@@ -151,29 +151,31 @@ class BufferLines:
 
     def holding(self, low: int, high: int, anchor: tuple[int, int],
                 tokens: tuple[bytes, ...]) -> list[int]:
-        """The lines low..high that `may_hold` takes, in order. Where those lines are all
-        `plain`, one search for the longest token over their bytes finds them, instead of a
-        look at each line (a window widened over other writers' lines)."""
+        """The lines low..high that `may_hold` takes, in order, found by searching their
+        bytes for the writer's longest token and for what unwrapping rewrites, instead of a
+        look at each line (a window widened over other writers' lines): lines parsed
+        already, lines with every token, lines that are not `plain`."""
         if low > high:
             return []
-        buf = self.buf
+        buf, rewritten = self.buf, REWRITTEN
         start, end = self._offset(low, anchor), self._end(high, anchor)
-        if REWRITTEN.search(buf, start, end) is not None:
-            return [n for n in range(low, high + 1) if self.may_hold(n, anchor, tokens)]
         found = {n for n in self.cache if low <= n <= high}
         key = max(tokens, key=len)
-        line, counted = low, start  # the line that holds offset `counted`
-        at = buf.find(key, start, end)
-        while at >= 0:
-            line += buf.count(b"\n", counted, at)
-            line_start = max(buf.rfind(b"\n", start, at) + 1, start)
-            line_end = buf.find(b"\n", at, end)
-            line_end = end if line_end < 0 else line_end
+        for line, line_start, line_end in _lines_where(
+                buf, low, start, end, lambda at: buf.find(key, at, end)):
             if all(buf.find(token, line_start, line_end) >= 0 for token in tokens):
                 found.add(line)
                 self._starts[line] = line_start
-            counted = at
-            at = buf.find(key, line_end, end)
+
+        def rewrite_at(at: int) -> int:
+            match = rewritten.search(buf, at, end)
+            return -1 if match is None else match.start()
+
+        for line, line_start, line_end in _lines_where(buf, low, start, end, rewrite_at):
+            # a match found over several lines may reach past this one: the line decides
+            if rewritten.search(buf, line_start, line_end) is not None:
+                found.add(line)
+                self._starts[line] = line_start
         return sorted(found)
 
     def may_be_unprefixed(self, lineno: int, anchor: tuple[int, int]) -> bool:
@@ -246,6 +248,24 @@ REWRITTEN = re.compile(
 # starts with `(`): never the unprefixed writer's. ASCII names only, as long as those
 # expressions take them; anything else may be unprefixed.
 PROCESS_PREFIX = re.compile(rb"\([A-Za-z_][\w.-]{0,80} pid=\d+\) ")
+
+
+def _lines_where(buf: bytes, first: int, start: int, end: int, next_at: Callable[[int], int]
+                 ) -> Iterator[tuple[int, int, int]]:
+    """(number, start, end) of each line of buf[start:end] (its first line numbered `first`)
+    where `next_at(offset)` finds something at or after `offset`, once per line, in order."""
+    line, counted = first, start  # the line that holds offset `counted`
+    at = next_at(start)
+    while at >= 0:
+        line += buf.count(b"\n", counted, at)
+        line_start = max(buf.rfind(b"\n", start, at) + 1, start)
+        line_end = buf.find(b"\n", at, end)
+        line_end = end if line_end < 0 else line_end
+        yield line, line_start, line_end
+        counted = at
+        if line_end >= end:
+            return
+        at = next_at(line_end + 1)
 
 
 def joiners_of(buf: bytes) -> dict[bytes, list[int]]:
