@@ -13,6 +13,7 @@ import io
 import random
 from datetime import datetime
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -250,10 +251,13 @@ def test_fast_paths_give_the_same_incidents(library: Library, tmp_path: Path) ->
 
 
 @pytest.mark.slow
+@pytest.mark.parametrize("share", [None, 0.3])
 def test_two_processes_report_what_one_does(library: Library, tmp_path: Path,
-                                            monkeypatch: pytest.MonkeyPatch) -> None:
+                                            monkeypatch: pytest.MonkeyPatch,
+                                            share: float | None) -> None:
     """A file cut in two for two processes: the same report as one process gives, wherever
-    the cut falls (each half reads on past it as far as a record reaches)."""
+    the cut falls (each half reads on past it as far as a record reaches): where the first
+    part's timing puts it, or as early as it may fall."""
     from logwatch.core.signatures import block_scan
     from logwatch.scan import parallel
 
@@ -266,7 +270,16 @@ def test_two_processes_report_what_one_does(library: Library, tmp_path: Path,
     monkeypatch.setattr(parallel, "SPLIT_MIN_BYTES", 0)
     cuts = []
     find_cut = parallel._find_cut
-    monkeypatch.setattr(parallel, "_find_cut", lambda *a: cuts.append(find_cut(*a)) or cuts[-1])
+
+    def cut_at(stream: Any, size: int, part: float = 0.5) -> int:
+        cut = find_cut(stream, size, part)
+        if part >= parallel.MIN_FIRST_SHARE:  # the cut, not the first part's end
+            cuts.append(cut)
+        return cut
+
+    monkeypatch.setattr(parallel, "_find_cut", cut_at)
+    if share is not None:
+        monkeypatch.setattr(parallel, "first_share", lambda *_: share)
     log = tmp_path / "dense.log"
     for seed in (4, 5, 6):
         log.write_bytes(generated_log(seed, 400))
@@ -398,3 +411,15 @@ def test_lines_without_a_header_join_as_the_full_pipeline_joins_them(library: Li
         fast = [f for f in spans(data, library, block, full=False) if f[:2] not in long]
         assert fast == reference, block
 
+
+
+def test_the_cut_leaves_the_process_that_records_the_smaller_half() -> None:
+    """first_share: the process that also takes in every finding scans less of the file,
+    the denser its findings; never less than 30%, never more than half."""
+    from logwatch.scan.parallel import FINDINGS_PER_MB_AT_PAR, first_share
+
+    assert first_share(0, 8_000_000) == 0.5 and first_share(5, 0) == 0.5
+    assert first_share(8 * FINDINGS_PER_MB_AT_PAR, 8_000_000) == pytest.approx(1 / 3)
+    assert first_share(10**6, 8_000_000) == 0.3
+    assert 0.49 < first_share(5, 8_000_000) < 0.5  # a serving log: a finding a MB or so
+    assert first_share(1000, 8_000_000) > first_share(2000, 8_000_000)
