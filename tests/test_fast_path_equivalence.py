@@ -268,16 +268,14 @@ def test_two_processes_report_what_one_does(library: Library, tmp_path: Path,
     monkeypatch.setattr(parallel, "REACH_LINES", 4 * (20 + 20))
     monkeypatch.setattr(parallel, "REACH_BYTES", 8 * 2048)
     monkeypatch.setattr(parallel, "SPLIT_MIN_BYTES", 0)
-    cuts = []
-    find_cut = parallel._find_cut
+    merged = []  # the parent takes in the child's half: a scan that was split
+    merge_second = parallel._merge_second
 
-    def cut_at(stream: Any, size: int, part: float = 0.5) -> int:
-        cut = find_cut(stream, size, part)
-        if part >= parallel.MIN_FIRST_SHARE:  # the cut, not the first part's end
-            cuts.append(cut)
-        return cut
+    def merging(*args: Any) -> Any:
+        merged.append(1)
+        return merge_second(*args)
 
-    monkeypatch.setattr(parallel, "_find_cut", cut_at)
+    monkeypatch.setattr(parallel, "_merge_second", merging)
     if share is not None:
         monkeypatch.setattr(parallel, "first_share", lambda *_: share)
     log = tmp_path / "dense.log"
@@ -295,7 +293,7 @@ def test_two_processes_report_what_one_does(library: Library, tmp_path: Path,
             assert two[key] == one[key], (seed, key)
         for key in ("lines", "bytes", "findings", "matched_lines"):
             assert two["stats"][key] == one["stats"][key], (seed, key)
-    assert len(cuts) == 3 and all(cuts)
+    assert len(merged) == 3
 
 
 @pytest.mark.parametrize("text", [
@@ -423,3 +421,62 @@ def test_the_cut_leaves_the_process_that_records_the_smaller_half() -> None:
     assert first_share(10**6, 8_000_000) == 0.3
     assert 0.49 < first_share(5, 8_000_000) < 0.5  # a serving log: a finding a MB or so
     assert first_share(1000, 8_000_000) > first_share(2000, 8_000_000)
+
+
+def test_two_processes_count_each_match_timeout_once(library: Library, tmp_path: Path,
+                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    """Patterns that ran over their budget in the part scanned before the child was forked
+    are counted once, as one process counts them (the child came with a copy of the
+    count, and the parent adds what the child sends)."""
+    from logwatch.core.signatures import matcher as matcher_module
+    from logwatch.scan import parallel
+
+    search = matcher_module._search_within
+
+    def running_over(compiled: Any, message: str, start: int, budget: list[float]) -> Any:
+        if "RUNS-OVER" in message:
+            raise TimeoutError("a pattern that ran over its budget")
+        return search(compiled, message, start, budget)
+
+    monkeypatch.setattr(matcher_module, "_search_within", running_over)
+    monkeypatch.setattr(parallel, "SPLIT_MIN_BYTES", 0)
+    lines = [f"(APIServer pid=7) INFO 11-29 10:00:00 [a.py:1] step {i} " + "x" * 40
+             for i in range(40_000)]
+    for i in (10, 20, 30):  # in the first part, scanned before the fork
+        lines[i] = ("RuntimeError: CUDA error: an illegal memory access was encountered "
+                    "RUNS-OVER")
+    log = tmp_path / "slow.log"
+    log.write_text("\n".join(lines) + "\n")
+    inputs = resolve_inputs([str(log)])
+    one = scan_inputs(inputs, library, mode="prefilter", jobs=1,
+                      matcher=roomy_matcher(library, ENGINE))
+    two = scan_inputs(inputs, library, mode="prefilter", jobs=2,
+                      matcher=roomy_matcher(library, ENGINE))
+    assert one["stats"]["match_timeouts"]
+    assert two["stats"]["match_timeouts"] == one["stats"]["match_timeouts"]
+
+
+def test_a_file_with_no_line_end_to_cut_at_is_scanned_by_one_process(
+        library: Library, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """No newline near the middle (a 4 MB line there): the split is given up before anything
+    is read, and the caller scans the file alone, with everything it reports (the fault
+    of logwatch's on one record is told, as with --jobs 1)."""
+    from logwatch.core.signatures import block_scan
+    from logwatch.scan import parallel
+
+    settle = block_scan.BlockScanner._settle_hit
+
+    def failing(self: Any, lines: Any, hit: Any, forced: Any, literals: Any) -> Any:
+        if "BREAKS-THE-SCANNER" in lines.get(hit[0], hit).raw:
+            raise ValueError("a fault of logwatch's")
+        return settle(self, lines, hit, forced, literals)
+
+    monkeypatch.setattr(block_scan.BlockScanner, "_settle_hit", failing)
+    monkeypatch.setattr(parallel, "SPLIT_MIN_BYTES", 0)
+    log = tmp_path / "long-line.log"
+    log.write_text("RuntimeError: CUDA error: an illegal memory access was encountered "
+                   "BREAKS-THE-SCANNER\n" + "hello\n" * 40_000 + "y" * 4_000_000 + "\n")
+    inputs = resolve_inputs([str(log)])
+    reports = [scan_inputs(inputs, library, mode="prefilter", jobs=jobs,
+                           matcher=roomy_matcher(library, ENGINE)) for jobs in (1, 2)]
+    assert reports[0]["scan_faults"] and reports[1]["scan_faults"] == reports[0]["scan_faults"]

@@ -153,6 +153,9 @@ def _second_half(path: str, matcher: Matcher, label: str, reference: datetime,
                  lead: int, cut: int, size: int, spool: IO[bytes]) -> None:
     """The child: scan from the lead-in on, spool findings after the cut, its lines numbered
     from CHILD_FIRST_LINE at the lead-in (the cut's line number is spooled first)."""
+    # the parent's counts from its first part came along in the fork: it adds ours to them
+    matcher.timeouts.clear()
+    matcher.pattern_timeouts.clear()
     with open(path, "rb") as stream:
         scanner = BlockScanner(matcher, label, reference, start_line=CHILD_FIRST_LINE,
                                whole_input=True)
@@ -235,20 +238,17 @@ def scan_split(path: str, matcher: Matcher, label: str, reference: datetime, siz
 def _scan_halves(path: str, matcher: Matcher, label: str, reference: datetime, size: int,
                  record: Callable[[list[Finding]], None]) -> ScanStats | None:
     with open(path, "rb") as stream:
+        middle = _find_cut(stream, size)
+        if not middle:
+            return None  # nothing scanned: the caller scans the file alone
         first = BlockScanner(matcher, label, reference, whole_input=True)
-        # a first part scanned alone: where to cut (first_share)
+        # a first part scanned alone (it ends at or before the middle): where to cut
         probed = _find_cut(stream, size, 1 / PROBE_PARTS)
         for block in _blocks(stream, 0, probed):
             record(first.feed(block))
         cut = _find_cut(stream, size, first_share(first.stats.findings, probed)) if probed else 0
-        cut = cut or _find_cut(stream, size)
-        if cut <= probed:
-            if not probed:
-                return None
-            for block in _blocks(stream, probed, size):  # no line end to cut at: alone
-                record(first.feed(block))
-            record(first.finish())
-            return first.stats
+        if cut < probed or not cut:
+            cut = middle
         lead, tail = _reach(stream, cut, False, size), _reach(stream, cut, True, size)
         with tempfile.TemporaryFile(prefix="logwatch-split-") as spool:
             child = multiprocessing.get_context("fork").Process(
