@@ -312,3 +312,38 @@ def test_holding_finds_the_lines_may_hold_takes(seed: int) -> None:
         assert fresh.holding(low, high, anchor, tokens) == each, (low, high)
         for n in each:  # the lines it names are read where they are
             assert fresh.get(n, anchor).raw == buf.split(b"\n")[n - 1].decode()
+
+
+@pytest.mark.parametrize("seed", range(10))
+def test_a_range_read_without_colour_codes_is_its_bytes_less_the_codes(seed: int) -> None:
+    """BufferLines.decoloured: the buffer without its ANSI colour codes, and where a range
+    of it is there: the range's own bytes less its codes; a range cut inside a code starts
+    or ends where the code was; None for a range with colour in another form."""
+    import random
+
+    from logwatch.core.lines import buffer_lines
+    rng = random.Random(seed)
+    pieces = [b"\x1b[0;36m(APIServer pid=1)\x1b[0;0m ", b"\x1b[32mINFO\x1b[0m ", b"plain text ",
+              b"\n", b"[model] ", b"\x1b[m", b"x" * 7]
+    odd = [b"[0;36m", b"^[[0m", b"\\u001b[90m", b"\x1b[K"]
+    buf = b"".join(rng.choice(pieces) for _ in range(300))
+    codes = [(m.start(), m.end()) for m in buffer_lines.SGR.finditer(buf)]
+    inside = {at for start, end in codes for at in range(start + 1, end)}
+    lines = buffer_lines.BufferLines(BlockScanner(Matcher([]), "t", REF), buf, 1,
+                                     buf.count(b"\n"), True)
+    for _ in range(200):
+        low = rng.choice([at for at in range(len(buf) + 1) if at not in inside])
+        high = rng.choice([at for at in range(low, len(buf) + 1) if at not in inside])
+        found = lines.decoloured(low, high)
+        assert found is not None
+        text, start, end = found
+        assert text[start:end] == buffer_lines.SGR.sub(b"", buf[low:high])
+    for start, end in codes[:20]:
+        for at in range(start, end):
+            assert lines.decoloured(at, len(buf)) == lines.decoloured(start, len(buf))
+    for other in odd:  # colour in another form, or another sequence: not read so
+        spoiled = buf[:100] + other + buf[100:]
+        spoiled_lines = buffer_lines.BufferLines(BlockScanner(Matcher([]), "t", REF), spoiled,
+                                                 1, spoiled.count(b"\n"), True)
+        assert spoiled_lines.decoloured(0, len(spoiled)) is None
+        assert spoiled_lines.decoloured(100 + len(other) + 60, len(spoiled)) is not None

@@ -480,3 +480,77 @@ def test_a_file_with_no_line_end_to_cut_at_is_scanned_by_one_process(
     reports = [scan_inputs(inputs, library, mode="prefilter", jobs=jobs,
                            matcher=roomy_matcher(library, ENGINE)) for jobs in (1, 2)]
     assert reports[0]["scan_faults"] and reports[1]["scan_faults"] == reports[0]["scan_faults"]
+
+
+def _coloured(rng: random.Random, process: str, level: str, ts: str, tag: str,
+              message: str) -> str:
+    """A logger line as vLLM's colour formatter prints it, or with its colour in another
+    form (a remnant without the escape, the caret form, escaped in JSON); some behind docker
+    compose's prefix. (Not plain: a plain line's neighbourhood is searched for its header
+    in raw bytes, where a coloured line under it does not show it. That gap is older than
+    the coloured path, and a logger prints all its lines coloured or none.)"""
+    form = rng.choice(("esc", "esc", "esc", "remnant", "caret", "json", "odd"))
+    esc = {"esc": "\x1b", "remnant": "", "caret": "^[", "json": "\\u001b", "odd": "\x1b"}[form]
+    if form == "odd":  # the escape of another terminal sequence in the header
+        line = f"\x1b[0;36m{process}\x1b[0;0m \x1b[K{level} {ts} {tag} {message}"
+    else:
+        line = (f"{esc}[0;36m{process}{esc}[0;0m {esc}[32m{level}{esc}[0m {esc}[90m{ts}"
+                f"{esc}[0m {esc}[90m{tag}{esc}[0m {message}")
+    if form == "json":
+        line = '{"log": "' + line.replace('"', '\\"') + '\\n", "stream": "stderr"}'
+    if rng.random() < 0.5:
+        line = f"vllm1-1  | 2026-05-12T08:01:{rng.randint(10, 59)}.12Z " + line
+    return line
+
+
+@pytest.mark.parametrize("seed", range(16))
+def test_coloured_logger_lines_join_as_the_full_pipeline_joins_them(library: Library,
+                                                                   seed: int) -> None:
+    """Coloured logger lines (docker compose with a terminal): a line is found alone, or
+    its record's edges, from its neighbourhood read without colour codes, where all colour
+    there is whole escape codes; the same findings as the per-line pipeline whatever the
+    forms mixed around it, lines under the same header among them."""
+    rng = random.Random(seed)
+    messages = (*ERRORS, "  an indented line under the same header",
+                "Traceback (most recent call last):", '  File "/x/vllm/worker.py", line 1',
+                "SpecDecoding metrics: Mean acceptance length: 1.10, Accepted: 1 tokens, "
+                "Drafted: 9 tokens, Avg Draft acceptance rate: 5.5%", "loading weights")
+    lines: list[str] = []
+    for _ in range(400):
+        process = rng.choice(("(APIServer pid=1)", "(EngineCore_DP0 pid=2)"))
+        header = (process, rng.choice(("INFO", "ERROR")), f"05-12 08:01:0{rng.randint(0, 2)}",
+                  rng.choice(("[core.py:74]", "[api_server.py:1896]")))
+        for _ in range(rng.choice((1, 1, 2, 4))):  # lines under one header: one record
+            lines.append(_coloured(rng, *header, rng.choice(messages)))
+        if rng.random() < 0.1:
+            lines += ['INFO:     10.0.0.1:4000 - "GET /health HTTP/1.1" 200 OK'] * 40
+    data = ("\n".join(lines) + "\n").encode()
+    reference = spans(data, library, 8 << 20, full=True)
+    assert len(reference) > 50
+    for block in (1009, 65536):
+        assert spans(data, library, block, full=False) == reference, block
+
+
+@pytest.mark.parametrize("form", ["remnant", "caret", "json", "another escape", "esc"])
+def test_a_coloured_line_is_not_alone_when_a_sibling_shows_its_colour_otherwise(
+        library: Library, form: str) -> None:
+    """A coloured line, then lines under its header that would join it, their colour in
+    another form (or the same): its record is the three lines, as the per-line pipeline
+    makes it. Read without escape codes only, a remnant, caret or JSON-escaped sibling
+    would not show the header, and the line would be taken for a record of its own."""
+    def logged(esc: str, message: str, level: str = "\x1b[32mERROR\x1b[0m") -> str:
+        return (f"{esc}[0;36m(APIServer pid=1){esc}[0;0m {level} {esc}[90m05-12 08:01:01"
+                f"{esc}[0m {esc}[90m[core.py:74]{esc}[0m {message}")
+
+    esc = {"remnant": "", "caret": "^[", "json": "\\u001b", "another escape": "\x1b",
+           "esc": "\x1b"}[form]
+    level = "\x1b[K\x1b[32mERROR\x1b[0m" if form == "another escape" else (
+        f"{esc}[32mERROR{esc}[0m")
+    siblings = [logged(esc, text, level) for text in ("  an indented line", "  and another")]
+    if form == "json":
+        siblings = ['{"log": "' + s + '\\n"}' for s in siblings]
+    data = ("\n".join(["before"] * 5 + [logged("\x1b", ERRORS[0]), *siblings]
+                      + ["after"] * 5) + "\n").encode()
+    reference = spans(data, library, 65536, full=True)
+    assert [f[2:4] for f in reference] == [(6, 8)]
+    assert spans(data, library, 65536, full=False) == reference

@@ -5,6 +5,7 @@ same-header neighbour, searched for or indexed in one pass when many lines ask.
 
 from __future__ import annotations
 
+import bisect
 import importlib
 import re
 from collections.abc import Callable, Iterator
@@ -57,6 +58,7 @@ class BufferLines:
         self._clean: dict[bytes, tuple[int, int]] = {}  # header -> stretch with no joiner
         self._searches = 0  # joiner_near calls: many per byte make an index worth building
         self._joiners: dict[bytes, list[int]] | None = None  # see joiners_of
+        self._decoloured: _Decoloured | None = None  # see decoloured
 
     def joiner_near(self, header: bytes, own: int, low: int, high: int) -> bool:
         """Whether buf[low:high] repeats `header` (other than at offset `own`) followed by a
@@ -178,6 +180,39 @@ class BufferLines:
                 self._starts[line] = line_start
         return sorted(found)
 
+    def decoloured(self, low: int, high: int) -> tuple[bytes, int, int] | None:
+        """buf[low:high] without its ANSI colour codes (`ESC [ n;n m`), as every line under
+        a coloured line's header holds that header there (`decoloured_header`), the way a
+        line under a plain header holds it in its raw bytes (`header_bytes`): the buffer so
+        read and where the range is in it. None where some colour is in another form (a
+        code's remnant or caret form, one escaped in JSON: "[0;36m" without its escape)
+        or another terminal sequence is in the range."""
+        if self._decoloured is None:
+            self._decoloured = _Decoloured(self.buf)
+        return self._decoloured.span(low, high)
+
+    def decoloured_joiner_near(self, header: bytes, line_start: int, low: int, high: int
+                               ) -> bool | None:
+        """`joiner_near` for a coloured line starting at `line_start` (its `decoloured_header`
+        is `header`): whether buf[low:high], read without colour, holds another line under
+        that header with a message that would join; None when that range holds colour in
+        another form."""
+        found = self.decoloured(low, high)
+        if found is None:
+            return None
+        text, start, end = found
+        assert self._decoloured is not None  # built by decoloured
+        own_start = self._decoloured.at(line_start)
+        own_end = text.find(b"\n", own_start, end)
+        own_end = end if own_end < 0 else own_end
+        for joining in JOINING_STARTS:
+            at = text.find(header + joining, start, end)
+            while at >= 0 and own_start <= at <= own_end:  # the line's own header
+                at = text.find(header + joining, at + 1, end)
+            if at >= 0:
+                return True
+        return False
+
     def may_be_unprefixed(self, lineno: int, anchor: tuple[int, int]) -> bool:
         """Whether a line may be the unprefixed writer's (stream ("raw",)): one that starts
         with a process prefix (`(Name pid=N) `) is not, unless a carriage return inside it
@@ -243,6 +278,13 @@ REWRITTEN = re.compile(
     rb"|(?<=\*)\*|(?<=&)(?:lt|gt|quot|#39|amp);|(?<=<)/?(?i:font|b|span|strong)[\s>])")
 
 
+# An ANSI colour code (select graphic rendition), and anything that looks like one's
+# remnant: where both count the same, every such code is whole and unwrapping removes it.
+SGR = re.compile(rb"\x1b\[[0-9;]*m")
+SGR_TEXT = re.compile(r"\x1b\[[0-9;]*m")
+_SGR_LIKE = re.compile(rb"\[[0-9;]+m|\[m(?![\w\]])")  # "[m" before a word: ordinary text
+
+
 # A line starting so is some process's (vllm_format's _PLAIN, _PROC_LEADING and _PROC all
 # read the name from it, whatever follows, and unwrapping strips no wrapper from a line that
 # starts with `(`): never the unprefixed writer's. ASCII names only, as long as those
@@ -266,6 +308,50 @@ def _lines_where(buf: bytes, first: int, start: int, end: int, next_at: Callable
         if line_end >= end:
             return
         at = next_at(line_end + 1)
+
+
+class _Decoloured:
+    """A buffer without its ANSI colour codes, and where the codes and anything else
+    colour-like were (BufferLines.decoloured): built once, asked about many ranges."""
+
+    def __init__(self, buf: bytes) -> None:
+        codes = [(m.start(), m.end()) for m in SGR.finditer(buf)]
+        self.text = SGR.sub(b"", buf)
+        self._starts = [start for start, _ in codes]
+        self._ends = [end for _, end in codes]
+        removed, self._removed = 0, []  # bytes removed up to each code's end
+        for start, end in codes:
+            removed += end - start
+            self._removed.append(removed)
+        escapes = {start for start, _ in codes}
+        # a code's remnant or caret form, colour escaped in JSON, another terminal sequence
+        self._other = sorted(
+            [m.start() - 1 for m in _SGR_LIKE.finditer(buf) if m.start() - 1 not in escapes]
+            + [at for at in _positions(buf, b"\x1b") if at not in escapes])
+
+    def at(self, offset: int) -> int:
+        """Where a raw offset is in the text without codes (one inside a code: where the
+        code was)."""
+        index = bisect.bisect_right(self._starts, offset)  # codes that start at or before
+        if index and offset < self._ends[index - 1]:
+            index -= 1
+            offset = self._starts[index]
+        return offset - (self._removed[index - 1] if index else 0)
+
+    def span(self, low: int, high: int) -> tuple[bytes, int, int] | None:
+        """The text, and where buf[low:high] is in it; None if that holds colour otherwise."""
+        first = bisect.bisect_left(self._other, low - 1)
+        if first < len(self._other) and self._other[first] < high:
+            return None
+        return self.text, self.at(low), self.at(high)
+
+
+def _positions(buf: bytes, needle: bytes) -> list[int]:
+    out, at = [], buf.find(needle)
+    while at >= 0:
+        out.append(at)
+        at = buf.find(needle, at + 1)
+    return out
 
 
 def joiners_of(buf: bytes) -> dict[bytes, list[int]]:
@@ -323,7 +409,24 @@ def writer_tokens(line: ParsedLine) -> tuple[bytes, ...]:
 def header_bytes(line: ParsedLine) -> tuple[bytes, int] | None:
     """A logger line's header as raw bytes (process prefix to `[file:line] `), and where it
     starts within the line; None for lines without one or with colour codes in it."""
-    message, raw = line.message, line.raw
+    if "\x1b" in line.raw:
+        return None
+    return _header_in(line.raw, line)
+
+
+def decoloured_header(line: ParsedLine) -> bytes | None:
+    """A coloured logger line's header as its bytes read without their ANSI colour codes
+    (vLLM's formatter colours the process prefix, the level, the time and the logger tag):
+    what `BufferLines.decoloured` holds of every line under the same header. None for a
+    line without colour, without a header, or with more than colour to unwrap."""
+    if "\x1b" not in line.raw:
+        return None
+    located = _header_in(SGR_TEXT.sub("", line.raw), line)
+    return None if located is None else located[0]
+
+
+def _header_in(raw: str, line: ParsedLine) -> tuple[bytes, int] | None:
+    message = line.message
     if (line.kind != "vllm" or len(raw) <= len(message) or not raw.endswith(message)
             or "\x1b" in raw or "[0m" in raw or "<" in raw[: len(raw) - len(message)]):
         return None

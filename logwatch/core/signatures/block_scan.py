@@ -24,6 +24,7 @@ from logwatch.core.lines.buffer_lines import (
     LINE_CUT_MARKER,
     MAX_PARSED_LINE,
     BufferLines,
+    decoloured_header,
     header_bytes,
     walk,
     writer_tokens,
@@ -459,9 +460,9 @@ class BlockScanner:
                 or message.startswith(CHAIN_MARKERS)):
             return None
         located = header_bytes(line)
-        if located is None:
+        coloured = decoloured_header(line) if located is None else None
+        if located is None and coloured is None:
             return None
-        header, skip = located
         buf = lines.buf
         low, high = hit[1] - HEADER_SEARCH_BYTES, hit[1] + HEADER_SEARCH_BYTES
         if low < 0 and lines.first > 1:
@@ -469,7 +470,13 @@ class BlockScanner:
         later = high > len(buf) and not final  # ... or after it, into one not read yet
         low, high = max(low, 0), min(high, len(buf))
         alone = Record([line]) if not later else _LATER
-        return alone if not lines.joiner_near(header, hit[1] + skip, low, high) else None
+        if located is not None:
+            header, skip = located
+            return alone if not lines.joiner_near(header, hit[1] + skip, low, high) else None
+        assert coloured is not None
+        # coloured: the neighbourhood read without its colour codes, where that is all
+        return alone if lines.decoloured_joiner_near(coloured, hit[1], low, high) is False \
+            else None
 
     def decode(self, data: bytes) -> str:
         text = data.decode("utf-8", errors="replace")
@@ -516,7 +523,7 @@ def _header_absent(lines: BufferLines, line: ParsedLine, before: bool) -> bool:
     record can join it from there. False when unsure (no header, or reach not at hand)."""
     located = header_bytes(line)
     if located is None:
-        return False
+        return _decoloured_header_absent(lines, line, before)
     header, skip = located
     start = lines.start_of(line.lineno)
     if start is None:
@@ -530,6 +537,32 @@ def _header_absent(lines: BufferLines, line: ParsedLine, before: bool) -> bool:
     if high > len(lines.buf) and not lines.final:
         return False
     return lines.buf.find(header, start + skip + 1, min(high, len(lines.buf))) < 0
+
+
+def _decoloured_header_absent(lines: BufferLines, line: ParsedLine, before: bool) -> bool:
+    """_header_absent for a coloured logger line: its neighbourhood read without colour
+    codes, where they are all there is to unwrap (BufferLines.decoloured)."""
+    header = decoloured_header(line)
+    start = lines.start_of(line.lineno)
+    if header is None or start is None:
+        return False
+    if before:
+        low = start - HEADER_SEARCH_BYTES
+        if low < 0 and lines.first > 1:
+            return False
+        found = lines.decoloured(max(low, 0), start)
+    else:
+        end = lines.buf.find(b"\n", start)
+        if end < 0:
+            return False  # its line is not whole yet
+        high = end + 1 + HEADER_SEARCH_BYTES
+        if high > len(lines.buf) and not lines.final:
+            return False
+        found = lines.decoloured(end + 1, min(high, len(lines.buf)))
+    if found is None:
+        return False
+    text, low, high = found
+    return text.find(header, low, high) < 0
 
 
 def _opens_cleanly(record: Record, window: list[ParsedLine], lines: BufferLines) -> bool:
