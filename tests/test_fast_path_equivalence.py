@@ -531,26 +531,51 @@ def test_coloured_logger_lines_join_as_the_full_pipeline_joins_them(library: Lib
         assert spans(data, library, block, full=False) == reference, block
 
 
-@pytest.mark.parametrize("form", ["remnant", "caret", "json", "another escape", "esc"])
+_HEADER = "(APIServer pid=1) ERROR 05-12 08:01:01 [core.py:74] "
+_SIBLINGS = {  # a line under the same header that joins, its colour shown otherwise
+    "esc": "\x1b[0;36m(APIServer pid=1)\x1b[0;0m \x1b[31mERROR\x1b[0m \x1b[90m05-12 08:01:01"
+           "\x1b[0m \x1b[90m[core.py:74]\x1b[0m   indented",
+    "remnant": "[0;36m(APIServer pid=1)[0;0m [31mERROR[0m [90m05-12 08:01:01[0m "
+               "[90m[core.py:74][0m   indented",
+    "caret": "^[[0;36m(APIServer pid=1)^[[0;0m ERROR 05-12 08:01:01 [core.py:74]   indented",
+    "caret before a word": "(APIServer pid=1) ^[[mERROR 05-12 08:01:01 [core.py:74]   x",
+    "escaped in JSON": '{"log": "\\u001b[0;36m(APIServer pid=1)\\u001b[0;0m ERROR 05-12 '
+                       '08:01:01 [core.py:74]   indented\\n"}',
+    "another sequence in JSON": '{"log": "(APIServer pid=1) \\u001b[KERROR 05-12 08:01:01 '
+                                '[core.py:74]   x\\n"}',
+    "a tab in JSON": '{"log": "' + _HEADER + '\\tindented\\n"}',
+    "another escape": "\x1b[0;36m(APIServer pid=1)\x1b[0;0m \x1b[KERROR 05-12 08:01:01 "
+                      "[core.py:74]   indented",
+    "a remnant a code leaves": "(APIServer pid=1) ERROR 05-12 08:01:01 [\x1b[0m90m[core.py:74]"
+                               "   x",
+    "HTML": "<span>(APIServer pid=1)</span> ERROR 05-12 08:01:01 [core.py:74]   indented",
+}
+
+
+@pytest.mark.parametrize("form", list(_SIBLINGS))
 def test_a_coloured_line_is_not_alone_when_a_sibling_shows_its_colour_otherwise(
         library: Library, form: str) -> None:
-    """A coloured line, then lines under its header that would join it, their colour in
-    another form (or the same): its record is the three lines, as the per-line pipeline
-    makes it. Read without escape codes only, a remnant, caret or JSON-escaped sibling
-    would not show the header, and the line would be taken for a record of its own."""
-    def logged(esc: str, message: str, level: str = "\x1b[32mERROR\x1b[0m") -> str:
-        return (f"{esc}[0;36m(APIServer pid=1){esc}[0;0m {level} {esc}[90m05-12 08:01:01"
-                f"{esc}[0m {esc}[90m[core.py:74]{esc}[0m {message}")
-
-    esc = {"remnant": "", "caret": "^[", "json": "\\u001b", "another escape": "\x1b",
-           "esc": "\x1b"}[form]
-    level = "\x1b[K\x1b[32mERROR\x1b[0m" if form == "another escape" else (
-        f"{esc}[32mERROR{esc}[0m")
-    siblings = [logged(esc, text, level) for text in ("  an indented line", "  and another")]
-    if form == "json":
-        siblings = ['{"log": "' + s + '\\n"}' for s in siblings]
-    data = ("\n".join(["before"] * 5 + [logged("\x1b", ERRORS[0]), *siblings]
-                      + ["after"] * 5) + "\n").encode()
+    """A coloured line, then a line under its header that would join it, its colour (or
+    its header) written in another form: its record is both lines, as the per-line
+    pipeline makes it. Read only without escape codes, such a sibling would not show the
+    header, and the coloured line would be taken for a record of its own."""
+    coloured = ("\x1b[0;36m(APIServer pid=1)\x1b[0;0m \x1b[31mERROR\x1b[0m \x1b[90m05-12 "
+                f"08:01:01\x1b[0m \x1b[90m[core.py:74]\x1b[0m {ERRORS[0]}")
+    data = ("\n".join(["before"] * 5 + [coloured, _SIBLINGS[form]] + ["after"] * 5)
+            + "\n").encode()
     reference = spans(data, library, 65536, full=True)
-    assert [f[2:4] for f in reference] == [(6, 8)]
+    assert [f[2:4] for f in reference] == [(6, 7)]
+    for block in (97, 65536):
+        assert spans(data, library, block, full=False) == reference
+
+
+def test_a_coloured_line_with_colour_otherwise_in_its_own_header_takes_the_full_path(
+        library: Library) -> None:
+    """The caret form before a word in the coloured line's own header: its header is not
+    read without colour, and its record is both lines."""
+    coloured = ("\x1b[0;36m(APIServer pid=1)\x1b[0;0m ^[[mERROR \x1b[90m05-12 08:01:01\x1b[0m "
+                f"\x1b[90m[core.py:74]\x1b[0m {ERRORS[0]}")
+    data = ("\n".join([coloured, _HEADER + "  indented"]) + "\n").encode()
+    reference = spans(data, library, 65536, full=True)
+    assert [f[2:4] for f in reference] == [(1, 2)]
     assert spans(data, library, 65536, full=False) == reference

@@ -278,11 +278,18 @@ REWRITTEN = re.compile(
     rb"|(?<=\*)\*|(?<=&)(?:lt|gt|quot|#39|amp);|(?<=<)/?(?i:font|b|span|strong)[\s>])")
 
 
-# An ANSI colour code (select graphic rendition), and anything that looks like one's
-# remnant: where both count the same, every such code is whole and unwrapping removes it.
+# An ANSI colour code (select graphic rendition); and, once those are removed, anything
+# unwrapping would still rewrite in a way that could hide a header's bytes: an escape, the
+# caret form, a code's remnant, a backslash escape (JSON's \u001b, \t), markdown, HTML tags
+# and entities. A range holding none of those is each line's unwrapped text, less a prefix
+# (a brace alone, JSON without escapes, keeps the header as it is; a carriage return can
+# only make a header appear that is not one, which is the safe side).
 SGR = re.compile(rb"\x1b\[[0-9;]*m")
 SGR_TEXT = re.compile(r"\x1b\[[0-9;]*m")
-_SGR_LIKE = re.compile(rb"\[[0-9;]+m|\[m(?![\w\]])")  # "[m" before a word: ordinary text
+_OTHER_COLOUR = (r"\x1b|\^\[|\\|`|\*\*|&(?:lt|gt|quot|#39|amp);|</?(?i:font|b|span|strong)[\s>]"
+                 r"|\[[0-9;]+m|\[m(?![\w\]])")
+OTHER_COLOUR = re.compile(_OTHER_COLOUR.encode())
+OTHER_COLOUR_TEXT = re.compile(_OTHER_COLOUR)
 
 
 # A line starting so is some process's (vllm_format's _PLAIN, _PROC_LEADING and _PROC all
@@ -311,8 +318,8 @@ def _lines_where(buf: bytes, first: int, start: int, end: int, next_at: Callable
 
 
 class _Decoloured:
-    """A buffer without its ANSI colour codes, and where the codes and anything else
-    colour-like were (BufferLines.decoloured): built once, asked about many ranges."""
+    """A buffer without its ANSI colour codes, and where colour in any other form is in it
+    (BufferLines.decoloured): built once, asked about many ranges."""
 
     def __init__(self, buf: bytes) -> None:
         codes = [(m.start(), m.end()) for m in SGR.finditer(buf)]
@@ -323,11 +330,8 @@ class _Decoloured:
         for start, end in codes:
             removed += end - start
             self._removed.append(removed)
-        escapes = {start for start, _ in codes}
-        # a code's remnant or caret form, colour escaped in JSON, another terminal sequence
-        self._other = sorted(
-            [m.start() - 1 for m in _SGR_LIKE.finditer(buf) if m.start() - 1 not in escapes]
-            + [at for at in _positions(buf, b"\x1b") if at not in escapes])
+        # read in the text without codes: a remnant a removal made ("[" + code + "90m") too
+        self._other = [m.start() for m in OTHER_COLOUR.finditer(self.text)]
 
     def at(self, offset: int) -> int:
         """Where a raw offset is in the text without codes (one inside a code: where the
@@ -339,19 +343,13 @@ class _Decoloured:
         return offset - (self._removed[index - 1] if index else 0)
 
     def span(self, low: int, high: int) -> tuple[bytes, int, int] | None:
-        """The text, and where buf[low:high] is in it; None if that holds colour otherwise."""
-        first = bisect.bisect_left(self._other, low - 1)
-        if first < len(self._other) and self._other[first] < high:
+        """The text, and where buf[low:high] is in it; None if that holds colour otherwise
+        (or a match of it begins a few bytes before)."""
+        start, end = self.at(low), self.at(high)
+        first = bisect.bisect_left(self._other, start - 8)
+        if first < len(self._other) and self._other[first] < end:
             return None
-        return self.text, self.at(low), self.at(high)
-
-
-def _positions(buf: bytes, needle: bytes) -> list[int]:
-    out, at = [], buf.find(needle)
-    while at >= 0:
-        out.append(at)
-        at = buf.find(needle, at + 1)
-    return out
+        return self.text, start, end
 
 
 def joiners_of(buf: bytes) -> dict[bytes, list[int]]:
@@ -421,7 +419,10 @@ def decoloured_header(line: ParsedLine) -> bytes | None:
     line without colour, without a header, or with more than colour to unwrap."""
     if "\x1b" not in line.raw:
         return None
-    located = _header_in(SGR_TEXT.sub("", line.raw), line)
+    raw = SGR_TEXT.sub("", line.raw)
+    if "\r" in raw or OTHER_COLOUR_TEXT.search(raw):
+        return None  # what a terminal shows of it, or colour in another form
+    located = _header_in(raw, line)
     return None if located is None else located[0]
 
 
