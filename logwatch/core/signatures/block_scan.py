@@ -523,7 +523,7 @@ def _header_absent(lines: BufferLines, line: ParsedLine, before: bool) -> bool:
     record can join it from there. False when unsure (no header, or reach not at hand)."""
     located = header_bytes(line)
     if located is None:
-        return _decoloured_header_absent(lines, line, before)
+        return lines.decoloured_header_absent(line, before, HEADER_SEARCH_BYTES)
     header, skip = located
     start = lines.start_of(line.lineno)
     if start is None:
@@ -537,32 +537,6 @@ def _header_absent(lines: BufferLines, line: ParsedLine, before: bool) -> bool:
     if high > len(lines.buf) and not lines.final:
         return False
     return lines.buf.find(header, start + skip + 1, min(high, len(lines.buf))) < 0
-
-
-def _decoloured_header_absent(lines: BufferLines, line: ParsedLine, before: bool) -> bool:
-    """_header_absent for a coloured logger line: its neighbourhood read without colour
-    codes, where they are all there is to unwrap (BufferLines.decoloured)."""
-    header = decoloured_header(line)
-    start = lines.start_of(line.lineno)
-    if header is None or start is None:
-        return False
-    if before:
-        low = start - HEADER_SEARCH_BYTES
-        if low < 0 and lines.first > 1:
-            return False
-        found = lines.decoloured(max(low, 0), start)
-    else:
-        end = lines.buf.find(b"\n", start)
-        if end < 0:
-            return False  # its line is not whole yet
-        high = end + 1 + HEADER_SEARCH_BYTES
-        if high > len(lines.buf) and not lines.final:
-            return False
-        found = lines.decoloured(end + 1, min(high, len(lines.buf)))
-    if found is None:
-        return False
-    text, low, high = found
-    return text.find(header, low, high) < 0
 
 
 def _opens_cleanly(record: Record, window: list[ParsedLine], lines: BufferLines) -> bool:
