@@ -1,15 +1,18 @@
 """What the daemon read, on its way into the history.
 
-Findings and the positions that produced them wait here and are committed together on one
-database thread: the first finding after a quiet spell at once, then at most one batch per
-COMMIT_GAP_SECONDS (a DuckDB commit costs ~10 ms of CPU) unless BATCH_FINDINGS are waiting,
-so a batch closes within 50 ms. A watcher waits for the findings' commit, and each DuckDB
-statement costs milliseconds: findings that changed a launch go in alone, and the launch (its
-row and diagnoses take as long again) with the positions in the next commit, since a position
-goes in only with or after everything read before it. Positions alone at most every
-CHECKPOINT_SECONDS: a restart re-reads at most this much, and finding identities make the
-re-read insert nothing twice. A failed commit keeps everything and is tried again with a
-growing pause; readers wait while the database fails or too much waits.
+Findings, the positions that produced them and the launches they changed wait here and are
+committed together on one database thread, in one transaction: a kill between two commits
+then never leaves a position behind what was written (a restart after rotations read such
+lines again from files renamed meanwhile, and recorded their findings twice) nor past a
+launch not written. The first finding after a quiet spell goes at once, then at most one
+batch per COMMIT_GAP_SECONDS (a DuckDB commit costs ~10 ms of CPU) unless BATCH_FINDINGS are
+waiting, so a batch closes within 50 ms. Once a commit with launches has failed, findings
+go in alone, so a launch the history cannot take does not hold them back; the launch and the
+positions follow in the next commit, since a position goes in only with or after everything
+read before it. Positions alone at most every CHECKPOINT_SECONDS: a restart re-reads at most
+this much, and finding identities make the re-read insert nothing twice. A failed commit
+keeps everything and is tried again with a growing pause; readers wait while the database
+fails or too much waits.
 """
 
 from __future__ import annotations
@@ -100,6 +103,8 @@ class Writes:
         self._writing: tuple[list[LiveFinding], list[Checkpoint], list[Launch]] = ([], [], [])
         self._last_write = 0.0  # the last commit
         self._rest_due = False  # findings went without the launches they changed: those next
+        # a commit with launches failed: the findings go alone until the launches are in
+        self._launches_failing = False
         self._last_batch = 0.0  # the last commit with findings
         self._commits = 0  # since the connection was (re)opened
         self.recycle_commits = RECYCLE_COMMITS
@@ -181,7 +186,8 @@ class Writes:
             return
         points: list[Checkpoint] = []
         launches: list[Launch] = []
-        if self.pending and self.launches.changed and not self._rest_due:
+        if (self.pending and self.launches.changed and self._launches_failing
+                and not self._rest_due):
             # The findings alone (see the module's docstring): the launches they changed go
             # in the next turn, and the positions read past them with those, never before
             # (a restart must read the lines again to rebuild a launch not written)
@@ -202,8 +208,11 @@ class Writes:
             await asyncio.shield(self._inflight)
         except Exception as exc:  # any failure: keep it all, retry
             self._failed(batch, points, launches, exc)
+            self._launches_failing = bool(launches)
         else:
             self._written(batch)
+            if launches:
+                self._launches_failing = False
             if self._rest_due:
                 self.soon()
         self._inflight, self._writing = None, ([], [], [])

@@ -375,6 +375,15 @@ class LiveWriter:
                     "last_seen": now} for generation, label in streams.items()]
         self.store.upsert("sources", sources, "last_seen = excluded.last_seen")
         inserted = self.store.insert_new("findings", rows)
+        # read again after a restart: kept as first written, a snapshot hash they lacked then
+        # (their launch was not written before the stop) is given now
+        again = [(r["id"], r["snapshot_hash"]) for r in rows
+                 if r["id"] not in inserted and r["snapshot_hash"] is not None]
+        if again:
+            self.store.con.execute(
+                "UPDATE findings SET snapshot_hash = v.hash FROM (SELECT unnest(?) AS id, "
+                "unnest(?) AS hash) v WHERE findings.id = v.id AND findings.snapshot_hash "
+                "IS NULL", [[i for i, _ in again], [h for _, h in again]])
         self.store.insert("checkpoints", points, conflict="REPLACE")
         new_rows = [r for r in rows if r["id"] in inserted]
         self.new_incidents = self._aggregate(new_rows, items, digests)
