@@ -213,33 +213,6 @@ class BufferLines:
                 return True
         return False
 
-    def decoloured_header_absent(self, line: ParsedLine, before: bool, reach: int) -> bool:
-        """For a coloured logger line: no other line within `reach` bytes on one side,
-        read without colour codes, holds its header (block_scan's _header_absent for
-        coloured lines). False when unsure: no header, the reach not at hand, or colour in
-        another form there."""
-        header = decoloured_header(line)
-        start = self.start_of(line.lineno)
-        if header is None or start is None:
-            return False
-        if before:
-            low = start - reach
-            if low < 0 and self.first > 1:
-                return False
-            found = self.decoloured(max(low, 0), start)
-        else:
-            end = self.buf.find(b"\n", start)
-            if end < 0:
-                return False  # its line is not whole yet
-            high = end + 1 + reach
-            if high > len(self.buf) and not self.final:
-                return False
-            found = self.decoloured(end + 1, min(high, len(self.buf)))
-        if found is None:
-            return False
-        text, low, high = found
-        return text.find(header, low, high) < 0
-
     def may_be_unprefixed(self, lineno: int, anchor: tuple[int, int]) -> bool:
         """Whether a line may be the unprefixed writer's (stream ("raw",)): one that starts
         with a process prefix (`(Name pid=N) `) is not, unless a carriage return inside it

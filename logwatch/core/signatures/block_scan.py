@@ -520,23 +520,32 @@ def _line_order(finding: Finding) -> tuple[int, int]:
 
 def _header_absent(lines: BufferLines, line: ParsedLine, before: bool) -> bool:
     """No other line with this logger line's exact header within reach on one side, so no
-    record can join it from there. False when unsure (no header, or reach not at hand)."""
+    record can join it from there: looked for in the raw bytes, or, for a coloured line, in
+    the bytes read without colour codes (BufferLines.decoloured). False when unsure (no
+    header, the reach not at hand, colour in another form there)."""
     located = header_bytes(line)
-    if located is None:
-        return lines.decoloured_header_absent(line, before, HEADER_SEARCH_BYTES)
-    header, skip = located
+    header = located[0] if located is not None else decoloured_header(line)
     start = lines.start_of(line.lineno)
-    if start is None:
+    if header is None or start is None:
         return False
+    buf = lines.buf
     if before:
-        low = start - HEADER_SEARCH_BYTES
+        low, high = start - HEADER_SEARCH_BYTES, start
         if low < 0 and lines.first > 1:
             return False
-        return lines.buf.find(header, max(low, 0), start) < 0
-    high = start + skip + len(header) + 1 + HEADER_SEARCH_BYTES
-    if high > len(lines.buf) and not lines.final:
-        return False
-    return lines.buf.find(header, start + skip + 1, min(high, len(lines.buf))) < 0
+        low = max(low, 0)
+    else:  # past its own header (a coloured line's: past the line)
+        low = start + located[1] + 1 if located is not None else buf.find(b"\n", start) + 1
+        if not low:
+            return False  # its line is not whole yet
+        high = low + (len(header) if located is not None else 0) + HEADER_SEARCH_BYTES
+        if high > len(buf) and not lines.final:
+            return False
+        high = min(high, len(buf))
+    if located is not None:
+        return buf.find(header, low, high) < 0
+    found = lines.decoloured(low, high)
+    return found is not None and found[0].find(header, found[1], found[2]) < 0
 
 
 def _opens_cleanly(record: Record, window: list[ParsedLine], lines: BufferLines) -> bool:
