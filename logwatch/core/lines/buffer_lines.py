@@ -6,12 +6,12 @@ same-header neighbour, searched for or indexed in one pass when many lines ask.
 from __future__ import annotations
 
 import bisect
-import importlib
 import re
 from collections.abc import Callable, Iterator
 from datetime import datetime
 from typing import Protocol
 
+from logwatch.core.lines.native import speedups
 from logwatch.core.lines.records import ParsedLine
 from logwatch.core.lines.vllm_format import parse_line, parse_sibling
 
@@ -381,11 +381,9 @@ def walk(buf: bytes, anchor: tuple[int, int], target: int) -> int:
     return offset
 
 
-_lines_back: Callable[[bytes, int, int], tuple[int, int]] | None
-try:  # built by hatch_build.py where a C compiler is at hand (core/signatures/_speedups.c)
-    _lines_back = importlib.import_module("logwatch.core.signatures._speedups").lines_back
-except (ImportError, AttributeError):  # pragma: no cover - depends on the build
-    _lines_back = None
+# in C where built (core.lines.native)
+_lines_back: Callable[[bytes, int, int], tuple[int, int]] | None = getattr(
+    speedups, "lines_back", None)
 
 
 def writer_tokens(line: ParsedLine) -> tuple[bytes, ...]:

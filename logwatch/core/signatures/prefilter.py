@@ -9,23 +9,18 @@ hatch_build.py; the Python engine is the pure-Python reference.
 
 from __future__ import annotations
 
-import importlib
 from collections.abc import Sequence
 from typing import Any, Protocol
 
 from logwatch.core.lines.benign import is_benign
 from logwatch.core.lines.buffer_lines import NativeJoiner
+from logwatch.core.lines.native import speedups as _speedups
 
 _hs: Any
 try:  # the native engine is optional: x86_64 Linux wheels only
     import hyperscan as _hs
 except ImportError:  # pragma: no cover - depends on the platform
     _hs = None
-_speedups: Any
-try:  # built by hatch_build.py where a C compiler is at hand
-    _speedups = importlib.import_module("logwatch.core.signatures._speedups")
-except ImportError:  # pragma: no cover - depends on the build
-    _speedups = None
 
 
 class LiteralScanner(Protocol):
