@@ -579,3 +579,28 @@ def test_a_coloured_line_with_colour_otherwise_in_its_own_header_takes_the_full_
     reference = spans(data, library, 65536, full=True)
     assert [f[2:4] for f in reference] == [(1, 2)]
     assert spans(data, library, 65536, full=False) == reference
+
+
+@pytest.mark.parametrize("coloured", [False, True])
+@pytest.mark.parametrize("long", ["the hit line", "a line under its header", "the first line"])
+def test_a_long_line_does_not_push_its_record_s_next_line_out_of_reach(
+        library: Library, coloured: bool, long: str) -> None:
+    """A logger record's lines repeat its header within HEADER_SEARCH_BYTES of each other:
+    that reach is a gap between lines, counted from a line's end, so a line longer than it
+    (40 KB here) does not hide the next line under the same header (a lone line was found
+    where the record has three)."""
+    def logged(message: str) -> str:
+        if not coloured:
+            return f"{_HEADER}{message}"
+        return ("\x1b[0;36m(APIServer pid=1)\x1b[0;0m \x1b[31mERROR\x1b[0m \x1b[90m05-12 "
+                f"08:01:01\x1b[0m \x1b[90m[core.py:74]\x1b[0m {message}")
+
+    pad = " " + "x" * 40_000
+    messages = {"the hit line": [ERRORS[0] + pad, "  indented", "  more"],
+                "a line under its header": [ERRORS[0], "  indented" + pad, "  more"],
+                "the first line": ["  head" + pad, ERRORS[0], "  more"]}[long]
+    data = ("\n".join(["a"] * 3 + [logged(m) for m in messages] + ["b"] * 3) + "\n").encode()
+    reference = spans(data, library, 8 << 20, full=True)
+    assert reference
+    for block in (8 << 20, 16384):
+        assert spans(data, library, block, full=False) == reference, block

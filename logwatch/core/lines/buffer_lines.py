@@ -108,6 +108,19 @@ class BufferLines:
         self._clean[header] = (min(low, known_low), max(high, known_high))
         return True
 
+    def around(self, start: int, end: int, reach: int) -> tuple[int, int]:
+        """The bytes within `reach` of buf[start:end] (a line), widened to whole lines: a
+        reach is a gap between lines, so a long line beside it (or its own) does not push
+        a neighbour's start out of it."""
+        low = self.buf.rfind(b"\n", 0, max(start - reach, 0)) + 1
+        high = self.buf.find(b"\n", min(end + reach, len(self.buf)))
+        return low, len(self.buf) if high < 0 else high
+
+    def line_end(self, start: int) -> int:
+        """Where the line starting at `start` ends (its newline, or the buffer's end)."""
+        end = self.buf.find(b"\n", start)
+        return len(self.buf) if end < 0 else end
+
     def start_of(self, lineno: int) -> int | None:
         """Byte offset of a line already read through `get`."""
         return self._starts.get(lineno)

@@ -390,20 +390,20 @@ class BlockScanner:
         buf, width = lines.buf, len(header_raw)
         starts = [hit[1]]
         while len(starts) <= MAX_RUN_LINES:  # earlier lines, each within reach of the next
-            floor = starts[-1] - HEADER_SEARCH_BYTES
-            if floor < 0 and lines.first > 1:
+            if starts[-1] - HEADER_SEARCH_BYTES < 0 and lines.first > 1:
                 return None
-            found = buf.rfind(header_raw, max(floor, 0), starts[-1])
+            floor = lines.around(starts[-1], starts[-1], HEADER_SEARCH_BYTES)[0]
+            found = buf.rfind(header_raw, floor, starts[-1])
             if found < 0:
                 break
             starts.append(found)
         starts.reverse()
         while len(starts) <= MAX_RUN_LINES:  # later lines, likewise
-            after = starts[-1] + width + 1
-            ceiling = after + HEADER_SEARCH_BYTES
-            if ceiling > len(buf) and not lines.final:
+            end = lines.line_end(starts[-1])
+            if end + HEADER_SEARCH_BYTES > len(buf) and not lines.final:
                 return None
-            found = buf.find(header_raw, after, min(ceiling, len(buf)))
+            ceiling = lines.around(starts[-1], end, HEADER_SEARCH_BYTES)[1]
+            found = buf.find(header_raw, starts[-1] + width + 1, ceiling)
             if found < 0:
                 break
             starts.append(found)
@@ -463,12 +463,11 @@ class BlockScanner:
         coloured = decoloured_header(line) if located is None else None
         if located is None and coloured is None:
             return None
-        buf = lines.buf
-        low, high = hit[1] - HEADER_SEARCH_BYTES, hit[1] + HEADER_SEARCH_BYTES
-        if low < 0 and lines.first > 1:
+        buf, end = lines.buf, lines.line_end(hit[1])
+        if hit[1] - HEADER_SEARCH_BYTES < 0 and lines.first > 1:
             return None  # the neighbourhood before reaches into a block not at hand
-        later = high > len(buf) and not final  # ... or after it, into one not read yet
-        low, high = max(low, 0), min(high, len(buf))
+        later = end + HEADER_SEARCH_BYTES > len(buf) and not final  # ... or one not read yet
+        low, high = lines.around(hit[1], end, HEADER_SEARCH_BYTES)
         alone = Record([line]) if not later else _LATER
         if located is not None:
             header, skip = located
@@ -528,20 +527,15 @@ def _header_absent(lines: BufferLines, line: ParsedLine, before: bool) -> bool:
     start = lines.start_of(line.lineno)
     if header is None or start is None:
         return False
-    buf = lines.buf
+    buf, end = lines.buf, lines.line_end(start)
+    if (start - HEADER_SEARCH_BYTES < 0 and lines.first > 1 if before
+            else end + HEADER_SEARCH_BYTES > len(buf) and not lines.final):
+        return False  # the reach on that side is not at hand
+    low, high = lines.around(start, end, HEADER_SEARCH_BYTES)
     if before:
-        low, high = start - HEADER_SEARCH_BYTES, start
-        if low < 0 and lines.first > 1:
-            return False
-        low = max(low, 0)
+        high = start
     else:  # past its own header (a coloured line's: past the line)
-        low = start + located[1] + 1 if located is not None else buf.find(b"\n", start) + 1
-        if not low:
-            return False  # its line is not whole yet
-        high = low + (len(header) if located is not None else 0) + HEADER_SEARCH_BYTES
-        if high > len(buf) and not lines.final:
-            return False
-        high = min(high, len(buf))
+        low = start + located[1] + 1 if located is not None else end + 1
     if located is not None:
         return buf.find(header, low, high) < 0
     found = lines.decoloured(low, high)
