@@ -10,7 +10,8 @@ and its number and write time are noted. The benchmark subscribes to the daemon'
 socket and takes the moment the `committed` event naming that line arrives (the finding is
 in DuckDB then). Prints, per rate: p50/p99/max latency, the daemon's CPU (utime+stime over
 wall time, from /proc), its lag at the end (lines written minus lines read) and its RSS.
-`--rss-minutes N` adds a run of N minutes at 1k lines/s that samples RSS every 10 s.
+`--rss-minutes N` adds a run of N minutes at 1k lines/s that samples RSS every 10 s; `--each`
+prints every finding's time, in the order written.
 """
 
 from __future__ import annotations
@@ -188,11 +189,13 @@ def run_rate(rate: int, seconds: float, rss_every: float = 0.0,
     delays = sorted((committed[n] - t) * 1000 for n, t in writer.finding_times.items()
                     if n in committed)
     missing = len(writer.finding_times) - len(delays)
+    in_order = [(committed[n] - t) * 1000 for n, t in sorted(writer.finding_times.items())
+                if n in committed]
     q = (statistics.quantiles(delays, n=100, method="inclusive") if len(delays) >= 2
          else [float("nan")] * 99)
     return {"rate": rate, "written": writer.written, "findings": len(writer.finding_times),
             "missing": missing, "p50": q[49], "p99": q[98], "max": max(delays, default=0),
-            "cpu": 100 * (cpu1 - cpu0) / (wall1 - wall0), "lag": lag,
+            "cpu": 100 * (cpu1 - cpu0) / (wall1 - wall0), "lag": lag, "in_order": in_order,
             "rss_first": rss[0] if rss else 0, "rss_last": rss[-1] if rss else 0,
             "rss_max": max(rss, default=0),
             # one sample per ten minutes (rss_every apart), to see whether it levels off
@@ -210,6 +213,9 @@ def main() -> int:
     parser.add_argument("--feed", choices=("access", "serving"), default="access",
                         help="the lines between markers: uvicorn access lines, or the benign "
                         "lines of the shared yardstick's serving log (../shared/perf)")
+    parser.add_argument("--each", action="store_true",
+                        help="print every finding's write -> committed time, in the order "
+                        "written (with a few findings p99 is the slowest one or two: see which)")
     args = parser.parse_args()
     feed = None
     if args.feed == "serving":
@@ -226,6 +232,8 @@ def main() -> int:
               f"{r['p99']:>7.1f} {r['max']:>7.1f} {r['cpu']:>6.1f} {per_line:>7.1f} "
               f"{r['lag']:>6,} {r['rss_max']:>8.1f}"
               + (f"  ({r['missing']} not committed)" if r["missing"] else ""), flush=True)
+        if args.each:
+            print("  each, ms: " + " ".join(f"{d:.0f}" for d in r["in_order"]), flush=True)
     if args.rss_minutes:
         r = run_rate(1000, args.rss_minutes * 60, rss_every=10,
                      finding_every=args.finding_every)

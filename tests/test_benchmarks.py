@@ -32,3 +32,20 @@ def test_the_scan_bench_prints_every_figure_the_readme_quotes() -> None:
     shared = (ROOT.parent / "shared" / "perf" / "gen_vllm_log.py").exists()
     assert ("gen_vllm_log.py --size 3M --seed 7" in out) == shared
     assert ("NOTE:" in out) != shared
+
+
+@pytest.mark.slow
+def test_the_live_bench_prints_the_figures_the_readme_quotes() -> None:
+    """benchmarks/live_bench.py, as the README's live table runs it, on two seconds: a
+    daemon of its own, every finding line committed and timed (`--each`, in order)."""
+    done = subprocess.run(
+        [sys.executable, str(ROOT / "benchmarks" / "live_bench.py"), "--rates", "2000",
+         "--seconds", "2", "--finding-every", "500", "--each"],
+        capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    row = re.search(r"^\s+2,000\s+([\d,]+)\s+(\d+)\s+([\d.]+)\s+([\d.]+)\s+([\d.]+)\s+[\d.]+"
+                    r"\s+[\d.]+\s+[\d,]+\s+[\d.]+$", done.stdout, re.M)
+    assert row is not None, done.stdout
+    assert int(row[2]) >= 6 and "not committed" not in done.stdout  # ~8 findings, all in
+    each = done.stdout.split("each, ms:", 1)[1].split()
+    assert len(each) == int(row[2]) and all(float(d) > 0 for d in each)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 import time
 from datetime import datetime
 
@@ -265,3 +266,46 @@ def test_other_threads_spending_cpu_never_make_a_healthy_pattern_run_over() -> N
         pytest.skip(f"no second core was free for the other thread (CPU ratio {ratio:.2f})")
     assert not matcher.timeouts, f"ran over with the process at {ratio:.1f}x this thread"
     assert all(f and f[0].captures == {"tail": "a" * n + "!"} for f in found)
+
+
+def test_a_warm_matcher_compiles_nothing_on_its_first_findings(
+        library: Library, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Matcher.warm (a daemon calls it before it says it is ready) compiles every pattern
+    and the secret trigger: matching after it compiles nothing, so a first finding does not
+    wait for compiling (30 ms of a daemon's first write -> committed). Without it, the
+    first match compiles both."""
+    from logwatch.core.safe_text import redact as redact_module
+    from logwatch.core.signatures import matcher as matcher_module
+    from logwatch.core.signatures.block_scan import BlockScanner
+    from tests.conftest import SAMPLES
+
+    data = (SAMPLES / "demo_marlin_and_mtp.log").read_bytes()
+
+    def scan(matcher: Matcher) -> int:
+        scanner = BlockScanner(matcher, "file:x", datetime(2026, 11, 29))
+        return len(scanner.feed(data) + scanner.finish())
+
+    compiled: list[str] = []
+    real_compile, real_trigger = matcher_module.compile_pattern, redact_module._NativeTrigger
+
+    def counting_compile(text: str) -> object:
+        compiled.append(text)
+        return real_compile(text)
+
+    def counting_trigger(hs: object) -> object:
+        compiled.append("trigger")
+        return real_trigger(hs)
+
+    monkeypatch.setattr(matcher_module, "compile_pattern", counting_compile)
+    monkeypatch.setattr(redact_module, "_NativeTrigger", counting_trigger)
+    redact_module._native_trigger.cache_clear()
+    cold = scan(Matcher(library.signatures))
+    native = importlib.util.find_spec("hyperscan") is not None  # the trigger needs it
+    assert ("trigger" in compiled) == native and len(compiled) > 1  # compiled on the way
+    redact_module._native_trigger.cache_clear()
+    warm = Matcher(library.signatures)
+    warm.warm()
+    assert len([c for c in compiled if c != "trigger"]) > 200
+    compiled.clear()
+    assert scan(warm) == cold > 0
+    assert compiled == []

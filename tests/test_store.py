@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import re
@@ -282,6 +283,67 @@ def test_a_failed_commit_teaches_the_live_writer_nothing(
         writer.commit(marlin[:1], [])
         assert len(writer.new_incidents) == 1
         assert store.query("SELECT count(*) FROM sources WHERE id = 'gen'") == [(1,)]
+
+
+def test_incidents_folded_by_update_equal_the_upsert(
+        tmp_path: Path, library: Library, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A few incidents already stored are folded by an UPDATE each (LiveWriter._fold_into),
+    more in one upsert: the same commits leave the very same incident rows either way, and
+    a row deleted behind the writer (it still takes it as stored) is written again."""
+    from logwatch.store import live
+    from logwatch.store.live import LiveWriter
+
+    marlin = _demo_findings(library, "marlin.repack_tile_n")
+    assert len(marlin) == 4
+
+    def commits(db: Path) -> tuple[list[tuple[Any, ...]], list[tuple[Any, ...]]]:
+        with open_store(db) as store:
+            writer = LiveWriter(store, library)
+            for batch in (marlin[:1], marlin[2:3], marlin[1:2], marlin[3:]):
+                writer.commit(batch, [])
+            rows = store.query("SELECT * EXCLUDE (scan_id) FROM incidents ORDER BY id")
+            store.con.execute("DELETE FROM incidents")  # behind the writer's back
+            writer.commit(marlin[:1], [])  # already stored: adds nothing
+            later = dataclasses.replace(marlin[0].finding, lineno=10_000)  # its incident's
+            writer.commit([live.LiveFinding(later, "gen")], [])
+            again = store.query("SELECT count, first_line, last_line FROM incidents")
+        return rows, again
+
+    folded = commits(tmp_path / "folded.duckdb")
+    monkeypatch.setattr(live, "FOLDED_ONE_BY_ONE", 0)
+    upserted = commits(tmp_path / "upserted.duckdb")
+    assert folded == upserted
+    counts = {row[0]: row[1:] for row in folded[0]}
+    assert len(counts) == 1 and 4 in next(iter(counts.values()))  # four findings folded
+    assert folded[1] == [(1, 10_000, 10_000)]
+
+
+def test_positions_move_by_update_and_by_insert_alike(tmp_path: Path, library: Library) -> None:
+    """A single stream's position is moved by an UPDATE of its row (LiveWriter's
+    _write_positions), several at once and a row not there yet by INSERT OR REPLACE: each
+    commit leaves exactly the positions it was given, one row a stream, whichever way."""
+    from logwatch.store.live import Checkpoint, LiveWriter
+
+    marlin = _demo_findings(library, "marlin.repack_tile_n")
+
+    def rows(store: Any) -> list[tuple[Any, ...]]:
+        return store.query("SELECT source_id, generation, position, line, cursor, fingerprint "
+                           "FROM checkpoints ORDER BY source_id")
+
+    with open_store(tmp_path / "h.duckdb") as store:
+        writer = LiveWriter(store, library)
+        writer.commit(marlin[:1], [Checkpoint("a", "g1", 10, 2, stream="/x/a.log")])  # insert
+        assert rows(store) == [("/x/a.log", "g1", 10, 2, None, "g1")]
+        writer.commit([], [Checkpoint("a", "g2", 30, 5, "c1", stream="/x/a.log")])  # update
+        assert rows(store) == [("/x/a.log", "g2", 30, 5, "c1", "g2")]
+        writer.commit([], [Checkpoint("a", "g2", 40, 6, stream="/x/a.log"),
+                           Checkpoint("b", "h1", 7, 1, stream="/x/b.log")])  # both at once
+        assert rows(store) == [("/x/a.log", "g2", 40, 6, None, "g2"),
+                               ("/x/b.log", "h1", 7, 1, None, "h1")]
+        store.con.execute("DELETE FROM checkpoints WHERE source_id = '/x/b.log'")
+        writer.commit(marlin[1:2], [Checkpoint("b", "h1", 9, 2, stream="/x/b.log")])
+        assert rows(store)[1] == ("/x/b.log", "h1", 9, 2, None, "h1")  # gone: inserted again
+        assert writer.checkpoints()["/x/a.log"].offset == 40
 
 
 @pytest.mark.slow

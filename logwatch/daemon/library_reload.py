@@ -79,8 +79,10 @@ class LibraryReload:
         """In a worker thread: the bounded load, and compiling what it checked."""
         assert self.load is not None
         library = self.load()
-        return library, Matcher(library.signatures, on_disable=self.signature_disabled,
-                                vocabulary=library.vocabulary)
+        matcher = Matcher(library.signatures, on_disable=self.signature_disabled,
+                          vocabulary=library.vocabulary)
+        matcher.warm()  # here, not on the loop at the first finding after the swap
+        return library, matcher
 
     def _refuse_library(self, exc: LibraryError | OSError) -> None:
         told = self.told

@@ -115,10 +115,11 @@ class Daemon:
         # the snapshot of each source's or target's configuration its findings link to
         self.in_force = SnapshotsInForce(snapshots or {}, targets, self.writer, self.writes,
                                          self.launches, self)
+        matcher = Matcher(library.signatures, on_disable=self.library_reload.signature_disabled,
+                          vocabulary=library.vocabulary)
+        matcher.warm()  # before the first finding, which would wait for it
         self.scan_streams = ScanStreams(
-            Matcher(library.signatures, on_disable=self.library_reload.signature_disabled,
-                    vocabulary=library.vocabulary),
-            self.resume, self.launches, self.writes, self.in_force, self,
+            matcher, self.resume, self.launches, self.writes, self.in_force, self,
             quiet_flush=quiet_flush, hold=hold, line_hold=line_hold)
         self._stop = asyncio.Event()
         self.readers = Readers(self.scan_streams, self.writes, self._stop, self.log)

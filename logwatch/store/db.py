@@ -146,6 +146,23 @@ class Store:
         return {r[0] for r in self._bulk(f"INSERT OR IGNORE INTO {table}", rows,
                                          " RETURNING id").fetchall()}
 
+    def insert_fresh(self, table: str, rows: Sequence[Mapping[str, Any]]) -> None:
+        """Insert rows known not to be there yet (read so in the same transaction): without
+        a conflict clause, which costs DuckDB (2.0) a fifth of `INSERT OR REPLACE` for one
+        row; a row there after all fails the statement, and with it the transaction."""
+        if rows:
+            self._bulk(f"INSERT INTO {table}", rows)
+
+    def update_row(self, table: str, row: Mapping[str, Any], key: str = "id") -> bool:
+        """Set every column of the row whose `key` is row[key] to `row`'s values, as
+        `INSERT OR REPLACE` of it would (DuckDB 2.0: 0.6 ms against 2-4 for one row);
+        False when no such row is there."""
+        columns = [c for c in row if c != key]
+        updated = self.con.execute(
+            f"UPDATE {table} SET {', '.join(f'{c} = ?' for c in columns)} WHERE {key} = ?",
+            [*(row[c] for c in columns), row[key]]).fetchone()
+        return updated is not None and bool(updated[0])
+
     def upsert(self, table: str, rows: Sequence[Mapping[str, Any]], update: str) -> None:
         """Insert, or on an existing `id` run `update` (SQL written in the code, never data:
         `excluded.col` is the new row, `table.col` the stored one)."""

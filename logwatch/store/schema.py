@@ -114,9 +114,10 @@ MIGRATIONS: dict[int, tuple[str, ...]] = {
     ),
 }
 
-# a launch's `seq` when it is first written: the next one; kept when it is written again
-NEXT_SEQ = ("SELECT coalesce((SELECT seq FROM launches WHERE id = ?), "
-            "(SELECT coalesce(max(seq), 0) + 1 FROM launches))")
+# a launch's `seq`: the stored one (NULL when it is not there yet), and the next one, which
+# it gets when it is first written
+LAUNCH_SEQ = ("SELECT (SELECT seq FROM launches WHERE id = ?), "
+              "(SELECT coalesce(max(seq), 0) + 1 FROM launches)")
 
 # Recreated on every open, so they always match the code that reads them.
 VIEWS: dict[str, str] = {

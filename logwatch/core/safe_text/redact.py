@@ -203,6 +203,12 @@ def _native_trigger() -> _NativeTrigger | None:
     return _NativeTrigger(hyperscan)
 
 
+def warm() -> None:
+    """Build the secret trigger's Hyperscan database now (about 25 ms), not on the first
+    text a caller asks about (a daemon's first finding)."""
+    _native_trigger()
+
+
 def find_secrets(text: str) -> list[Span]:
     """Every rule's spans, merged, without the fast path (tests compare both)."""
     spans: list[Span] = []
