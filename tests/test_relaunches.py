@@ -303,3 +303,26 @@ def test_a_failure_that_came_while_another_was_planned_is_proposed_after_it(
 
     asyncio.run(again())
     assert planned == ["L2"]
+
+
+def test_a_failure_told_after_the_relaunches_closed_is_noted_not_proposed(
+        world: World) -> None:
+    """A daemon that stops commits what it read last, and that commit may tell of a failed
+    launch after the relaunches were closed (their threads shut down): it is noted, and
+    nothing is started that could only fail ("cannot schedule new futures after shutdown",
+    seen in test_relaunch_loop_systemd under load)."""
+    relaunches = world.relaunches
+    relaunches.open.clear()
+
+    async def scenario() -> None:
+        await relaunches.close()
+        relaunches.launch_failed({"id": "L9", "source": "t:src"}, "fp9", "cfg")
+        relaunches._spawn(relaunches._propose("L9", "t:src", relaunches.targets["t"], "fp9",
+                                              "cfg"))
+        assert not relaunches._tasks
+        await asyncio.sleep(0.05)
+
+    asyncio.run(scenario())
+    assert any("L9" in e and "not proposed" in e for e in world.told.events), world.told.events
+    assert not any("relaunch step failed" in e for e in world.told.events)
+    assert world.starts.count == 0

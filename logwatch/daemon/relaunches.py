@@ -90,6 +90,7 @@ class Relaunches:
         # when that one ends without being carried out (a relaunch carried out supersedes it)
         self._missed: dict[str, tuple[Mapping[str, Any], str | None, str | None]] = {}
         self._tasks: set[asyncio.Task[Any]] = set()
+        self.closed = False  # the daemon is stopping: no step starts any more
 
     # -- the book's, as the daemon, its status and metrics read them -------------------------
     @property
@@ -135,6 +136,11 @@ class Relaunches:
         target = self.target_of(str(fields["source"]))
         if target is None or self.policy.targets.get(target.name) is None \
                 or self.policy.targets[target.name].mode == "off":
+            return
+        if self.closed:  # told by the daemon's last commit, as it stops
+            self.book.note(f"launch {fields['id']} of {target.name} failed as the daemon "
+                           "stopped: not proposed (the next daemon proposes a failure that "
+                           "comes again)")
             return
         if self.watch.answered(str(fields["source"]), str(fields["id"])):
             self.book.note(f"launch {fields['id']} of {target.name} was a relaunch that did not "
@@ -226,8 +232,11 @@ class Relaunches:
                 "breakers": {t: self.breakers.get(t, False) for t in self.policy.targets}}
 
     async def close(self) -> None:
-        """Stopping: timers cancelled; an action being carried out is left to finish on its
-        thread only as far as the process lives (its moves are in the history)."""
+        """Stopping: timers cancelled, and no step starts after this (a failure the last
+        commit tells of is noted, not proposed); an action being carried out is left to
+        finish on its thread only as far as the process lives (its moves are in the
+        history)."""
+        self.closed = True
         for held in self.open.values():
             held.cancel_timer()
         for task in list(self._tasks):
@@ -386,6 +395,9 @@ class Relaunches:
             delay, lambda: self._spawn(step()))
 
     def _spawn(self, step: Any) -> None:
+        if self.closed:  # its threads are gone: it could only fail
+            step.close()
+            return
         task = asyncio.get_running_loop().create_task(self._guarded(step))
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
