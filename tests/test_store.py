@@ -318,6 +318,34 @@ def test_incidents_folded_by_update_equal_the_upsert(
     assert folded[1] == [(1, 10_000, 10_000)]
 
 
+def test_a_stored_launch_without_a_seq_is_updated_not_refused(
+        tmp_path: Path, library: Library) -> None:
+    """Whether a launch's row is there is asked, not read from its `seq`: a row without one
+    (a database written by hand) is updated and given the next seq, as INSERT OR REPLACE
+    did, instead of a plain INSERT that the primary key refuses, which quarantined the
+    launch at every commit (found in review)."""
+    from logwatch.core.diagnosis.analysis import analyse
+    from logwatch.core.launches.lifecycle import LaunchBook
+    from logwatch.core.snapshot.model import Snapshot
+    from logwatch.store.live import LiveFinding, LiveWriter, launch_id
+
+    marlin = _demo_findings(library, "marlin.repack_tile_n")
+    book = LaunchBook()
+    with open_store(tmp_path / "h.duckdb") as store:
+        writer = LiveWriter(store, library)
+        for n, item in enumerate(marlin[:3]):
+            change = book.observe(item.finding, "gen")
+            lid = launch_id(change.launch)
+            writer.commit([LiveFinding(change.finding, "gen", launch=lid)], [],
+                          [analyse(change.launch.frozen(), Snapshot())])
+            assert writer.last_quarantined == [], n
+            if n == 0:
+                store.con.execute("UPDATE launches SET seq = NULL")
+        assert store.query("SELECT last_line, seq FROM launches") == [
+            (marlin[2].finding.lineno, 1)]
+        assert store.query("SELECT count(*) FROM quarantined") == [(0,)]
+
+
 def test_positions_move_by_update_and_by_insert_alike(tmp_path: Path, library: Library) -> None:
     """A single stream's position is moved by an UPDATE of its row (LiveWriter's
     _write_positions), several at once and a row not there yet by INSERT OR REPLACE: each

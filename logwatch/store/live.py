@@ -444,7 +444,7 @@ class LiveWriter:
         ids = [_id(lid, i.signature.id, "|".join(i.key)) for i in analysis.incidents]
         root = analysis.root_incident
         root_id = ids[analysis.root] if analysis.root is not None else None
-        stored, following = self.store.query(LAUNCH_SEQ, [lid])[0]
+        there, stored, following = self.store.query(LAUNCH_SEQ, [lid])[0]
         seq = int(stored if stored is not None else following)
         failed_before = 0
         if root is not None:
@@ -461,7 +461,7 @@ class LiveWriter:
                "root_problem": root.problem if root else None,
                "fatal_incidents": sum(1 for i in analysis.incidents if i.signature.fatal),
                "failed_before": failed_before, "updated": now, "seq": seq}
-        if stored is None:  # not there in this transaction
+        if not there:  # in this transaction
             self.store.insert_fresh("launches", [row])
         elif not self.store.update_row("launches", row):
             self.store.insert("launches", [row], conflict="REPLACE")

@@ -114,9 +114,10 @@ MIGRATIONS: dict[int, tuple[str, ...]] = {
     ),
 }
 
-# a launch's `seq`: the stored one (NULL when it is not there yet), and the next one, which
-# it gets when it is first written
-LAUNCH_SEQ = ("SELECT (SELECT seq FROM launches WHERE id = ?), "
+# a launch's row: whether it is there, its stored `seq`, and the next one, which it gets
+# when it is first written (or when a row is there without one)
+LAUNCH_SEQ = ("SELECT EXISTS (SELECT 1 FROM launches WHERE id = $1), "
+              "(SELECT seq FROM launches WHERE id = $1), "
               "(SELECT coalesce(max(seq), 0) + 1 FROM launches)")
 
 # Recreated on every open, so they always match the code that reads them.
