@@ -1,8 +1,9 @@
 """Scan one large file with two processes when two cores are idle: the same findings, in order.
 
 This process scans a first part of the file alone, and from the findings in it cuts the
-file at a newline between 30% and 50% of it (first_share): it takes in every finding, the
-child's too, so its own half is the shorter on a log dense with findings. It scans the
+file at a newline between 10% and 50% of it (first_share): it takes in every finding, the
+child's too (as the child writes them, once its own are in), so its own half is the shorter
+on a log dense with findings. It scans the
 first half and reads on past the cut as far as a record or a hit's neighbourhood can reach;
 a forked child scans the second half after a lead-in just as long, counting the lines before
 it for their numbers. Each side keeps only the findings on its own lines, so every record is
@@ -13,9 +14,11 @@ once.
 from __future__ import annotations
 
 import multiprocessing
+import multiprocessing.connection
 import operator
 import os
 import pickle
+import struct
 import tempfile
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import fields
@@ -45,10 +48,12 @@ REACH_BYTES = 8 * HEADER_SEARCH_BYTES
 # The first 1/PROBE_PARTS of the file is scanned before the cut is chosen from its findings
 # (first_share); the cut falls no earlier than MIN_FIRST_SHARE of the file. Recording the
 # findings of a MB costs as much as scanning it at FINDINGS_PER_MB_AT_PAR findings a MB
-# (measured on the crash-loop backlog of `make bench`: 157 findings a MB, two processes
-# fastest with the cut at 42%: 4.85-4.88 s against 5.15-5.17 at 50%, and 5.76-5.87 at 30%).
+# (measured on the crash-loop backlog of `make bench`, 157 findings a MB: taking in the
+# child's findings only after it ended, two processes were fastest with the cut at 42%, as
+# s / (2s + r) says; taking them in as they come, at 30-31%, as (s - r) / 2s says: 5.06-5.09 s
+# against 5.49-5.64 at 42% and 5.35 at 25%).
 PROBE_PARTS = 32
-MIN_FIRST_SHARE = 0.3
+MIN_FIRST_SHARE = 0.1
 FINDINGS_PER_MB_AT_PAR = 413
 
 
@@ -70,13 +75,15 @@ def _find_cut(stream: BinaryIO, size: int, share: float = 0.5) -> int:
 def first_share(findings: int, scanned: int) -> float:
     """The share of the file this process scans itself, from the findings in a first part
     of `scanned` bytes. This process also takes in every finding: its own as it scans them,
-    then the child's once both halves are scanned. With recording costing r per s of
-    scanning, both halves are scanned at the same time at a share of s / (2s + r); r / s
-    grows with the findings a MB (FINDINGS_PER_MB_AT_PAR). From counts, not timings: the
-    same file is always cut at the same line, so its work counters are the same each time."""
+    then the child's as the child writes them. With taking in costing r per s of scanning
+    (r / s grows with the findings a MB: FINDINGS_PER_MB_AT_PAR), it is done with its own
+    share p after p (s + r), and with the child's, which it keeps pace with, when the child
+    is done, after (1 - p) s: both end together at p = (s - r) / 2s. From counts, not
+    timings: the same file is always cut at the same line, so its work counters are the
+    same each time."""
     if scanned <= 0:
         return 0.5
-    share = 1 / (2 + findings / (scanned / 1e6) / FINDINGS_PER_MB_AT_PAR)
+    share = (1 - findings / (scanned / 1e6) / FINDINGS_PER_MB_AT_PAR) / 2
     return min(0.5, max(MIN_FIRST_SHARE, share))
 
 
@@ -163,14 +170,12 @@ def _second_half(path: str, matcher: Matcher, label: str, reference: datetime,
         for block in _blocks(stream, lead, cut):  # the lead-in: context, not its findings
             scanner.feed(block)
         cut_line = scanner.stats.lines + 1
-        pickle.dump(("cut", cut_line), spool, pickle.HIGHEST_PROTOCOL)
+        _frame(spool, ("cut", cut_line))
         scanner.stats.repeated_lines = 0  # counted from the cut on, as findings are
         for block in _blocks(stream, cut, size):
             _spool(spool, [f for f in scanner.feed(block) if f.lineno >= cut_line])
         _spool(spool, [f for f in scanner.finish() if f.lineno >= cut_line])
-        pickle.dump(("stats", scanner.stats, dict(matcher.timeouts), dict(matcher.disabled)),
-                    spool, pickle.HIGHEST_PROTOCOL)
-        spool.flush()
+        _frame(spool, ("stats", scanner.stats, dict(matcher.timeouts), dict(matcher.disabled)))
 
 
 # Findings cross from the child as tuples of plain values (pickle writes and reads those in
@@ -213,7 +218,43 @@ def _shifted(values: tuple[Any, ...], at: tuple[int, ...], shift: int) -> tuple[
 
 def _spool(spool: IO[bytes], findings: list[Finding]) -> None:
     if findings:
-        pickle.dump(("findings", [_flat(f) for f in findings]), spool, pickle.HIGHEST_PROTOCOL)
+        _frame(spool, ("findings", [_flat(f) for f in findings]))
+
+
+# The spool is read while the child still writes it: each item is a frame (its length, then
+# its pickle) written whole and flushed, so the reader takes only frames written to the end.
+_LENGTH = struct.Struct("<Q")
+FOLLOW_WAIT_SECONDS = 0.005  # at the spool's end, the child still scanning: looked again
+
+
+def _frame(spool: IO[bytes], item: tuple[Any, ...]) -> None:
+    payload = pickle.dumps(item, pickle.HIGHEST_PROTOCOL)
+    spool.write(_LENGTH.pack(len(payload)) + payload)
+    spool.flush()
+
+
+def _frames(spool: IO[bytes], child: Any) -> Iterator[tuple[Any, ...]]:
+    """The child's frames in order, as they are written; ends at its last one ("stats").
+    Read with pread, which leaves alone the file offset the child writes at (the two share
+    it). OSError when the child ends without its last frame (it failed)."""
+    fd, at, ended = spool.fileno(), 0, False
+    while True:
+        head = os.pread(fd, _LENGTH.size, at)
+        length = _LENGTH.unpack(head)[0] if len(head) == _LENGTH.size else -1
+        payload = os.pread(fd, length, at + _LENGTH.size) if length >= 0 else b""
+        if len(payload) == length:
+            at += _LENGTH.size + length
+            item = pickle.loads(payload)
+            yield item
+            if item[0] == "stats":
+                return
+            continue
+        if ended:  # read after it ended, and still without its last frame
+            raise OSError(f"the process scanning the second half failed ({child.exitcode})")
+        if child.exitcode is not None:  # what it wrote before it ended is read once more
+            ended = True
+            continue
+        multiprocessing.connection.wait([child.sentinel], FOLLOW_WAIT_SECONDS)
 
 
 def scan_split(path: str, matcher: Matcher, label: str, reference: datetime, size: int,
@@ -263,21 +304,23 @@ def _scan_halves(path: str, matcher: Matcher, label: str, reference: datetime, s
                 for block in _blocks(stream, cut, tail):  # the lead-out: context only
                     record([f for f in first.feed(block) if f.lineno < cut_line])
                 record([f for f in first.finish() if f.lineno < cut_line])
+                first.stats.repeated_lines = repeated
+                # the second half's findings, taken in while the child still scans
+                stats = _merge_second(_frames(spool, child), matcher, record, first.stats,
+                                      size, cut_line)
             finally:
                 child.join()
             if child.exitcode != 0:
                 raise OSError(f"the process scanning the second half failed ({child.exitcode})")
-            spool.seek(0)
-            first.stats.repeated_lines = repeated
-            return _merge_second(spool, matcher, record, first.stats, size, cut_line)
+            return stats
 
 
-def _merge_second(spool: IO[bytes], matcher: Matcher, record: Callable[[list[Finding]], None],
-                  first: ScanStats, size: int, cut_line: int) -> ScanStats:
+def _merge_second(frames: Iterator[tuple[Any, ...]], matcher: Matcher,
+                  record: Callable[[list[Finding]], None], first: ScanStats, size: int,
+                  cut_line: int) -> ScanStats:
     signatures = WithDerived({s.id: s for s in matcher.signatures})
     shift = 0  # from the child's line numbers to the file's
-    while True:
-        kind, *rest = pickle.load(spool)
+    for kind, *rest in frames:
         if kind == "cut":
             shift = cut_line - rest[0]
             continue
@@ -294,3 +337,4 @@ def _merge_second(spool: IO[bytes], matcher: Matcher, record: Callable[[list[Fin
                      "replaced_chars"):  # work done, the overlap's included
             setattr(stats, name, getattr(first, name) + getattr(second, name))
         return stats
+    raise OSError("the process scanning the second half ended without its counts")
