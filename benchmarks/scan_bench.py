@@ -102,6 +102,11 @@ def side_by_side(runs: int, grep_cmd: list[str], lw_cmd: list[str]
     return greps, lws
 
 
+def ratio_text(ratio: float) -> str:
+    """Two decimals; three below 0.1, where two would hide a change of a third."""
+    return f"{ratio:.3f}" if ratio < 0.1 else f"{ratio:.2f}"
+
+
 def report_mix(size_mb: float, greps: list[Run], lws: list[Run]) -> float:
     """Print one mix's figures; return the median wall-clock ratio."""
     ratios = [g.wall / w.wall for g, w in zip(greps, lws, strict=True)]
@@ -115,9 +120,9 @@ def report_mix(size_mb: float, greps: list[Run], lws: list[Run]) -> float:
           f"{stats['matched_lines']:,}, findings {stats['findings']:,}, launches "
           f"{stats.get('launches', 0):,}, "
           f"peak RSS {max(r.rss_kib for r in lws) / 1024:.0f} MiB, engine {stats['engine']}")
-    print(f"  logwatch/grep     {statistics.median(ratios):5.2f}x  (runs "
-          + " ".join(f"{r:.2f}" for r in ratios) + "; CPU time "
-          + " ".join(f"{r:.2f}" for r in cpu_ratios) + ")")
+    print(f"  logwatch/grep     {ratio_text(statistics.median(ratios)):>5s}x  (runs "
+          + " ".join(ratio_text(r) for r in ratios) + "; CPU time "
+          + " ".join(ratio_text(r) for r in cpu_ratios) + ")")
     return statistics.median(ratios)
 
 
@@ -237,9 +242,10 @@ def main() -> int:
     for name, ratio in results.items():
         goal = TARGETS.get(name)
         if goal is None:
-            print(f"  {name:34s} {ratio:5.2f}x grep (for comparison: no goal of its own)")
+            print(f"  {name:34s} {ratio_text(ratio):>5s}x grep (for comparison: no goal of "
+                  "its own)")
             continue
-        print(f"  {name:34s} {ratio:5.2f}x grep (goal >= {goal}x)  "
+        print(f"  {name:34s} {ratio_text(ratio):>5s}x grep (goal >= {goal}x)  "
               f"{'met' if ratio >= goal else 'MISSED'}")
     for name, kib in rss.items():
         print(f"  {'peak RSS, ' + name:34s} {kib / 1024:5.0f} MiB (goal <= {RSS_LIMIT_MIB})  "
