@@ -59,21 +59,37 @@ class Run:
     rss_kib: int
 
 
-def timed(cmd: list[str], env: dict[str, str] | None = None) -> Run:
-    """One whole process: wall and CPU seconds, stdout (to a file) and peak RSS.
+# Each measured process is started by a small one between it and this one: Linux keeps, as
+# a child's peak RSS, the larger of its own and that of the process it was forked from (at
+# exec), and this process grows to ~70 MiB over a run (a process that only opens DuckDB
+# read 72 MiB from here, 65 from a shell). The wrapper (~9 MiB) times the command itself,
+# so its own start-up counts in no figure.
+_WRAPPER = """
+import os, sys, time
+started = time.perf_counter()
+pid = os.fork()
+if pid == 0:
+    try:
+        os.execvp(sys.argv[2], sys.argv[2:])
+    finally:
+        os._exit(127)
+_, status, usage = os.wait4(pid, 0)
+wall = time.perf_counter() - started
+with open(sys.argv[1], "w") as out:
+    out.write(f"{wall} {usage.ru_utime + usage.ru_stime} {usage.ru_maxrss} {status}")
+"""
 
-    Output goes to a file, never into this process: a child's peak RSS counts the memory of
-    the parent it was forked from, so the parent must stay small.
-    """
-    with tempfile.TemporaryFile() as sink:
-        started = time.perf_counter()
-        proc = subprocess.Popen(cmd, stdout=sink, env=env)
-        _, _, usage = os.wait4(proc.pid, 0)
-        wall = time.perf_counter() - started
-        proc.returncode = 0
+
+def timed(cmd: list[str], env: dict[str, str] | None = None) -> Run:
+    """One whole process: wall and CPU seconds, stdout (to a file) and peak RSS, measured
+    by a small process that starts it (_WRAPPER)."""
+    with tempfile.TemporaryFile() as sink, tempfile.NamedTemporaryFile("r") as report:
+        subprocess.run([sys.executable, "-I", "-S", "-c", _WRAPPER, report.name, *cmd],
+                       stdout=sink, env=env, check=True)
+        wall, cpu, rss, _ = report.read().split()
         sink.seek(0)
         out = _kept(sink.read())
-    return Run(wall, usage.ru_utime + usage.ru_stime, out, usage.ru_maxrss)
+    return Run(float(wall), float(cpu), out, int(rss))
 
 
 def _kept(out: bytes) -> bytes:
