@@ -15,6 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from logwatch.core.checkpoint.predicted import STAGE_ARGUMENTS, PreflightProblem
 from logwatch.core.diagnosis.kernel_path import KernelPath, kernel_path
 from logwatch.core.diagnosis.latent import LATENT_FP4, LATENT_MARLIN, LATENT_MTP, latent_problems
 from logwatch.core.diagnosis.model import Diagnosis
@@ -27,20 +28,6 @@ from logwatch.core.snapshot.vllm_cli import CliVocabulary, unknown_names
 UNKNOWN_FLAG, UNKNOWN_ENV = "unknown_flag", "unknown_env"
 KINDS = {LATENT_MARLIN: "marlin_tile", LATENT_FP4: "fp4_without_native_kernels",
          LATENT_MTP: "mtp_ignore_list_gap"}
-
-
-@dataclass(frozen=True, slots=True)
-class PreflightProblem:
-    kind: str  # marlin_tile, fp4_without_native_kernels, mtp_ignore_list_gap, unknown_flag/env
-    title: str
-    reason: str
-    details: tuple[str, ...] = ()
-    config: dict[str, Any] = field(default_factory=dict)  # the fields that show it
-    fixes: tuple[str, ...] = ()
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"kind": self.kind, "title": self.title, "reason": self.reason,
-                "details": list(self.details), "config": self.config, "fixes": list(self.fixes)}
 
 
 @dataclass(frozen=True, slots=True)
