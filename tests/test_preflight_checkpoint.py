@@ -6,6 +6,7 @@ family judged sound."""
 from __future__ import annotations
 
 import json
+import shlex
 import struct
 from pathlib import Path
 from typing import Any
@@ -15,6 +16,8 @@ import pytest
 from logwatch.core.checkpoint.checks import checkpoint_problems
 from logwatch.core.quant.scheme import derive_quant
 from logwatch.host.checkpoint_files import read_checkpoint
+from tests.conftest import ROOT
+from tests.inprocess import logwatch_text
 from tests.model_dirs import TINY_LLAMA, Shape, llama_tensors, model_dir, write_safetensors
 
 
@@ -278,3 +281,48 @@ def test_headers_are_read_not_weights(tmp_path: Path) -> None:
     write_safetensors(path / "model.safetensors", big)
     (problem,) = judge(path).certain
     assert "model.embed_tokens.weight is F32 [1048576, 1024]" in problem.reason
+
+
+def run_preflight(model: Path, flags: str = "", *extra: str, env: str = ""):  # type: ignore[no-untyped-def]
+    cmdline = f"{env} vllm serve {shlex.quote(str(model))} {flags}".strip()
+    return logwatch_text("preflight", "--model-dir", str(model), "--cmdline", cmdline,
+                         "--vllm-version", "0.32.0", *extra)
+
+
+def test_preflight_names_the_failure_vllm_prints_and_its_evidence(tmp_path: Path) -> None:
+    tensors = llama_tensors()
+    tensors["model.layers.0.mlp.gate_proj.weight"] = ("F32", (64, 64))
+    path = model_dir(tmp_path / "wrong-shape", tensors=tensors)
+    done = run_preflight(path, "--dtype float32")
+    assert done.returncode == 1, done.stderr
+    assert "FAIL    tensor shapes disagree with config.json" in done.stdout
+    assert "evidence: model.safetensors: model.layers.0.mlp.gate_proj.weight" in done.stdout
+    body = json.loads(run_preflight(path, "", "--json").stdout)
+    (problem,) = body["problems"]
+    assert problem["stage"] == "weights" and problem["signature"] == "weights.narrow_out_of_range"
+    assert run_preflight(model_dir(tmp_path / "sound")).returncode == 0
+
+
+def test_a_model_that_is_not_there_is_a_prediction_not_a_usage_error(tmp_path: Path) -> None:
+    done = run_preflight(tmp_path / "no-such-model", "", "--json")
+    assert done.returncode == 1, done.stderr
+    (problem,) = json.loads(done.stdout)["problems"]
+    assert problem["kind"] == "model_not_found" and "Repo id must be" in problem["message"]
+
+
+def test_a_broken_config_json_is_predicted(tmp_path: Path) -> None:
+    path = model_dir(tmp_path / "m")
+    (path / "config.json").write_text('{"architectures": ["LlamaForCausalLM"], "hid')
+    done = run_preflight(path)
+    assert done.returncode == 1, done.stderr
+    assert "config.json is not valid JSON" in done.stdout
+
+
+def test_a_configuration_only_copy_is_a_maybe_not_a_refusal() -> None:
+    """The sample checkpoints hold config.json and the index, not the shards: the
+    configuration is judged and the absent shards said, not counted as a failure."""
+    sample = ROOT / "samples" / "models" / "qwen3-32b-w4a16"
+    done = run_preflight(sample, "", "--json")
+    body = json.loads(done.stdout)
+    assert [p["kind"] for p in body["uncertain"]] == ["shard_missing"]
+    assert "a copy of the configuration only?" in body["uncertain"][0]["reason"]

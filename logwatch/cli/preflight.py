@@ -14,12 +14,15 @@ from dataclasses import replace
 from pathlib import Path
 
 from logwatch.cli.options import parse_gpu_capability
-from logwatch.core.diagnosis.preflight import Prediction, PreflightProblem, predict
+from logwatch.core.checkpoint.files import CheckpointFiles
+from logwatch.core.checkpoint.predicted import PreflightProblem
+from logwatch.core.diagnosis.preflight import Prediction, predict
 from logwatch.core.quant.ignore_rules import parse_release
 from logwatch.core.safe_text.visible import visible
 from logwatch.core.snapshot.model import Snapshot
 from logwatch.core.snapshot.vllm_cli import CliVocabulary
 from logwatch.host.capture import take_snapshot
+from logwatch.host.checkpoint_files import read_checkpoint
 from logwatch.host.vllm_cli_data import DATA_FILE, VocabularyUnreadable
 from logwatch.host.vllm_cli_data import load_vocabulary as read_vocabulary
 from logwatch.scan.triage import SnapshotOptions, gpu_for
@@ -54,10 +57,11 @@ def load_vocabulary(path: Path = DATA_FILE) -> CliVocabulary:
         raise InputError(str(exc)) from exc
 
 
-def capture(options: SnapshotOptions, vllm_version: str | None) -> Snapshot:
-    """The launch's snapshot, the operator's --vllm-version in force over what was found."""
-    if options.model_dir is not None and not Path(options.model_dir).is_dir():
-        raise InputError(f"--model-dir {options.model_dir}: not a directory")
+def capture(options: SnapshotOptions, vllm_version: str | None
+            ) -> tuple[Snapshot, CheckpointFiles | None]:
+    """The launch's snapshot, the operator's --vllm-version in force over what was found, and
+    the model directory's files (None: it is not a directory here, which is a prediction of
+    its own, not an error of the operator's)."""
     if vllm_version is not None and parse_release(vllm_version) is None:
         raise InputError(f"--vllm-version {vllm_version!r}: expected a release like 0.26.0")
     argv, env = split_command(options.cmdline) if options.cmdline else (None, {})
@@ -67,19 +71,22 @@ def capture(options: SnapshotOptions, vllm_version: str | None) -> Snapshot:
     if not snapshot.launch:
         raise InputError("no vLLM launch to check: " + ("; ".join(snapshot.problems)
                                                         or "the command line is empty"))
-    if snapshot.model is None or not snapshot.model.architectures:
-        raise InputError(f"--model-dir {options.model_dir}: cannot read the model: "
-                         + ("; ".join(snapshot.problems) or "no config.json architectures"))
     if vllm_version is not None:
         snapshot = replace(snapshot, vllm_version=vllm_version,
                            sources={**snapshot.sources, "vllm_version": "--vllm-version"})
-    return snapshot
+    checkpoint = read_checkpoint(options.model_dir) if options.model_dir else None
+    served = snapshot.launch.get("model")
+    if checkpoint is None and options.model_dir is not None \
+            and Path(options.model_dir) != Path(str(served)):
+        raise InputError(f"--model-dir {options.model_dir}: not a directory (and not the "
+                         f"model the command line serves, {served})")
+    return snapshot, checkpoint
 
 
 def preflight(options: SnapshotOptions, vllm_version: str | None, as_json: bool) -> int:
     try:
-        snapshot = capture(options, vllm_version)
-        prediction = predict(snapshot, load_vocabulary())
+        snapshot, checkpoint = capture(options, vllm_version)
+        prediction = predict(snapshot, load_vocabulary(), checkpoint)
     except InputError as exc:
         print(visible(f"logwatch: preflight: {exc}", lines=True), file=sys.stderr)
         return EXIT_USAGE
@@ -97,8 +104,8 @@ def render(snapshot: Snapshot, prediction: Prediction, width: int = 100) -> str:
     cap = snapshot.gpu.capability
     gpu = f"{snapshot.gpu.name or 'GPU'} {cap / 10:.1f}" if cap else "GPU unknown"
     out = [f"preflight: vLLM {snapshot.vllm_version or 'unknown'}, {gpu}, "
-           f"tensor-parallel {snapshot.tensor_parallel_size}, model {snapshot.model.path}"
-           if snapshot.model else "preflight:"]
+           f"tensor-parallel {snapshot.tensor_parallel_size}, model "
+           f"{snapshot.model.path if snapshot.model else snapshot.launch.get('model')}"]
     kernel = prediction.kernel
     if kernel is not None:
         texts = [f"kernel path: {kernel.summary}"] + ([kernel.advice] if kernel.advice else [])
@@ -116,6 +123,9 @@ def render(snapshot: Snapshot, prediction: Prediction, width: int = 100) -> str:
 
 def _problem_lines(label: str, problem: PreflightProblem, width: int) -> list[str]:
     texts = [f"{problem.title}: {problem.reason}", *problem.details]
+    if problem.message:
+        texts.append(f"vLLM says: {problem.message}")
+    texts += [f"evidence: {e}" for e in problem.evidence[:3]]
     texts += [f"fix: {f}" for f in problem.fixes]
     out = []
     for number, text in enumerate(texts):

@@ -67,19 +67,24 @@ def _config(files: CheckpointFiles, found: Found) -> None:
 
 def _files(files: CheckpointFiles, found: Found) -> None:
     if files.missing_shards:
+        every = len(files.missing_shards) == len(set(files.index_map.values()))
         shown = ", ".join(sorted(files.missing_shards)[:SHOWN])
         more = len(files.missing_shards) - SHOWN
-        found.certain.append(PreflightProblem(
+        problem = PreflightProblem(
             "shard_missing", "weight files the index names are not there",
-            f"{files.index_file} names {len(files.missing_shards)} shard(s) the directory "
-            f"lacks: {shown}" + (f" and {more} more" if more > 0 else ""),
+            (f"none of the {len(files.missing_shards)} shard(s) {files.index_file} names is "
+             "here (a copy of the configuration only?): vLLM fails unless they are in place "
+             "when it starts; tensor shapes not checked" if every else
+             f"{files.index_file} names {len(files.missing_shards)} shard(s) the directory "
+             f"lacks: {shown}" + (f" and {more} more" if more > 0 else "")),
             stage=STAGE_WEIGHTS,
             message="FileNotFoundError: Weight files referenced in index but missing: {...}",
             signature="model.shard_missing",
             evidence=tuple(f"{files.index_file}: weight_map -> {s}"
                            for s in sorted(files.missing_shards)[:SHOWN]),
             fixes=("copy the missing shards (an interrupted download or copy leaves them "
-                   "out)",)))
+                   "out)",))
+        (found.uncertain if every else found.certain).append(problem)
     for shard, what in files.damaged:
         found.certain.append(PreflightProblem(
             "shard_damaged", "a weight file cannot be opened", f"{shard}: {what}",

@@ -12,10 +12,13 @@ launch only for what it can show.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+import re
+from dataclasses import dataclass
 from typing import Any
 
-from logwatch.core.checkpoint.predicted import STAGE_ARGUMENTS, PreflightProblem
+from logwatch.core.checkpoint.checks import checkpoint_problems
+from logwatch.core.checkpoint.files import CheckpointFiles
+from logwatch.core.checkpoint.predicted import STAGE_ARGUMENTS, STAGE_CONFIG, PreflightProblem
 from logwatch.core.diagnosis.kernel_path import KernelPath, kernel_path
 from logwatch.core.diagnosis.latent import LATENT_FP4, LATENT_MARLIN, LATENT_MTP, latent_problems
 from logwatch.core.diagnosis.model import Diagnosis
@@ -26,6 +29,15 @@ from logwatch.core.snapshot.model import Snapshot
 from logwatch.core.snapshot.vllm_cli import CliVocabulary, unknown_names
 
 UNKNOWN_FLAG, UNKNOWN_ENV = "unknown_flag", "unknown_env"
+# what huggingface_hub accepts as a repo id: a name, or a namespace and a name
+REPO_ID = re.compile(r"[\w.-]{1,96}(/[\w.-]{1,96})?")
+
+
+class NotRead:
+    """The model directory's files were not read (a caller that only has a snapshot)."""
+
+
+NOT_READ = NotRead()
 KINDS = {LATENT_MARLIN: "marlin_tile", LATENT_FP4: "fp4_without_native_kernels",
          LATENT_MTP: "mtp_ignore_list_gap"}
 
@@ -47,12 +59,22 @@ class Prediction:
                 "kernel_path": self.kernel.to_dict() if self.kernel else None}
 
 
-def predict(snapshot: Snapshot, vocab: CliVocabulary | None) -> Prediction:
+def predict(snapshot: Snapshot, vocab: CliVocabulary | None,
+            checkpoint: CheckpointFiles | NotRead | None = NOT_READ) -> Prediction:
     """What this launch runs into; `vocab`: the flags and variables per release (None: those
-    are not checked)."""
+    are not checked); `checkpoint`: the model directory's files (None: there is no such
+    directory; NOT_READ: they were not read, and are not judged)."""
     certain: list[PreflightProblem] = []
     uncertain: list[PreflightProblem] = []
     notes: list[str] = []
+    if checkpoint is None:
+        model_missing(snapshot, certain, uncertain)
+    elif not isinstance(checkpoint, NotRead):
+        found = checkpoint_problems(checkpoint, snapshot.model.quant if snapshot.model else None,
+                                    parse_release(snapshot.vllm_version))
+        certain += found.certain
+        uncertain += found.uncertain
+        notes += found.notes
     for diag in latent_problems(snapshot):
         problem = _from_latent(diag)
         (certain if _certain(diag, snapshot) else uncertain).append(problem)
@@ -78,8 +100,38 @@ def predict(snapshot: Snapshot, vocab: CliVocabulary | None) -> Prediction:
                 unknown.reason(release), (),
                 {"name": unknown.name, "vllm_version": release_text(release),
                  "known_in": list(unknown.known_in)},
-                (unknown.hint,) if unknown.hint else ()))
-    return Prediction(tuple(certain), tuple(uncertain), tuple(notes), kernel_path(snapshot))
+                (unknown.hint,) if unknown.hint else (), stage=STAGE_ARGUMENTS,
+                signature="config.invalid_argument" if unknown.kind == "flag" else None))
+    return Prediction(tuple(sorted(certain, key=_rank)), tuple(sorted(uncertain, key=_rank)),
+                      tuple(notes), kernel_path(snapshot))
+
+
+def _rank(problem: PreflightProblem) -> int:
+    """vLLM meets failures in the order of its start-up: the first is the one it prints."""
+    return problem.stage
+
+
+def model_missing(snapshot: Snapshot, certain: list[PreflightProblem],
+                  uncertain: list[PreflightProblem]) -> None:
+    """The served model is not a directory here: vLLM takes a `--model` that is not a local
+    directory for a Hugging Face repo id. One that cannot be a repo id (an absolute path,
+    more than one `/`, `..`), or any when the Hub is off (HF_HUB_OFFLINE), fails."""
+    served = str(snapshot.launch.get("model") or "")
+    offline = snapshot.env.get("HF_HUB_OFFLINE", "").lower() in ("1", "true", "yes", "on")
+    not_an_id = not REPO_ID.fullmatch(served) or ".." in served or "--" in served
+    problem = PreflightProblem(
+        "model_not_found", "the model is not a directory here",
+        f"{served or 'the model'} is not a directory on this host, so vLLM takes it for a "
+        "Hugging Face repo id" + (
+            ", which it cannot be (an absolute path, or more than one '/')" if not_an_id
+            else ", and HF_HUB_OFFLINE is set" if offline
+            else ": a download follows if the Hub is reachable and the repo exists"),
+        stage=STAGE_CONFIG, signature="model.not_found",
+        message=("OSError: Repo id must be in the form 'repo_name' or "
+                 f"'namespace/repo_name': '{served}'." if not_an_id else ""),
+        evidence=(f"--model {served}",),
+        fixes=("point --model at the checkpoint's directory (mounted where vLLM runs)",))
+    (certain if not_an_id or offline else uncertain).append(problem)
 
 
 def launch_flags(snapshot: Snapshot) -> list[str]:
