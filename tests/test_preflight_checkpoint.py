@@ -166,9 +166,9 @@ def test_nvfp4_two_values_a_byte(tmp_path: Path) -> None:
         else:
             tensors[name] = (dtype, shape)
     assert judge(model_dir(tmp_path / "ok", config, tensors)).certain == []
-    tensors["model.layers.1.self_attn.o_proj.weight"] = ("U8", (64, 64))  # in 128: wrong
+    tensors["model.layers.1.self_attn.o_proj.weight"] = ("U8", (64, 16))  # in 32: short
     (problem,) = judge(model_dir(tmp_path / "bad", config, tensors)).certain
-    assert "o_proj.weight is U8 [64, 64] (FP4, 2 a byte), unpacked [64, 128], expected " \
+    assert "o_proj.weight is U8 [64, 16] (FP4, 2 a byte), unpacked [64, 32], expected " \
            "[64, 64] (hidden_size, num_attention_heads x head_dim)" in problem.reason
 
 
@@ -209,10 +209,27 @@ def qwen3_moe_tensors() -> dict[str, tuple[str, tuple[int, ...]]]:
 def test_a_qwen3_moe_checkpoint_and_an_expert_of_the_wrong_width(tmp_path: Path) -> None:
     tensors = qwen3_moe_tensors()
     assert judge(model_dir(tmp_path / "ok", QWEN3_MOE, tensors)).certain == []
-    tensors["model.layers.1.mlp.experts.3.down_proj.weight"] = ("BF16", (64, 96))
+    tensors["model.layers.1.mlp.experts.3.down_proj.weight"] = ("BF16", (64, 16))
     (problem,) = judge(model_dir(tmp_path / "bad", QWEN3_MOE, tensors)).certain
-    assert "experts.3.down_proj.weight is BF16 [64, 96], expected [64, 32] (hidden_size, " \
+    assert "experts.3.down_proj.weight is BF16 [64, 16], expected [64, 32] (hidden_size, " \
            "moe_intermediate_size)" in problem.reason
+
+
+def test_larger_along_the_loaders_share_is_cut_to_size_a_maybe(tmp_path: Path) -> None:
+    """vLLM narrows a column-parallel weight's rows (a row-parallel one's columns) to its
+    share and copies: a checkpoint larger there loads cut, without a word (vLLM 0.32.0's
+    parameter loaders); larger along the other dimension fails its shape assertion."""
+    tensors = llama_tensors()
+    tensors["model.layers.0.mlp.up_proj.weight"] = ("F32", (256, 64))  # out 256 > 128
+    tensors["model.layers.0.mlp.down_proj.weight"] = ("F32", (64, 256))  # in 256 > 128
+    found = judge(model_dir(tmp_path / "cut", tensors=tensors))
+    assert found.certain == [] and [p.kind for p in found.uncertain] == ["weight_cut"]
+    assert found.uncertain[0].config == {"cut": 2}
+    tensors["model.layers.0.mlp.up_proj.weight"] = ("F32", (128, 96))  # in: must be equal
+    tensors["model.norm.weight"] = ("F32", (65,))
+    tensors["model.embed_tokens.weight"] = ("F32", (128, 64))  # vocab rows: exactly 96
+    found = judge(model_dir(tmp_path / "fail", tensors=tensors))
+    assert kinds(found) == ["weight_shape"] and found.certain[0].config == {"mismatched": 3}
 
 
 DEEPSEEK_V3 = {"architectures": ["DeepseekV3ForCausalLM"], "model_type": "deepseek_v3",

@@ -110,6 +110,7 @@ class _Mismatch:
     tensor: str
     stored: str
     expected: Expected
+    shape: tuple[int, ...]  # what the stored tensor stands for (unpacked)
 
 
 def _shapes(files: CheckpointFiles, quant: QuantFacts | None, release: Release | None,
@@ -139,7 +140,8 @@ def _shapes(files: CheckpointFiles, quant: QuantFacts | None, release: Release |
                 continue
         want = lookup(name)
         if want is not None and not want.linear and tensor.shape != want.shape:
-            mismatched.append(_Mismatch(name, f"{tensor.dtype} {list(tensor.shape)}", want))
+            mismatched.append(_Mismatch(name, f"{tensor.dtype} {list(tensor.shape)}", want,
+                                        tensor.shape))
     for module in sorted(modules):
         want = lookup(f"{module}.weight")
         assert want is not None
@@ -151,9 +153,13 @@ def _shapes(files: CheckpointFiles, quant: QuantFacts | None, release: Release |
             continue
         got = logical_linear(files.tensors, module, method, bits)
         if got is not None and got.shape != want.shape:
-            mismatched.append(_Mismatch(got.tensor, got.stored, want))
-    if mismatched:
-        found.certain.append(_shape_problem(files, mismatched))
+            mismatched.append(_Mismatch(got.tensor, got.stored, want, got.shape))
+    failing = [m for m in mismatched if m.expected.loads(m.shape) is False]
+    cut = [m for m in mismatched if m.expected.loads(m.shape) is None]
+    if failing:
+        found.certain.append(_shape_problem(files, failing))
+    if cut:
+        found.uncertain.append(_cut_problem(files, cut))
     if unpacked:
         found.certain.append(_unpacked_problem(files, method or "", unpacked))
 
@@ -172,14 +178,32 @@ def _shape_problem(files: CheckpointFiles, mismatched: list[_Mismatch]) -> Prefl
         details=tuple(f"{m.tensor}: {m.stored}, expected {m.expected.describe()}"
                       for m in mismatched[1:SHOWN]),
         stage=STAGE_WEIGHTS,
-        message="the weight loader fails on the first such tensor (torch's narrow: 'start "
-                "(0) + length (N) exceeds dimension size (M)', or a shape assertion)",
+        message="RuntimeError: start (0) + length (N) exceeds dimension size (M). (torch's "
+                "narrow, where the checkpoint is short of a share), or an AssertionError on "
+                "the shapes, on the first such tensor loaded",
         signature="weights.narrow_out_of_range",
         evidence=tuple(f"{files.tensors[m.tensor].file}: {m.tensor}"
                        for m in mismatched[:SHOWN] if m.tensor in files.tensors),
         config={"mismatched": len(mismatched)},
         fixes=("the checkpoint and its config.json do not belong together: use the "
                "config.json the weights were saved with",))
+
+
+def _cut_problem(files: CheckpointFiles, cut: list[_Mismatch]) -> PreflightProblem:
+    first = cut[0]
+    return PreflightProblem(
+        "weight_cut", "tensors larger than config.json says, which vLLM cuts to size",
+        f"{len(cut)} tensor(s) are larger than the architecture config.json describes along "
+        f"the dimension vLLM takes its share of: {first.tensor} is {first.stored}, expected "
+        f"{first.expected.describe()}. vLLM loads the first rows without a word; the model "
+        "starts, and answers wrongly if the config is the one that is off",
+        details=tuple(f"{m.tensor}: {m.stored}, expected {m.expected.describe()}"
+                      for m in cut[1:SHOWN]),
+        stage=STAGE_WEIGHTS,
+        evidence=tuple(f"{files.tensors[m.tensor].file}: {m.tensor}"
+                       for m in cut[:SHOWN] if m.tensor in files.tensors),
+        config={"cut": len(cut)},
+        fixes=("use the config.json the weights were saved with",))
 
 
 def _unpacked_problem(files: CheckpointFiles, method: str, modules: Iterable[str]
@@ -192,8 +216,8 @@ def _unpacked_problem(files: CheckpointFiles, method: str, modules: Iterable[str
         f"`weight`: {listed[0]}.weight first",
         details=tuple(f"{m}.weight" for m in listed[1:SHOWN]),
         stage=STAGE_WEIGHTS, signature="weights.unexpected_param",
-        message="the model has no parameter named like the checkpoint's `...weight` (a "
-                "KeyError on it while loading)",
+        message=f"ValueError: There is no module or parameter named '...{listed[0]}.weight' "
+                "(or an AttributeError where a fused q/k/v or gate/up shard comes first)",
         evidence=tuple(f"{files.tensors[f'{m}.weight'].file}: {m}.weight"
                        for m in listed[:SHOWN]),
         config={"method": method, "layers": len(listed)},

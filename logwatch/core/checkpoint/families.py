@@ -31,9 +31,26 @@ class Expected:
     shape: tuple[int, ...]
     linear: bool  # a linear layer's weight, (out, in): quantized checkpoints pack it
     why: str  # the config keys the shape comes from
+    # the dimension vLLM's loader narrows to its share (0: column-parallel, the output; 1:
+    # row-parallel, the input): a checkpoint larger there is cut to size without a word, one
+    # smaller fails; every other dimension must be equal. None: all must be equal (norms,
+    # embeddings, which want vocab_size rows exactly, replicated routers).
+    sharded: int | None = None
 
     def describe(self) -> str:
         return f"{list(self.shape)} ({self.why})"
+
+    def loads(self, shape: tuple[int, ...]) -> bool | None:
+        """Whether vLLM loads a checkpoint tensor of `shape` here: False, it fails; None, it
+        loads cut to size (larger only along the sharded dimension); True, it fits."""
+        if shape == self.shape:
+            return True
+        if len(shape) != len(self.shape) or self.sharded is None:
+            return False
+        for dim, (got, want) in enumerate(zip(shape, self.shape, strict=True)):
+            if got < want or (dim != self.sharded and got != want):
+                return False
+        return None
 
 
 Lookup = Callable[[str], "Expected | None"]
@@ -141,18 +158,18 @@ class _Shapes:
         q, kv = self.heads * d, self.kv_heads * d
         table = {
             "q_proj.weight": Expected((q, h), True, "num_attention_heads x head_dim, "
-                                      "hidden_size"),
+                                      "hidden_size", 0),
             "k_proj.weight": Expected((kv, h), True, "num_key_value_heads x head_dim, "
-                                      "hidden_size"),
+                                      "hidden_size", 0),
             "v_proj.weight": Expected((kv, h), True, "num_key_value_heads x head_dim, "
-                                      "hidden_size"),
+                                      "hidden_size", 0),
             "o_proj.weight": Expected((h, q), True, "hidden_size, num_attention_heads x "
-                                      "head_dim"),
+                                      "head_dim", 1),
         }
         if self.bias:
-            table["q_proj.bias"] = Expected((q,), False, "num_attention_heads x head_dim")
-            table["k_proj.bias"] = Expected((kv,), False, "num_key_value_heads x head_dim")
-            table["v_proj.bias"] = Expected((kv,), False, "num_key_value_heads x head_dim")
+            table["q_proj.bias"] = Expected((q,), False, "num_attention_heads x head_dim", 0)
+            table["k_proj.bias"] = Expected((kv,), False, "num_key_value_heads x head_dim", 0)
+            table["v_proj.bias"] = Expected((kv,), False, "num_key_value_heads x head_dim", 0)
         if self.kind == "qwen3" or self.kind == "qwen3_moe" or (
                 self.kind in GLM_MOE and self.config.get("use_qk_norm")):
             table["q_norm.weight"] = Expected((d,), False, "head_dim")
@@ -165,32 +182,33 @@ class _Shapes:
         table = {
             "kv_a_proj_with_mqa.weight": Expected((self.kv_lora + self.rope, h), True,
                                                   "kv_lora_rank + qk_rope_head_dim, "
-                                                  "hidden_size"),
+                                                  "hidden_size", 0),
             "kv_a_layernorm.weight": Expected((self.kv_lora,), False, "kv_lora_rank"),
             "kv_b_proj.weight": Expected((heads * (self.nope + self.v_head), self.kv_lora),
                                          True, "num_attention_heads x (qk_nope_head_dim + "
-                                         "v_head_dim), kv_lora_rank"),
+                                         "v_head_dim), kv_lora_rank", 0),
             "o_proj.weight": Expected((h, heads * self.v_head), True,
-                                      "hidden_size, num_attention_heads x v_head_dim"),
+                                      "hidden_size, num_attention_heads x v_head_dim", 1),
         }
         if self.q_lora:
             table["q_a_proj.weight"] = Expected((self.q_lora, h), True,
-                                                "q_lora_rank, hidden_size")
+                                                "q_lora_rank, hidden_size", 0)
             table["q_a_layernorm.weight"] = Expected((self.q_lora,), False, "q_lora_rank")
             table["q_b_proj.weight"] = Expected((heads * qk, self.q_lora), True,
                                                 "num_attention_heads x (qk_nope_head_dim + "
-                                                "qk_rope_head_dim), q_lora_rank")
+                                                "qk_rope_head_dim), q_lora_rank", 0)
         else:
             table["q_proj.weight"] = Expected((heads * qk, h), True,
                                               "num_attention_heads x (qk_nope_head_dim + "
-                                              "qk_rope_head_dim), hidden_size")
+                                              "qk_rope_head_dim), hidden_size", 0)
         return table.get(rest)
 
     def _mlp(self, layer: int, rest: str) -> Expected | None:
         h = self.hidden
         if not self.sparse(layer):
             if self.kind in GLM and rest == "mlp.gate_up_proj.weight":
-                return Expected((2 * self.inter, h), True, "2 x intermediate_size, hidden_size")
+                return Expected((2 * self.inter, h), True, "2 x intermediate_size, hidden_size",
+                                0)
             return _projection(rest[len("mlp."):], self.inter, h, "intermediate_size")
         expert = _EXPERT.match(rest)
         if expert is not None:
@@ -216,7 +234,7 @@ class _Shapes:
 
 def _projection(rest: str, inter: int, hidden: int, key: str) -> Expected | None:
     if rest in ("gate_proj.weight", "up_proj.weight"):
-        return Expected((inter, hidden), True, f"{key}, hidden_size")
+        return Expected((inter, hidden), True, f"{key}, hidden_size", 0)
     if rest == "down_proj.weight":
-        return Expected((hidden, inter), True, f"hidden_size, {key}")
+        return Expected((hidden, inter), True, f"hidden_size, {key}", 1)
     return None
