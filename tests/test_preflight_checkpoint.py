@@ -341,5 +341,6 @@ def test_a_configuration_only_copy_is_a_maybe_not_a_refusal() -> None:
     sample = ROOT / "samples" / "models" / "qwen3-32b-w4a16"
     done = run_preflight(sample, "", "--json")
     body = json.loads(done.stdout)
-    assert [p["kind"] for p in body["uncertain"]] == ["shard_missing"]
-    assert "a copy of the configuration only?" in body["uncertain"][0]["reason"]
+    assert body["problems"] == [] and done.returncode == 0
+    assert [p["kind"] for p in body["uncertain"]] == ["tokenizer_missing", "shard_missing"]
+    assert "a copy of the configuration only?" in body["uncertain"][1]["reason"]

@@ -55,7 +55,20 @@ def read_checkpoint(path: str | Path) -> CheckpointFiles | None:
         except OSError as exc:
             unread.append(f"{shard}: cannot read: {exc.strerror or exc}")
     return CheckpointFiles(str(directory), names, config, config_error, tensors, index_file,
-                           index_map, missing, tuple(damaged), tuple(unread))
+                           index_map, missing, tuple(damaged), tuple(unread),
+                           _tokenizer_class(directory, names))
+
+
+def _tokenizer_class(directory: Path, names: frozenset[str]) -> str | None:
+    """tokenizer_config.json's `tokenizer_class` (transformers picks the tokenizer by it)."""
+    if "tokenizer_config.json" not in names:
+        return None
+    try:
+        data = json.loads((directory / "tokenizer_config.json").read_bytes()[:MAX_CONFIG_BYTES])
+    except (OSError, ValueError):
+        return None
+    value = data.get("tokenizer_class") if isinstance(data, dict) else None
+    return value if isinstance(value, str) else None
 
 
 def _config(directory: Path, names: frozenset[str]) -> tuple[dict[str, Any] | None, str | None]:

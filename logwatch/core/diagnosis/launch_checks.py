@@ -1,0 +1,306 @@
+"""Pre-flight checks of a launch against its model's config.json and the vLLM release, each as
+vLLM 0.32.0's sources decide it (docs/preflight.md gives the rule and where it was read):
+
+- `--dtype`: one of the parser's choices; float32 refused by the quantization methods whose
+  kernels take 16-bit activations only (FP8, GPTQ, AWQ, ModelOpt); float16 by the model
+  types vLLM bans it for;
+- `--gpu-memory-utilization` in (0, 1];
+- `--max-model-len` against the length vLLM derives from config.json (the smallest of its
+  length keys, `model_max_length` over them, times a RoPE scaling factor not already folded
+  in), unless VLLM_ALLOW_LONG_MAX_MODEL_LEN allows it;
+- MTP speculative decoding on a model type that has no MTP draft;
+- the tokenizer's files (vLLM hands the directory to transformers, which fails without them
+  for most tokenizer classes and, for some, builds an empty vocabulary instead);
+- on a CPU build of vLLM: NVFP4 (no kernel) and 4-bit weight-only layers whose widths are not
+  multiples of 32 (the CPU kernel's tiles).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from logwatch.core.checkpoint.files import CheckpointFiles
+from logwatch.core.checkpoint.predicted import (
+    STAGE_ARGUMENTS,
+    STAGE_CONFIG,
+    STAGE_KERNELS,
+    STAGE_TOKENIZER,
+    PreflightProblem,
+)
+from logwatch.core.quant.ignore import merge_overrides
+from logwatch.core.quant.mtp_layout import text_config
+from logwatch.core.quant.scheme import QuantFacts
+from logwatch.core.snapshot.argv import LaunchSpec
+
+DTYPES = {"auto": None, "half": "float16", "float16": "float16", "bfloat16": "bfloat16",
+          "float": "float32", "float32": "float32"}
+# the activation dtypes each method's kernels take (get_supported_act_dtypes)
+SIXTEEN_BIT_ONLY = {"fp8": "fp8", "gptq": "auto_gptq", "awq": "auto_awq",
+                    "modelopt": "modelopt", "modelopt_fp4": "modelopt_fp4"}
+NO_FLOAT16 = frozenset({"gemma2", "gemma3", "gemma3_text", "glm4"})
+LENGTH_KEYS = ("max_position_embeddings", "n_positions", "max_seq_len", "seq_length",
+               "model_max_length", "max_target_positions", "max_sequence_length",
+               "max_seq_length", "seq_len")
+ROPE_FOLDED = frozenset({"su", "longrope", "llama3", "yarn", "deepseek_yarn",
+                         "deepseek_llama_scaling"})
+# model types with no MTP draft in any release (dense and MoE families whose checkpoints
+# carry no MTP layers); others are judged by the release's own table, or not at all
+NO_MTP = frozenset({"llama", "mistral", "qwen2", "qwen3", "qwen2_moe", "qwen3_moe", "gemma",
+                    "gemma2", "gemma3", "phi3", "mixtral", "gpt_oss", "granite", "olmo2"})
+TOKENIZER_FILES = ("tokenizer.json", "tokenizer.model", "tekken.json", "spiece.model",
+                   "sentencepiece.bpe.model", "vocab.txt")
+EMPTY_VOCAB_CLASSES = frozenset({"Qwen2Tokenizer", "Qwen2TokenizerFast", "LlamaTokenizer",
+                                 "LlamaTokenizerFast"})
+CPU_TILE = 32
+HUMAN_LENGTH = re.compile(r"(\d+(?:\.\d+)?)([kKmMgG]?)")
+
+
+@dataclass
+class Checked:
+    certain: list[PreflightProblem] = field(default_factory=list)
+    uncertain: list[PreflightProblem] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+
+def launch_problems(spec: LaunchSpec, env: Mapping[str, str], files: CheckpointFiles,
+                    quant: QuantFacts | None, vllm_version: str | None) -> Checked:
+    """What this launch meets with this checkpoint (whose config.json could be read)."""
+    found = Checked()
+    assert files.config is not None
+    config = merge_overrides(files.config, spec.hf_overrides) if spec.hf_overrides \
+        else files.config
+    text = text_config(config)
+    _dtype(spec, config, text, quant, found)
+    _memory(spec, found)
+    _length(spec, env, text, found)
+    _mtp(spec, config, text, found)
+    _tokenizer(spec, files, config, found)
+    if vllm_version is not None and "+cpu" in vllm_version:  # preflight.cpu_build
+        _cpu(spec, text, quant, vllm_version, found)
+    return found
+
+
+def _dtype(spec: LaunchSpec, config: Mapping[str, Any], text: Mapping[str, Any],
+           quant: QuantFacts | None, found: Checked) -> None:
+    raw = spec.value("--dtype")
+    if raw is None:
+        return
+    if raw not in DTYPES:
+        found.certain.append(PreflightProblem(
+            "invalid_argument", "--dtype is not one vLLM takes",
+            f"--dtype {raw}: vLLM's parser takes {', '.join(DTYPES)}", stage=STAGE_ARGUMENTS,
+            message=f"vllm serve: error: argument --dtype: invalid choice: '{raw}'",
+            signature="config.invalid_argument", evidence=(f"--dtype {raw}",),
+            fixes=("--dtype bfloat16 (or auto: the checkpoint's own)",)))
+        return
+    dtype = DTYPES[raw]
+    method = quant.method if quant is not None and quant.quantized else None
+    if dtype == "float32" and method in SIXTEEN_BIT_ONLY:
+        name = SIXTEEN_BIT_ONLY[str(method)]
+        found.certain.append(PreflightProblem(
+            "dtype_unsupported", f"{method} does not run in float32",
+            f"--dtype {raw} with a {method} checkpoint: the method's kernels take bfloat16 "
+            "and float16 activations only", stage=STAGE_CONFIG,
+            message=f"ValueError: torch.float32 is not supported for quantization method "
+                    f"{name}. Supported dtypes: [...]",
+            signature="config.invalid_argument",
+            evidence=(f"--dtype {raw}", f"config.json: quantization_config.quant_method "
+                                        f"({method})"),
+            fixes=("--dtype bfloat16, or --dtype auto",)))
+    model_type = str(text.get("model_type") or config.get("model_type") or "")
+    if dtype == "float16" and model_type in NO_FLOAT16:
+        found.certain.append(PreflightProblem(
+            "dtype_unsupported", f"{model_type} does not run in float16",
+            f"--dtype {raw}: vLLM refuses float16 for model type {model_type} (numerical "
+            "instability)", stage=STAGE_CONFIG,
+            message=f"ValueError: The model type '{model_type}' does not support float16.",
+            evidence=(f"--dtype {raw}", f"config.json: model_type ({model_type})"),
+            fixes=("--dtype bfloat16",)))
+
+
+def _memory(spec: LaunchSpec, found: Checked) -> None:
+    raw = spec.value("--gpu-memory-utilization")
+    if raw is None:
+        return
+    try:
+        value = float(raw)
+    except ValueError:
+        value = float("nan")
+    if 0 < value <= 1:
+        return
+    found.certain.append(PreflightProblem(
+        "invalid_argument", "--gpu-memory-utilization out of range",
+        f"--gpu-memory-utilization {raw}: a fraction of the GPU's memory, above 0 and at "
+        "most 1", stage=STAGE_CONFIG,
+        message="pydantic ValidationError: 1 validation error for CacheConfig "
+                "gpu_memory_utilization: Input should be "
+                + ("less than or equal to 1" if value > 1 else "greater than 0"),
+        signature="config.invalid_argument", evidence=(f"--gpu-memory-utilization {raw}",),
+        fixes=("--gpu-memory-utilization 0.9",)))
+
+
+def requested_length(raw: str | None) -> int | None:
+    """--max-model-len as vLLM reads it (`32k` = 32,000, `32K` = 32,768); None: unset, `auto`,
+    -1 or not a length."""
+    if raw is None or raw in ("auto", "-1"):
+        return None
+    found = HUMAN_LENGTH.fullmatch(raw.strip())
+    if found is None:
+        return None
+    number, unit = float(found.group(1)), found.group(2)
+    scale = {"": 1, "k": 10**3, "m": 10**6, "g": 10**9, "K": 1 << 10, "M": 1 << 20,
+             "G": 1 << 30}[unit]
+    return int(number * scale)
+
+
+def derived_length(text: Mapping[str, Any]) -> tuple[int, str] | None:
+    """The maximum length vLLM derives from the text config, and the key it comes from."""
+    present = [(v, k) for k in LENGTH_KEYS
+               if isinstance(v := text.get(k), int) and not isinstance(v, bool) and v > 0]
+    if not present:
+        return None
+    length, key = min(present)
+    model_max = text.get("model_max_length")
+    if isinstance(model_max, int) and not isinstance(model_max, bool) and model_max > 0:
+        length, key = model_max, "model_max_length"
+    scaling = text.get("rope_parameters") or text.get("rope_scaling")
+    if isinstance(scaling, dict) and "gemma3" not in str(text.get("model_type") or ""):
+        kind = scaling.get("rope_type") or scaling.get("type")
+        factor = scaling.get("factor")
+        if kind not in ROPE_FOLDED and isinstance(factor, int | float) and factor > 0:
+            length = int(length * factor)
+            key = f"{key} x rope factor {factor}"
+    return length, key
+
+
+def _length(spec: LaunchSpec, env: Mapping[str, str], text: Mapping[str, Any],
+            found: Checked) -> None:
+    raw = spec.value("--max-model-len")
+    wanted = requested_length(raw)
+    derived = derived_length(text)
+    if wanted is None or derived is None or wanted <= derived[0]:
+        return
+    if env.get("VLLM_ALLOW_LONG_MAX_MODEL_LEN", "").lower() in ("1", "true"):
+        return
+    length, key = derived
+    found.certain.append(PreflightProblem(
+        "max_model_len", "--max-model-len above the model's limit",
+        f"--max-model-len {raw} ({wanted:,}) is more than the {length:,} vLLM derives from "
+        f"config.json ({key})", stage=STAGE_CONFIG,
+        message=f"ValueError: User-specified max_model_len ({wanted}) is greater than the "
+                f"derived max_model_len ... in model's config.json",
+        signature="config.max_model_len", evidence=(f"--max-model-len {raw}",
+                                                    f"config.json: {key.split(' x ')[0]}"),
+        fixes=(f"--max-model-len {length} or less", "VLLM_ALLOW_LONG_MAX_MODEL_LEN=1 where "
+               "the model is known to handle longer positions")))
+
+
+def _mtp(spec: LaunchSpec, config: Mapping[str, Any], text: Mapping[str, Any],
+         found: Checked) -> None:
+    if not spec.uses_mtp:
+        return
+    model_type = str(text.get("model_type") or config.get("model_type") or "")
+    if model_type not in NO_MTP:
+        return
+    found.certain.append(PreflightProblem(
+        "mtp_unsupported", "MTP speculative decoding on a model without MTP layers",
+        f"--speculative-config asks for method mtp; model type {model_type} has no MTP draft "
+        "(its checkpoints carry no MTP layers)", stage=STAGE_CONFIG,
+        message="NotImplementedError: Unsupported speculative method: 'mtp'",
+        signature="spec_decode.config_invalid",
+        evidence=("--speculative-config method mtp", f"config.json: model_type ({model_type})"),
+        fixes=("drop --speculative-config, or use a draft model (method draft_model, eagle "
+               "or ngram)",)))
+
+
+def _tokenizer(spec: LaunchSpec, files: CheckpointFiles, config: Mapping[str, Any],
+               found: Checked) -> None:
+    if spec.option("--skip-tokenizer-init") is not None:
+        return
+    tokenizer = spec.value("--tokenizer")
+    if tokenizer is not None and tokenizer.rstrip("/") != files.path.rstrip("/"):
+        found.notes.append(f"tokenizer from --tokenizer {tokenizer}: not checked")
+        return
+    names = files.names
+    if any(n in names for n in TOKENIZER_FILES) or any(
+            n.startswith("tokenizer.model.v") or n.endswith(".tiktoken") for n in names) \
+            or {"vocab.json", "merges.txt"} <= names:
+        return
+    model_type = str(config.get("model_type") or "")
+    klass = files.tokenizer_class
+    empty = klass in EMPTY_VOCAB_CLASSES or (klass is None and model_type in ("qwen2",
+                                                                             "qwen3"))
+    problem = PreflightProblem(
+        "tokenizer_missing", "the tokenizer's files are not in the model directory",
+        f"{files.path} holds no tokenizer.json, tokenizer.model, vocab.json + merges.txt or "
+        "other vocabulary file" + (
+            f", and transformers builds {klass or model_type}'s tokenizer without one: an "
+            "empty vocabulary, the server starts and every request is wrong" if empty else ""),
+        stage=STAGE_TOKENIZER, signature=None if empty else "model.tokenizer_missing",
+        message="" if empty else "ValueError: Couldn't instantiate the backend tokenizer "
+                                 "from one of: ...",
+        evidence=(files.path,),
+        fixes=("copy the tokenizer's files from the checkpoint's source, or give "
+               "--tokenizer DIR",))
+    (found.uncertain if empty or files.configuration_only else found.certain).append(problem)
+
+
+def _cpu(spec: LaunchSpec, text: Mapping[str, Any], quant: QuantFacts | None,
+         vllm_version: str, found: Checked) -> None:
+    if quant is None or not quant.quantized:
+        return
+    if quant.fp4:
+        found.certain.append(PreflightProblem(
+            "quant_no_kernel", f"{quant.scheme} on a CPU build of vLLM",
+            f"vLLM {vllm_version} is a CPU build, which has no NVFP4 linear kernel",
+            stage=STAGE_KERNELS, signature="nvfp4.no_kernel",
+            message="ValueError: Failed to find a kernel that can implement the NVFP4 linear "
+                    "layer. Reasons: ...",
+            evidence=(f"vLLM {vllm_version}", f"config.json: quantization_config "
+                                              f"({quant.method}, {quant.scheme})"),
+            fixes=("serve it on a GPU (native FP4 from compute capability 10.0), or serve "
+                   "an unquantized or INT4/INT8 checkpoint on the CPU",)))
+        return
+    if quant.scheme not in ("GPTQ", "AWQ", "W4A16"):
+        return
+    tp = spec.tensor_parallel_size or 1
+    widths = _linear_widths(text, tp)
+    bad = [(layer, side, n) for layer, sides in widths.items() for side, n in sides.items()
+           if n % CPU_TILE]
+    if not bad:
+        return
+    layer, side, n = bad[0]
+    found.certain.append(PreflightProblem(
+        "quant_no_kernel", "a 4-bit layer no CPU kernel takes",
+        f"{layer}'s {side} size is {n} per rank, not a multiple of {CPU_TILE}: the CPU's "
+        f"weight-only kernel (vLLM {vllm_version}) refuses it, and no other kernel takes it",
+        details=tuple(f"{la}: {s} size {w}" for la, s, w in bad[1:5]), stage=STAGE_KERNELS,
+        signature="quant.no_kernel",
+        message=f"ValueError: Failed to find a kernel that can implement the WNA16 linear "
+                f"layer. Reasons: ... {side.capitalize()} size ({n}) not supported by "
+                "CPUWNA16, supported sizes are multiples of 32",
+        evidence=(f"vLLM {vllm_version}", "config.json: " + ", ".join(
+            k for k in ("hidden_size", "intermediate_size", "num_attention_heads",
+                        "num_key_value_heads", "head_dim") if k in text)),
+        fixes=("serve it on a GPU, or a checkpoint whose widths are multiples of 32",)))
+
+
+def _linear_widths(text: Mapping[str, Any], tp: int) -> dict[str, dict[str, int]]:
+    """The (fused) linear layers' input and output sizes per rank of a dense decoder."""
+    def get(key: str) -> int | None:
+        value = text.get(key)
+        return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 \
+            else None
+    hidden, inter, heads = get("hidden_size"), get("intermediate_size"), \
+        get("num_attention_heads")
+    if hidden is None or inter is None or heads is None:
+        return {}
+    kv = get("num_key_value_heads") or heads
+    head_dim = get("head_dim") or hidden // heads
+    return {"qkv_proj": {"output": (heads + 2 * kv) * head_dim // tp, "input": hidden},
+            "o_proj": {"output": hidden, "input": heads * head_dim // tp},
+            "gate_up_proj": {"output": 2 * inter // tp, "input": hidden},
+            "down_proj": {"output": hidden, "input": inter // tp}}
