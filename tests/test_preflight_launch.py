@@ -146,3 +146,37 @@ def test_on_a_cpu_build_nvfp4_has_no_kernel_and_4_bit_widths_need_32(tmp_path: P
     wide = model_dir(tmp_path / "w64", {**TINY_LLAMA, "quantization_config": gptq},
                      tensors={})
     assert check(wide, "--dtype bfloat16", version="0.32.0+cpu")["problems"] == []
+
+
+def with_architecture(tmp_path: Path, name: str, *names: str) -> Path:
+    architectures = [name, *names] if name else []
+    return model_dir(tmp_path / (name or "none"), {**TINY_LLAMA, "architectures": architectures})
+
+
+@pytest.mark.parametrize(("architecture", "kind"), [
+    ("LlamaForCausalLM", None),
+    ("NoSuchModelForCausalLM", "problems"),  # in no registry: the tier's unknown architecture
+    ("BartForCausalLM", "uncertain"),  # transformers has it: vLLM's Transformers backend
+    ("AquilaForCausalLM", "problems"),  # served up to 0.24.0 (the registry per release)
+    ("", "problems"),  # config.json names none
+])
+def test_the_architecture_against_the_releases_registry(tmp_path: Path, architecture: str,
+                                                       kind: str | None) -> None:
+    body = check(with_architecture(tmp_path, architecture), "")
+    for key in ("problems", "uncertain"):
+        assert kinds(body, key) == (["architecture_unsupported"] if key == kind else [])
+    if architecture == "AquilaForCausalLM":
+        assert "served in 0.8.5-0.24.0" in body["problems"][0]["reason"]
+        assert check(with_architecture(tmp_path / "old", architecture), "",
+                     version="0.24.0")["problems"] == []
+
+
+def test_the_transformers_backend_refused_by_model_impl_vllm(tmp_path: Path) -> None:
+    path = with_architecture(tmp_path, "BartForCausalLM")
+    assert kinds(check(path, "--model-impl vllm")) == ["architecture_unsupported"]
+
+
+def test_an_unextracted_release_does_not_judge_the_architecture(tmp_path: Path) -> None:
+    body = check(with_architecture(tmp_path, "NoSuchModelForCausalLM"), "", version="0.5.0")
+    assert body["problems"] == [] and any("architecture not checked" in n
+                                          for n in body["notes"])

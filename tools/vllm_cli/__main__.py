@@ -19,6 +19,7 @@ from logwatch.host.vllm_cli_data import DATA_FILE
 from tools.fetch_vllm_sdists import default_dest
 from tools.vllm_cli.extract import PATHS, CliFacts, extract
 from tools.vllm_cli.sdist import read_sdist
+from tools.vllm_cli.transformers_names import from_wheel
 
 
 def table(facts: dict[str, CliFacts]) -> dict[str, object]:
@@ -32,10 +33,11 @@ def table(facts: dict[str, CliFacts]) -> dict[str, object]:
                                       if name in getattr(facts[r], kind)], among)
                 for name in names}
 
-    return {"about": "vllm serve flags and VLLM_* environment variables per vLLM release, "
-                     "extracted from vLLM's sources by `python -m tools.vllm_cli`; ranges "
-                     "run over `releases` only",
-            "releases": order, "flags": ranges("flags"), "env": ranges("env")}
+    return {"about": "vllm serve flags, VLLM_* environment variables and the architectures "
+                     "of the model registry per vLLM release, extracted from vLLM's sources "
+                     "by `python -m tools.vllm_cli`; ranges run over `releases` only",
+            "releases": order, "flags": ranges("flags"), "env": ranges("env"),
+            "architectures": ranges("architectures")}
 
 
 def compact_json(data: dict[str, object]) -> str:
@@ -57,9 +59,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--sources", type=Path, default=default_dest(),
                         help="directory of vllm-<release>.tar.gz (default: %(default)s)")
     parser.add_argument("--out", type=Path, default=DATA_FILE, help="default: %(default)s")
+    parser.add_argument("--transformers", type=Path, metavar="WHEEL",
+                        help="a transformers wheel (pip download --no-deps transformers==X): "
+                             "its model classes replace those the data file holds")
     args = parser.parse_args(argv)
-    listed = json.loads(args.out.read_text(encoding="utf-8"))["releases"] \
-        if args.out.is_file() else []
+    old = json.loads(args.out.read_text(encoding="utf-8")) if args.out.is_file() else {}
+    listed = old.get("releases", [])
     wanted = sorted(set(listed) | set(args.releases),
                     key=lambda r: parse_release(r) or (0, 0, 0))
     facts: dict[str, CliFacts] = {}
@@ -71,11 +76,18 @@ def main(argv: Sequence[str] | None = None) -> int:
             return 2
         facts[release] = extract(read_sdist(sdist, PATHS))
         print(f"{release}: {len(facts[release].flags)} flags, "
-              f"{len(facts[release].env)} variables", file=sys.stderr)
+              f"{len(facts[release].env)} variables, "
+              f"{len(facts[release].architectures)} architectures", file=sys.stderr)
     if not facts:
         print("no releases: name some", file=sys.stderr)
         return 2
-    args.out.write_text(compact_json(table(facts)), encoding="utf-8")
+    data = table(facts)
+    if args.transformers is not None:
+        version, classes = from_wheel(args.transformers)
+        data["transformers"] = {"version": version, "architectures": sorted(classes)}
+    elif "transformers" in old:
+        data["transformers"] = old["transformers"]
+    args.out.write_text(compact_json(data), encoding="utf-8")
     return 0
 
 

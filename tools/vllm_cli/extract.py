@@ -6,7 +6,12 @@
   spelled out there one by one), the server's `make_arg_parser` module and `vllm serve`'s own
   module; plus one `--field-name` per field of the frontend's `FrontendArgs` dataclass (and its
   bases in the same module), which vLLM adds in a loop as `--{field with dashes}`;
-- environment variables: the keys of the `environment_variables` table in `vllm/envs.py`.
+- environment variables: the keys of the `environment_variables` table in `vllm/envs.py`;
+- architectures: the keys of the model registry's tables (`vllm/model_executor/models/
+  registry.py`) that `_VLLM_MODELS` merges (every `_*_MODELS` table of the module but the
+  previously and out-of-tree supported ones where a release has no `_VLLM_MODELS`): the
+  `architectures` of a config.json that vLLM serves natively or through its own Transformers
+  backend entries.
 
 `--no-x` (BooleanOptionalAction), argparse's unique-prefix abbreviations and underscore
 spellings are not stored: they are derived from these names when a command line is checked.
@@ -25,7 +30,9 @@ SERVE = "vllm/entrypoints/cli/serve.py"
 # common/ from 0.31 (the first of these found is read).
 FRONTEND = ("vllm/entrypoints/openai/cli_args.py", "vllm/entrypoints/launchers/cli_args.py",
             "vllm/entrypoints/common/cli_args.py")
-PATHS = frozenset({ENGINE_ARGS, ENVS, SERVE, *FRONTEND})
+REGISTRY = "vllm/model_executor/models/registry.py"
+PATHS = frozenset({ENGINE_ARGS, ENVS, SERVE, REGISTRY, *FRONTEND})
+NOT_SERVED_TABLES = frozenset({"_PREVIOUSLY_SUPPORTED_MODELS", "_OOT_SUPPORTED_MODELS"})
 FRONTEND_CLASS = "FrontendArgs"
 
 
@@ -33,6 +40,7 @@ FRONTEND_CLASS = "FrontendArgs"
 class CliFacts:
     flags: frozenset[str]
     env: frozenset[str]
+    architectures: frozenset[str] = frozenset()
 
 
 class SourceMissing(ValueError):
@@ -41,7 +49,7 @@ class SourceMissing(ValueError):
 
 def extract(files: Mapping[str, str]) -> CliFacts:
     """The flags and environment variables of one release, from its files by relative path."""
-    for needed in (ENGINE_ARGS, ENVS):
+    for needed in (ENGINE_ARGS, ENVS, REGISTRY):
         if needed not in files:
             raise SourceMissing(f"{needed} not in the sources")
     frontend = [p for p in FRONTEND if "def make_arg_parser" in files.get(p, "")][:1]
@@ -53,7 +61,8 @@ def extract(files: Mapping[str, str]) -> CliFacts:
             flags |= option_strings(ast.parse(files[path]))
     for path in frontend:
         flags |= dataclass_flags(ast.parse(files[path]), FRONTEND_CLASS)
-    return CliFacts(frozenset(flags), env_names(ast.parse(files[ENVS])))
+    return CliFacts(frozenset(flags), env_names(ast.parse(files[ENVS])),
+                    architectures(ast.parse(files[REGISTRY])))
 
 
 def option_strings(tree: ast.AST) -> set[str]:
@@ -99,3 +108,28 @@ def env_names(tree: ast.Module) -> frozenset[str]:
             return frozenset(k.value for k in value.keys
                              if isinstance(k, ast.Constant) and isinstance(k.value, str))
     raise SourceMissing(f"no environment_variables table in {ENVS}")
+
+
+def architectures(tree: ast.Module) -> frozenset[str]:
+    """The architecture names the registry serves: the string keys of the tables
+    `_VLLM_MODELS` spreads (`**_TEXT_GENERATION_MODELS, ...`), or of every `_*_MODELS` table
+    but those of models no longer served in tree."""
+    tables: dict[str, ast.Dict] = {}
+    for node in tree.body:
+        target = node.target if isinstance(node, ast.AnnAssign) else (
+            node.targets[0] if isinstance(node, ast.Assign) and len(node.targets) == 1
+            else None)
+        if isinstance(target, ast.Name) and isinstance(node.value, ast.Dict):  # type: ignore[union-attr]
+            tables[target.id] = node.value  # type: ignore[union-attr]
+    merged = tables.get("_VLLM_MODELS")
+    if merged is not None:
+        names = [v.id for k, v in zip(merged.keys, merged.values, strict=True)
+                 if k is None and isinstance(v, ast.Name)]
+    else:
+        names = [n for n in tables if n.startswith("_") and n.endswith("_MODELS")
+                 and n not in NOT_SERVED_TABLES]
+    found = frozenset(k.value for name in names if name in tables for k in tables[name].keys
+                      if isinstance(k, ast.Constant) and isinstance(k.value, str))
+    if not found:
+        raise SourceMissing(f"no model registry tables in {REGISTRY}")
+    return found

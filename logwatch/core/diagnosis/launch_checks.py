@@ -1,6 +1,8 @@
 """Pre-flight checks of a launch against its model's config.json and the vLLM release, each as
 vLLM 0.32.0's sources decide it (docs/preflight.md gives the rule and where it was read):
 
+- `architectures`: in the release's model registry (extracted per release), else served by
+  vLLM's Transformers backend only if transformers has the class (a MAYBE), else a failure;
 - `--dtype`: one of the parser's choices; float32 refused by the quantization methods whose
   kernels take 16-bit activations only (FP8, GPTQ, AWQ, ModelOpt); float16 by the model
   types vLLM bans it for;
@@ -31,9 +33,11 @@ from logwatch.core.checkpoint.predicted import (
     PreflightProblem,
 )
 from logwatch.core.quant.ignore import merge_overrides
+from logwatch.core.quant.ignore_rules import parse_release, release_text
 from logwatch.core.quant.mtp_layout import text_config
 from logwatch.core.quant.scheme import QuantFacts
 from logwatch.core.snapshot.argv import LaunchSpec
+from logwatch.core.snapshot.vllm_cli import CliVocabulary
 
 DTYPES = {"auto": None, "half": "float16", "float16": "float16", "bfloat16": "bfloat16",
           "float": "float32", "float32": "float32"}
@@ -66,13 +70,16 @@ class Checked:
 
 
 def launch_problems(spec: LaunchSpec, env: Mapping[str, str], files: CheckpointFiles,
-                    quant: QuantFacts | None, vllm_version: str | None) -> Checked:
-    """What this launch meets with this checkpoint (whose config.json could be read)."""
+                    quant: QuantFacts | None, vllm_version: str | None,
+                    vocab: CliVocabulary | None = None) -> Checked:
+    """What this launch meets with this checkpoint (whose config.json could be read);
+    `vocab`: the releases' registries (None: architectures not judged)."""
     found = Checked()
     assert files.config is not None
     config = merge_overrides(files.config, spec.hf_overrides) if spec.hf_overrides \
         else files.config
     text = text_config(config)
+    _architecture(spec, config, vocab, vllm_version, found)
     _dtype(spec, config, text, quant, found)
     _memory(spec, found)
     _length(spec, env, text, found)
@@ -81,6 +88,51 @@ def launch_problems(spec: LaunchSpec, env: Mapping[str, str], files: CheckpointF
     if vllm_version is not None and "+cpu" in vllm_version:  # preflight.cpu_build
         _cpu(spec, text, quant, vllm_version, found)
     return found
+
+
+def _architecture(spec: LaunchSpec, config: Mapping[str, Any], vocab: CliVocabulary | None,
+                  vllm_version: str | None, found: Checked) -> None:
+    release = parse_release(vllm_version)
+    if vocab is None or not vocab.architectures or not vocab.covers(release):
+        found.notes.append("architecture not checked against a model registry (the release "
+                           "is unknown or not among those extracted)")
+        return
+    assert release is not None
+    listed = config.get("architectures")
+    names = [str(a) for a in listed] if isinstance(listed, list) else []
+    where = f"vLLM {release_text(release)}"
+    if not names:
+        found.certain.append(PreflightProblem(
+            "architecture_unsupported", "config.json names no architecture",
+            f"config.json has no `architectures`, which {where} needs to pick its model class",
+            stage=STAGE_CONFIG, signature="model.unsupported_architecture",
+            message="ValueError: No model architectures are specified",
+            evidence=("config.json: architectures",),
+            fixes=("add the checkpoint's `architectures` (e.g. [\"LlamaForCausalLM\"]) to "
+                   "config.json, or give --hf-overrides",)))
+        return
+    served = vocab.architectures_at(release)
+    if any(n in served for n in names):
+        return
+    impl = spec.value("--model-impl") or "auto"
+    custom = any(str(k).startswith("AutoModel") for k in (config.get("auto_map") or {})) \
+        and spec.option("--trust-remote-code") is not None
+    known = [n for n in names if n in vocab.transformers_architectures]
+    before = [f"{n} (served in {', '.join(vocab.where_architecture(n))})" for n in names
+              if vocab.architectures.get(n)]
+    problem = PreflightProblem(
+        "architecture_unsupported", "an architecture vLLM does not serve",
+        f"{', '.join(names)}: not in {where}'s model registry" + (
+            f"; {'; '.join(before)}" if before else "") + (
+            "" if impl == "vllm" or not (known or custom) else
+            f"; vLLM tries its Transformers backend, which serves it if transformers has the "
+            f"class ({', '.join(known) or 'custom code: auto_map'}) and it is compatible"),
+        stage=STAGE_CONFIG, signature="model.unsupported_architecture",
+        message=f"ValueError: Model architectures {names!r} are not supported for now.",
+        evidence=("config.json: architectures",),
+        fixes=("serve it with a vLLM release that has it" if before else
+               "check config.json's architectures (a typo, or a model vLLM does not serve)",))
+    (found.uncertain if impl != "vllm" and (known or custom) else found.certain).append(problem)
 
 
 def _dtype(spec: LaunchSpec, config: Mapping[str, Any], text: Mapping[str, Any],

@@ -80,7 +80,7 @@ def predict(snapshot: Snapshot, vocab: CliVocabulary | None,
         if spec is not None and checkpoint.config is not None:
             checked = launch_problems(spec, snapshot.env, checkpoint,
                                       snapshot.model.quant if snapshot.model else None,
-                                      snapshot.vllm_version)
+                                      snapshot.vllm_version, vocab)
             certain += checked.certain
             uncertain += checked.uncertain
             notes += checked.notes

@@ -1,5 +1,6 @@
 """Which `vllm serve` flags and VLLM_* environment variables a vLLM release knows, and whether a
-command line's flags are among them, spelled the ways vLLM's parser accepts.
+command line's flags are among them, spelled the ways vLLM's parser accepts; and which model
+architectures its registry serves.
 
 The names per release are data (`data/vllm_cli.json`, extracted from vLLM's sources by
 `python -m tools.vllm_cli`; tests/test_vllm_cli_oracle.py re-extracts and compares). A release
@@ -18,7 +19,7 @@ whenever `--x` is known (an ambiguous prefix too): a missed warning, never a fal
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from logwatch.core.problems import did_you_mean
@@ -39,6 +40,12 @@ class CliVocabulary:
     releases: tuple[Release, ...]  # the extracted ones, oldest first
     flags: Mapping[str, frozenset[Release]]
     env: Mapping[str, frozenset[Release]]
+    # config.json `architectures` the release's model registry serves
+    architectures: Mapping[str, frozenset[Release]] = field(default_factory=dict)
+    # the model classes of the transformers release vLLM's newest extracted one pins (its
+    # Transformers backend serves an architecture vLLM lacks when transformers has it)
+    transformers_version: str | None = None
+    transformers_architectures: frozenset[str] = frozenset()
 
     def covers(self, release: Release | None) -> bool:
         return release is not None and release in self.releases
@@ -48,6 +55,12 @@ class CliVocabulary:
 
     def env_at(self, release: Release) -> frozenset[str]:
         return frozenset(e for e, known in self.env.items() if release in known)
+
+    def architectures_at(self, release: Release) -> frozenset[str]:
+        return frozenset(a for a, known in self.architectures.items() if release in known)
+
+    def where_architecture(self, name: str) -> list[str]:
+        return release_ranges(sorted(self.architectures.get(name, ())), self.releases)
 
     def where(self, name: str) -> list[str]:
         """The extracted releases that know a flag or variable, as ranges."""
@@ -72,9 +85,17 @@ def vocabulary(data: Mapping[str, Any]) -> CliVocabulary:
             return frozenset(out)
 
         return CliVocabulary(releases, {k: expand(v) for k, v in data["flags"].items()},
-                             {k: expand(v) for k, v in data["env"].items()})
+                             {k: expand(v) for k, v in data["env"].items()},
+                             {k: expand(v) for k, v in data.get("architectures", {}).items()},
+                             *_transformers(data.get("transformers")))
     except (KeyError, TypeError, AttributeError) as exc:
         raise VocabularyError(f"not a vLLM CLI vocabulary: {exc}") from exc
+
+
+def _transformers(data: Any) -> tuple[str | None, frozenset[str]]:
+    if data is None:
+        return None, frozenset()
+    return str(data["version"]), frozenset(str(a) for a in data["architectures"])
 
 
 def normalised_flag(token: str) -> str:
