@@ -80,8 +80,8 @@ CORE_PACKAGES: dict[str, frozenset[str]] = {
     "diagnosis": frozenset({"launches", "signatures", "lines", "snapshot", "quant", "safe_text",
                             "checkpoint"}),
     "settings": frozenset(),
-    "remedy": frozenset({"diagnosis", "checkpoint", "launches", "signatures", "lines", "snapshot", "quant",
-                         "settings", "safe_text"}),
+    "remedy": frozenset({"diagnosis", "checkpoint", "launches", "signatures", "lines",
+                         "snapshot", "quant", "settings", "safe_text"}),
     "report": frozenset({"diagnosis", "launches", "signatures", "lines", "snapshot", "quant",
                          "safe_text"}),
 }

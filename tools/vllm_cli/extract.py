@@ -116,11 +116,15 @@ def architectures(tree: ast.Module) -> frozenset[str]:
     but those of models no longer served in tree."""
     tables: dict[str, ast.Dict] = {}
     for node in tree.body:
-        target = node.target if isinstance(node, ast.AnnAssign) else (
-            node.targets[0] if isinstance(node, ast.Assign) and len(node.targets) == 1
-            else None)
-        if isinstance(target, ast.Name) and isinstance(node.value, ast.Dict):  # type: ignore[union-attr]
-            tables[target.id] = node.value  # type: ignore[union-attr]
+        target: ast.expr
+        if isinstance(node, ast.AnnAssign):
+            target, value = node.target, node.value
+        elif isinstance(node, ast.Assign) and len(node.targets) == 1:
+            target, value = node.targets[0], node.value
+        else:
+            continue
+        if isinstance(target, ast.Name) and isinstance(value, ast.Dict):
+            tables[target.id] = value
     merged = tables.get("_VLLM_MODELS")
     if merged is not None:
         names = [v.id for k, v in zip(merged.keys, merged.values, strict=True)
