@@ -131,9 +131,8 @@ def test_environment_variables_per_release() -> None:
     assert known.returncode == 0, known.stdout
     gone = preflight(COVERED, "", "--gpu-capability", "10.0", "--vllm-version", "0.26.0",
                      "--json", env="env " + env)
-    assert gone.returncode == 1
-    [problem] = json.loads(gone.stdout)["problems"]
-    assert problem["kind"] == "unknown_env"
+    assert gone.returncode == 0  # vLLM starts: the variable is only not read
+    [problem] = [p for p in json.loads(gone.stdout)["uncertain"] if p["kind"] == "unknown_env"]
     assert problem["config"]["name"] == "VLLM_NVFP4_GEMM_BACKEND"
     assert problem["config"]["known_in"] == ["0.11.1-0.23.0"]
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import shutil
+import struct
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
@@ -189,6 +190,52 @@ def main() -> None:
     (broken / "model.safetensors.index.json").write_text('{"weight_map": {"a.weight": "x"}}\n')
     (broken / "README.md").write_text("A truncated config.json: logwatch names the file and line "
                                       "and still reads the index.\n")
+    tiny_llama()
+
+
+TINY_LLAMA = {"architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_size": 32,
+              "intermediate_size": 64, "num_hidden_layers": 1, "num_attention_heads": 2,
+              "num_key_value_heads": 1, "vocab_size": 64, "max_position_embeddings": 512,
+              "tie_word_embeddings": True, "torch_dtype": "bfloat16"}
+
+
+def tiny_llama() -> None:
+    """Two real checkpoints of a one-layer Llama (safetensors headers over zeroed BF16 data,
+    a tokenizer): one sound, one whose gate_proj has half the rows config.json asks for."""
+    h, inter, kv = 32, 64, 16
+    shapes = {"model.embed_tokens.weight": [64, h], "model.norm.weight": [h],
+              "model.layers.0.input_layernorm.weight": [h],
+              "model.layers.0.post_attention_layernorm.weight": [h],
+              "model.layers.0.self_attn.q_proj.weight": [h, h],
+              "model.layers.0.self_attn.k_proj.weight": [kv, h],
+              "model.layers.0.self_attn.v_proj.weight": [kv, h],
+              "model.layers.0.self_attn.o_proj.weight": [h, h],
+              "model.layers.0.mlp.gate_proj.weight": [inter, h],
+              "model.layers.0.mlp.up_proj.weight": [inter, h],
+              "model.layers.0.mlp.down_proj.weight": [h, inter]}
+    for name, changed in (("tiny-llama", {}),
+                          ("tiny-llama-wrong-shape",
+                           {"model.layers.0.mlp.gate_proj.weight": [inter // 2, h]})):
+        path = HERE / name
+        shutil.rmtree(path, ignore_errors=True)
+        path.mkdir()
+        (path / "config.json").write_text(json.dumps(TINY_LLAMA, indent=2) + "\n")
+        header: dict = {"__metadata__": {"format": "pt"}}
+        offset = 0
+        for tensor, shape in {**shapes, **changed}.items():
+            size = 2 * shape[0] * (shape[1] if len(shape) > 1 else 1)
+            header[tensor] = {"dtype": "BF16", "shape": shape,
+                              "data_offsets": [offset, offset + size]}
+            offset += size
+        raw = json.dumps(header).encode()
+        (path / "model.safetensors").write_bytes(struct.pack("<Q", len(raw)) + raw
+                                                 + bytes(offset))
+        (path / "tokenizer.json").write_text(json.dumps({"version": "1.0", "model": {
+            "type": "WordLevel", "vocab": {"<unk>": 0}, "unk_token": "<unk>"}}) + "\n")
+        (path / "README.md").write_text(
+            "A one-layer Llama with real safetensors headers (zeroed weights): "
+            + ("sound." if not changed else "gate_proj saved with 32 rows where config.json's "
+               "intermediate_size asks for 64: vLLM's loader fails on it.") + "\n")
 
 
 if __name__ == "__main__":

@@ -178,15 +178,25 @@ def _shape_problem(files: CheckpointFiles, mismatched: list[_Mismatch]) -> Prefl
         details=tuple(f"{m.tensor}: {m.stored}, expected {m.expected.describe()}"
                       for m in mismatched[1:SHOWN]),
         stage=STAGE_WEIGHTS,
-        message="RuntimeError: start (0) + length (N) exceeds dimension size (M). (torch's "
-                "narrow, where the checkpoint is short of a share), or an AssertionError on "
-                "the shapes, on the first such tensor loaded",
+        message=_load_error(first),
         signature="weights.narrow_out_of_range",
         evidence=tuple(f"{files.tensors[m.tensor].file}: {m.tensor}"
                        for m in mismatched[:SHOWN] if m.tensor in files.tensors),
         config={"mismatched": len(mismatched)},
         fixes=("the checkpoint and its config.json do not belong together: use the "
                "config.json the weights were saved with",))
+
+
+def _load_error(mismatch: _Mismatch) -> str:
+    """What vLLM's loader raises on this tensor (at tensor-parallel size 1): torch's narrow
+    where the checkpoint is short along the dimension it takes its share of, else a shape
+    assertion."""
+    want, got, dim = mismatch.expected.shape, mismatch.shape, mismatch.expected.sharded
+    if dim is not None and len(got) == len(want) and got[dim] < want[dim] and all(
+            g == w for d, (g, w) in enumerate(zip(got, want, strict=True)) if d != dim):
+        return f"RuntimeError: start (0) + length ({want[dim]}) exceeds dimension size " \
+               f"({got[dim]})."
+    return "AssertionError (the loader's shape check), on the first such tensor loaded"
 
 
 def _cut_problem(files: CheckpointFiles, cut: list[_Mismatch]) -> PreflightProblem:

@@ -109,14 +109,19 @@ def predict(snapshot: Snapshot, vocab: CliVocabulary | None,
     else:
         for unknown in unknown_names(vocab, release, launch_flags(snapshot),
                                      sorted(snapshot.env)):
-            certain.append(PreflightProblem(
-                UNKNOWN_FLAG if unknown.kind == "flag" else UNKNOWN_ENV,
-                f"unknown {'flag' if unknown.kind == 'flag' else 'environment variable'}",
+            flag = unknown.kind == "flag"
+            # an unknown flag stops the parser; an unknown variable is only not read (the
+            # setting it meant is not in force: said, never a refusal)
+            (certain if flag else uncertain).append(PreflightProblem(
+                UNKNOWN_FLAG if flag else UNKNOWN_ENV,
+                f"unknown {'flag' if flag else 'environment variable'}",
                 unknown.reason(release), (),
                 {"name": unknown.name, "vllm_version": release_text(release),
                  "known_in": list(unknown.known_in)},
                 (unknown.hint,) if unknown.hint else (), stage=STAGE_ARGUMENTS,
-                signature="config.invalid_argument" if unknown.kind == "flag" else None))
+                signature="config.invalid_argument" if flag else None,
+                message=f"vllm: error: unrecognized arguments: {unknown.name}" if flag
+                else ""))
     return Prediction(tuple(sorted(certain, key=_rank)), tuple(sorted(uncertain, key=_rank)),
                       tuple(notes), kernel_path(snapshot))
 
