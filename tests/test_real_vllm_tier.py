@@ -113,3 +113,54 @@ def test_every_row_of_the_doc_matches_as_the_readme_says() -> None:
     assert [line for line in rows if not line.endswith("| yes |")] == []
     readme = (ROOT / "README.md").read_text(encoding="utf-8")
     assert "Every case matches on 0.32.0" in readme
+
+
+def test_every_failure_case_says_whether_preflight_must_predict_it() -> None:
+    kinds = {  # the kinds core/checkpoint and core/diagnosis/launch_checks predict
+"weight_shape", "shard_missing", "config_unreadable", "model_not_found",
+             "max_model_len", "unknown_flag", "invalid_argument", "mtp_unsupported",
+             "quant_no_kernel", "dtype_unsupported", "weight_not_quantized",
+             "tokenizer_missing", "architecture_unsupported"}
+    for case in CASES:
+        if case.outcome == "stopped":
+            assert case.preflight == "", case.name  # a launch that starts is never refused
+        else:
+            assert case.preflight in kinds | {""}, case.name
+    undecided = [c.name for c in CASES if c.outcome == "failed" and not c.preflight]
+    assert undecided == ["bf16-request-crash"]  # the CPU's BF16 kernel: not configuration
+
+
+def test_the_preflight_table_lands_between_its_markers_in_both_docs(tmp_path: Path) -> None:
+    from tools.real_vllm import preflight_tier as pt
+
+    docs = []
+    for name in ("real-vllm.md", "README.md"):
+        doc = tmp_path / name
+        doc.write_text(f"before\n{pt.BEGIN}\nold\n{pt.END}\nafter\n")
+        docs.append(doc)
+    by_name = {c.name: c for c in CASES}
+    results = [pt.Predicted(by_name["healthy"], "", (), ("shard_missing",)),
+               pt.Predicted(by_name["wrong-shape"], "weight_shape", ("weight_shape",), ()),
+               pt.Predicted(by_name["bad-flag"], "", (), ()),
+               pt.Predicted(by_name["bf16-request-crash"], "", (), ())]
+    text = pt.table(results, "0.32.0+cpu")
+    assert text.startswith("vLLM 0.32.0+cpu: 1 of 2 failures its configuration decides "
+                           "predicted with the right reason; 0 of 1 launches that start "
+                           "refused; 0 of 1 failure(s) the configuration does not decide "
+                           "refused.")
+    assert "| bad-flag | failed: config_invalid | a clean start | unknown_flag | **no** |" \
+        in text
+    assert "| healthy | started | a clean start (MAYBE: shard_missing) | nothing refused | " \
+           "yes |" in text
+    pt.write(text, tuple(docs))
+    for doc in docs:
+        assert doc.read_text() == f"before\n{pt.BEGIN}\n{text}\n{pt.END}\nafter\n"
+
+
+def test_the_readme_quotes_the_preflight_table_of_the_doc() -> None:
+    from tools.real_vllm import preflight_tier as pt
+
+    def quoted(path: Path) -> str:
+        return path.read_text(encoding="utf-8").split(pt.BEGIN)[1].split(pt.END)[0]
+
+    assert quoted(ROOT / "README.md") == quoted(ROOT / "docs" / "real-vllm.md")

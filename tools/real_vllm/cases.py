@@ -28,6 +28,9 @@ class Case:
     request_crashes: bool = False  # the request kills the engine (a failure while serving)
     why: str = ""  # the real failure, in a sentence
     env: dict[str, str] = field(default_factory=dict)
+    # the kind of the first failure `logwatch preflight` must predict for it ("": none, a
+    # launch that starts, or a failure its configuration does not decide)
+    preflight: str = ""
 
 
 CASES: tuple[Case, ...] = (
@@ -44,41 +47,56 @@ CASES: tuple[Case, ...] = (
          why="BF16 on this CPU: the worker dies of a signal on the first request (exit code "
              "-4, an illegal instruction, or None); the API server answers 500 and stops"),
     Case("wrong-shape", "wrong-shape", causes=("weight_shape_mismatch",),
-         why="gate_proj saved with 256 rows where config.json asks for 512"),
+         why="gate_proj saved with 256 rows where config.json asks for 512",
+         preflight="weight_shape"),
     Case("missing-shard", "missing-shard", causes=("model_not_found",),
-         why="the index names a shard that is not in the folder"),
+         why="the index names a shard that is not in the folder",
+         preflight="shard_missing"),
     Case("broken-config", "broken-config", causes=("model_not_found",),
-         why="config.json cut off in the middle"),
+         why="config.json cut off in the middle",
+         preflight="config_unreadable"),
     Case("missing-model", "no-such-model", causes=("model_not_found",),
-         why="--model names a folder that does not exist (vLLM tries it as a Hub repo id)"),
+         why="--model names a folder that does not exist (vLLM tries it as a Hub repo id)",
+         preflight="model_not_found"),
     Case("max-model-len", "healthy", ("--max-model-len", "100000"),
          causes=("config_invalid",),
-         why="--max-model-len above the model's max_position_embeddings (512)"),
+         why="--max-model-len above the model's max_position_embeddings (512)",
+         preflight="max_model_len"),
     Case("bad-flag", "healthy", ("--no-such-flag",), causes=("config_invalid",),
-         why="an argument vLLM's parser does not know: argparse, exit 2"),
+         why="an argument vLLM's parser does not know: argparse, exit 2",
+         preflight="unknown_flag"),
     Case("gpu-mem-util", "healthy", ("--gpu-memory-utilization", "1.5"),
-         causes=("config_invalid",), why="--gpu-memory-utilization above 1"),
+         causes=("config_invalid",), why="--gpu-memory-utilization above 1",
+         preflight="invalid_argument"),
     Case("speculative-mtp", "healthy",
          ("--speculative-config", '{"method": "mtp", "num_speculative_tokens": 1}'),
          causes=("spec_decode_config",),
-         why="MTP speculative decoding on a Llama checkpoint that has no MTP layers"),
+         why="MTP speculative decoding on a Llama checkpoint that has no MTP layers",
+         preflight="mtp_unsupported"),
     Case("modelopt-nvfp4", "modelopt-nvfp4", ("--dtype", "bfloat16"),
          causes=("nvfp4_backend",),
-         why="a ModelOpt NVFP4 checkpoint: no NVFP4 linear kernel on this platform"),
+         why="a ModelOpt NVFP4 checkpoint: no NVFP4 linear kernel on this platform",
+         preflight="quant_no_kernel"),
     Case("ct-nvfp4", "ct-nvfp4", ("--dtype", "bfloat16"), causes=("nvfp4_backend",),
-         why="a compressed-tensors NVFP4 checkpoint: no NVFP4 linear kernel here"),
+         why="a compressed-tensors NVFP4 checkpoint: no NVFP4 linear kernel here",
+         preflight="quant_no_kernel"),
     Case("fp8-float32", "fp8", causes=("config_invalid",),
-         why="--dtype float32 with an FP8 checkpoint: the method takes BF16 and FP16 only"),
+         why="--dtype float32 with an FP8 checkpoint: the method takes BF16 and FP16 only",
+         preflight="dtype_unsupported"),
     Case("gptq-unpacked", "gptq", ("--dtype", "bfloat16"), causes=("weight_name_mismatch",),
          why="a GPTQ config over weights never packed: the layer has qweight, the "
-             "checkpoint a plain weight"),
+             "checkpoint a plain weight",
+         preflight="weight_not_quantized"),
     Case("no-tokenizer", "no-tokenizer", causes=("model_not_found",),
-         why="the tokenizer's files are not in the model directory"),
+         why="the tokenizer's files are not in the model directory",
+         preflight="tokenizer_missing"),
     Case("unknown-architecture", "unknown-architecture", causes=("model_unsupported",),
-         why="config.json names an architecture vLLM does not register"),
+         why="config.json names an architecture vLLM does not register",
+         preflight="architecture_unsupported"),
     Case("gptq-width-48", "gptq-width-48", ("--dtype", "bfloat16"),
          causes=("quant_unsupported_gpu",),
          why="GPTQ 4-bit on an MLP 48 wide: no weight-only kernel here takes it (the CPU's "
              "wants multiples of 32, as Marlin wants 64 on a GPU); vLLM lists each kernel's "
-             "reason under the error"),
+             "reason under the error",
+         preflight="quant_no_kernel"),
 )
