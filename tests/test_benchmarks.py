@@ -49,3 +49,15 @@ def test_the_live_bench_prints_the_figures_the_readme_quotes() -> None:
     assert int(row[2]) >= 6 and "not committed" not in done.stdout  # ~8 findings, all in
     each = done.stdout.split("each, ms:", 1)[1].split()
     assert len(each) == int(row[2]) and all(float(d) > 0 for d in each)
+
+
+def test_the_preflight_bench_times_a_100_gb_checkpoint_it_builds_from_headers() -> None:
+    done = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "preflight_bench.py"),
+                           "--runs", "1"], capture_output=True, text=True, timeout=300,
+                          check=False, cwd=ROOT)
+    assert done.returncode == 0, done.stdout + done.stderr
+    found = re.fullmatch(r"preflight of a (\d+) GB checkpoint \(18,867 tensors in 40 shards, "
+                         r"headers read\): best [\d.]+ s, median [\d.]+ s of 1 \(goal < 2 s\); "
+                         r"a clean start predicted\n", done.stdout)
+    assert found is not None, done.stdout
+    assert 95 <= int(found.group(1)) <= 110  # the headers describe about 100 GB
