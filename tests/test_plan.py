@@ -260,6 +260,24 @@ def test_a_plan_passes_preflight_only_when_its_configuration_read_back_is_clean(
     assert "MTP" in refused.checks[-1].why
 
 
+def test_a_plan_whose_checkpoint_lacks_a_shard_is_not_started(tmp_path: Path) -> None:
+    """The planned model directory's files are judged too, read while the overlay (made in a
+    scratch directory and removed after) links them: a variant one of whose two shards is
+    missing fails at its load, so the plan that serves it is refused."""
+    from logwatch.relaunch.planned import with_preflight
+    from tests.model_dirs import write_safetensors
+
+    root = models_dir(tmp_path, A16, W4A4_UNCOVERED)
+    snap = snapshot(root / A16, 100)
+    plan = plan_relaunch([marlin_failure()], snap, variant_candidates(str(root / A16)))
+    assert plan is not None and with_preflight(plan, snap).startable
+    write_safetensors(root / W4A4_UNCOVERED / "model-00001-of-00002.safetensors",
+                      {"model.norm.weight": ("BF16", (8,))})  # shard 2 still absent
+    refused = with_preflight(plan, snap)
+    assert refused.checks[-1].holds is False and not refused.startable
+    assert "weight files the index names are not there" in refused.checks[-1].why
+
+
 def test_plan_from_the_history(tmp_path: Path) -> None:
     """`logwatch plan --db H`: the newest failed launch recorded by a scan, its diagnoses as
     recorded and its model directory read again; `--launch` picks another; a history without

@@ -9,22 +9,25 @@ import tempfile
 from collections.abc import Sequence
 from dataclasses import replace
 
+from logwatch.core.checkpoint.files import CheckpointFiles
 from logwatch.core.diagnosis.model import Diagnosis
-from logwatch.core.diagnosis.preflight import predict
+from logwatch.core.diagnosis.preflight import NOT_READ, NotRead, predict
 from logwatch.core.remedy.plan import Check, Launch, Plan, apply_plan, plan_relaunch
 from logwatch.core.snapshot.argv import ArgvError, launch_from_summary, parse_launch
 from logwatch.core.snapshot.model import Snapshot
 from logwatch.core.snapshot.vllm_cli import CliVocabulary
 from logwatch.host.capture import take_snapshot
+from logwatch.host.checkpoint_files import read_checkpoint
 from logwatch.host.overlay import make_overlay
 from logwatch.host.variants import variant_candidates
 from logwatch.host.vllm_cli_data import shipped_vocabulary
 
 
 def planned_snapshot(plan: Plan, snapshot: Snapshot, state_dir: str | None = None
-                     ) -> Snapshot | None:
-    """The snapshot after the plan (its overlay made under `state_dir`, or in a directory of
-    its own that is removed afterwards); None when the launch's argv is not known."""
+                     ) -> Planned | None:
+    """The snapshot after the plan and its model directory's files, read while they are there
+    (its overlay made under `state_dir`, or in a directory of its own that is removed
+    afterwards); None when the launch's argv is not known."""
     try:
         spec = parse_launch(list(snapshot.argv))
     except ArgvError:
@@ -41,7 +44,10 @@ def planned_snapshot(plan: Plan, snapshot: Snapshot, state_dir: str | None = Non
         return _read(plan, snapshot, Launch(spec, dict(snapshot.env)), overlay)
 
 
-def _read(plan: Plan, snapshot: Snapshot, launch: Launch, overlay: str | None) -> Snapshot:
+Planned = tuple[Snapshot, CheckpointFiles | NotRead | None]
+
+
+def _read(plan: Plan, snapshot: Snapshot, launch: Launch, overlay: str | None) -> Planned:
     after = apply_plan(plan, launch, overlay)
     changed = next((c for c in plan.changes if c.kind == "model"), None)
     # the directory read is the one the plan serves, or the one the snapshot read (the
@@ -51,7 +57,9 @@ def _read(plan: Plan, snapshot: Snapshot, launch: Launch, overlay: str | None) -
                  snapshot.model.path if snapshot.model else after.spec.model)
     new = take_snapshot(argv=after.spec.argv(), env=after.env, model_dir=model_dir,
                         gpu=snapshot.gpu)
-    return replace(new, vllm_version=snapshot.vllm_version)
+    # an overlay links the checkpoint's own files; nothing read without a model directory
+    files = read_checkpoint(new.model.path) if new.model is not None else NOT_READ
+    return replace(new, vllm_version=snapshot.vllm_version), files
 
 
 def with_preflight(plan: Plan, snapshot: Snapshot, vocab: CliVocabulary | None = None) -> Plan:
@@ -59,12 +67,13 @@ def with_preflight(plan: Plan, snapshot: Snapshot, vocab: CliVocabulary | None =
     (core.diagnosis.preflight)
     for the configuration it leads to, read back, finds no failure; unknown when it cannot be
     read back. `vocab`: the releases' flags (default: the shipped ones)."""
-    after = planned_snapshot(plan, snapshot)
-    if after is None:
+    planned = planned_snapshot(plan, snapshot)
+    if planned is None:
         check = Check("preflight", None, "neither the launch's command line nor its model "
                       "directory is known: the planned configuration could not be read back")
     else:
-        found = predict(after, vocab if vocab is not None else shipped_vocabulary())
+        after, files = planned
+        found = predict(after, vocab if vocab is not None else shipped_vocabulary(), files)
         check = Check("preflight", not found.problems, "the planned configuration, read "
                       "back, is predicted to start" if not found.problems else "the planned "
                       "configuration would still hit: " + "; ".join(
