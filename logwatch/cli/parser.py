@@ -286,6 +286,11 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--signatures", action="append", type=Path, default=[], metavar="DIR",
                         help=SIGNATURES_HELP)
     run.add_argument("--library", type=Path, metavar="DIR", help=LIBRARY_HELP)
+    run.add_argument("--preflight", choices=("off", "warn", "strict"), default="warn",
+                     help="before starting vLLM, predict its failures from the command line "
+                          "and the model directory (`logwatch preflight`): say them and start "
+                          "it anyway (warn, the default), start nothing (strict, exit 1), or "
+                          "do not look (off)")
     run.add_argument("argv", nargs=argparse.REMAINDER, help="-- then the command to run")
 
     sigs = sub.add_parser("signatures", help="inspect and test the signature library")

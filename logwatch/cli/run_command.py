@@ -1,7 +1,8 @@
 """`logwatch run -- cmd ...`: run vLLM as a child and watch it as the daemon watches a
 target, relaunching it with --relaunch ask|auto; exits with the verdict: the child's status,
 unless a relaunch that did not verify was stopped (then the failure's), or 1 when the child
-exited 0 but its launch failed (vLLM 0.32 does when its engine dies while serving)."""
+exited 0 but its launch failed (vLLM 0.32 does when its engine dies while serving), or when
+`--preflight strict` predicted a failure and nothing was started."""
 
 from __future__ import annotations
 
@@ -13,9 +14,10 @@ from typing import Any
 from logwatch.cli import output
 from logwatch.cli.config_command import refused
 from logwatch.cli.daemon_command import control_server, leave_now, notify
-from logwatch.cli.exit_codes import EXIT_USAGE
+from logwatch.cli.exit_codes import EXIT_FATAL_FOUND, EXIT_USAGE
 from logwatch.cli.options import load_library
 from logwatch.cli.output import warn
+from logwatch.cli.run_preflight import run_preflight
 
 
 def run_command(args: argparse.Namespace) -> int:
@@ -53,6 +55,9 @@ def run_command(args: argparse.Namespace) -> int:
     gpu = (GpuFacts(capability=parse_capability(args.gpu_capability), source="--gpu-capability")
            if args.gpu_capability else capture_gpu())
     snapshot = take_snapshot(argv=argv, env=dict(os.environ), gpu=gpu)  # what is started
+    predicted = run_preflight(snapshot, args.preflight)
+    if predicted is not None and predicted.problems and args.preflight == "strict":
+        return EXIT_FATAL_FOUND
     # the history's path, [[notify]], [relaunch], [run]
     config = load_config(args.config, {"run.stop_seconds": args.stop_seconds})
     if args.config is not None and refused(config, "run"):  # the one asked for: as given
