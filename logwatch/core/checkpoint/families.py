@@ -22,6 +22,15 @@ GLM = frozenset({"glm4"})
 GLM_MOE = frozenset({"glm4_moe"})
 FAMILIES = LLAMA_LIKE | QWEN_MOE | DEEPSEEK | GLM | GLM_MOE
 
+# what transformers' config classes give a key config.json leaves out (save_pretrained writes
+# only the values that differ from them), where the shapes need it; any other key missing
+# leaves the config unjudged. Checked against transformers itself by
+# tests/test_checkpoint_families_oracle.py, which leaves these keys out.
+HEAD_DIM_128 = frozenset({"qwen3", "glm4"})  # else hidden / heads (qwen3_moe, glm4_moe too)
+KV_HEADS_AS_HEADS = frozenset({"llama"})  # LlamaConfig: num_key_value_heads None -> heads
+QKV_BIAS = frozenset({"qwen2", "qwen2_moe"})  # in the model, whatever the config says
+ATTENTION_BIAS_DEFAULT = {"glm4": True}  # the config's attention_bias when it has none
+
 _LAYER = re.compile(r"^model\.layers\.(\d+)\.(.+)$")
 _EXPERT = re.compile(r"^mlp\.experts\.(\d+)\.(gate_proj|up_proj|down_proj)\.weight$")
 
@@ -94,16 +103,24 @@ class _Shapes:
         self.layers = _int(c, "num_hidden_layers")
         self.vocab = _int(c, "vocab_size")
         self.heads = _int(c, "num_attention_heads")
-        self.kv_heads = _int(c, "num_key_value_heads", self.heads)
+        self.kv_heads = _int(c, "num_key_value_heads",
+                             self.heads if kind in KV_HEADS_AS_HEADS else None)
         head_dim = c.get("head_dim")
-        if not isinstance(head_dim, int) or isinstance(head_dim, bool) or head_dim <= 0:
+        if kind in DEEPSEEK:  # latent attention: its own head sizes (below)
+            head_dim = 0
+        elif head_dim is None and kind in HEAD_DIM_128:
+            head_dim = 128
+        elif head_dim is None:
             if self.heads == 0 or self.hidden % self.heads:
                 raise ConfigShapeError("head_dim")
             head_dim = self.hidden // self.heads
+        elif not isinstance(head_dim, int) or isinstance(head_dim, bool) or head_dim <= 0:
+            raise ConfigShapeError("head_dim")
         self.head_dim: int = head_dim
         self.inter = _int(c, "intermediate_size")
         self.tied = bool(c.get("tie_word_embeddings", False))
-        self.bias = kind == "qwen2" or bool(c.get("attention_bias", False))
+        self.bias = kind in QKV_BIAS or bool(c.get("attention_bias",
+                                                    ATTENTION_BIAS_DEFAULT.get(kind, False)))
         self.config = c
         self.sparse: Callable[[int], bool] = lambda i: False
         if kind in QWEN_MOE:
