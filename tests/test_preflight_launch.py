@@ -180,3 +180,24 @@ def test_an_unextracted_release_does_not_judge_the_architecture(tmp_path: Path) 
     body = check(with_architecture(tmp_path, "NoSuchModelForCausalLM"), "", version="0.5.0")
     assert body["problems"] == [] and any("architecture not checked" in n
                                           for n in body["notes"])
+
+
+@pytest.mark.parametrize(("tp", "clean"), [(2, True), (4, True), (3, False), (8, False)])
+def test_tensor_parallel_size_must_divide_the_attention_heads(llama: Path, tp: int,
+                                                              clean: bool) -> None:
+    body = check(llama, f"--tensor-parallel-size {tp}")  # 4 heads
+    assert kinds(body) == ([] if clean else ["tensor_parallel_heads"])
+    if not clean:
+        assert body["problems"][0]["message"] == (
+            f"ValueError: Total number of attention heads (4) must be divisible by tensor "
+            f"parallel size ({tp}).")
+
+
+def test_a_chat_template_file_that_is_not_there(llama: Path, tmp_path: Path) -> None:
+    template = tmp_path / "chat.jinja"
+    assert kinds(check(llama, f"--chat-template {template}")) == ["chat_template_missing"]
+    template.write_text("{{ messages }}")
+    assert check(llama, f"--chat-template {template}")["problems"] == []
+    # a template given inline, or a bare name vLLM may ship, is not judged
+    assert check(llama, "--chat-template '{{ messages }}'")["problems"] == []
+    assert check(llama, "--chat-template tool_chat_template.jinja")["problems"] == []

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import re
 import shlex
 import sys
@@ -86,7 +87,7 @@ def capture(options: SnapshotOptions, vllm_version: str | None
 def preflight(options: SnapshotOptions, vllm_version: str | None, as_json: bool) -> int:
     try:
         snapshot, checkpoint = capture(options, vllm_version)
-        prediction = predict(snapshot, load_vocabulary(), checkpoint)
+        prediction = predict(snapshot, load_vocabulary(), checkpoint, os.path.isfile)
     except InputError as exc:
         print(visible(f"logwatch: preflight: {exc}", lines=True), file=sys.stderr)
         return EXIT_USAGE

@@ -5,6 +5,8 @@ it anyway; `strict` starts nothing when one is predicted; `off` does not look.""
 
 from __future__ import annotations
 
+import os
+
 from logwatch.cli.output import warn
 from logwatch.core.diagnosis.preflight import NOT_READ, Prediction, predict
 from logwatch.core.snapshot.model import Snapshot
@@ -21,7 +23,7 @@ def run_preflight(snapshot: Snapshot, mode: str) -> Prediction | None:
         return None
     served = snapshot.model.path if snapshot.model is not None else snapshot.launch.get("model")
     files = read_checkpoint(str(served)) if served else NOT_READ
-    prediction = predict(snapshot, shipped_vocabulary(), files)
+    prediction = predict(snapshot, shipped_vocabulary(), files, os.path.isfile)
     for problem in prediction.problems:
         warn(f"logwatch run: preflight: FAIL {problem.title}: {problem.reason}")
     if prediction.problems:

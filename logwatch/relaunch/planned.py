@@ -5,6 +5,7 @@ overlay's model directory, the planned argv and environment, the same GPU and vL
 
 from __future__ import annotations
 
+import os
 import tempfile
 from collections.abc import Sequence
 from dataclasses import replace
@@ -73,7 +74,8 @@ def with_preflight(plan: Plan, snapshot: Snapshot, vocab: CliVocabulary | None =
                       "directory is known: the planned configuration could not be read back")
     else:
         after, files = planned
-        found = predict(after, vocab if vocab is not None else shipped_vocabulary(), files)
+        found = predict(after, vocab if vocab is not None else shipped_vocabulary(), files,
+                        os.path.isfile)
         check = Check("preflight", not found.problems, "the planned configuration, read "
                       "back, is predicted to start" if not found.problems else "the planned "
                       "configuration would still hit: " + "; ".join(

@@ -7,6 +7,8 @@ vLLM 0.32.0's sources decide it (docs/preflight.md gives the rule and where it w
   kernels take 16-bit activations only (FP8, GPTQ, AWQ, ModelOpt); float16 by the model
   types vLLM bans it for;
 - `--gpu-memory-utilization` in (0, 1];
+- `--tensor-parallel-size` dividing the attention heads; `--chat-template` naming a file
+  that is there (chat_template_problem, given the shell's view of files);
 - `--max-model-len` against the length vLLM derives from config.json (the smallest of its
   length keys, `model_max_length` over them, times a RoPE scaling factor not already folded
   in), unless VLLM_ALLOW_LONG_MAX_MODEL_LEN allows it;
@@ -20,7 +22,7 @@ vLLM 0.32.0's sources decide it (docs/preflight.md gives the rule and where it w
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -84,6 +86,7 @@ def launch_problems(spec: LaunchSpec, env: Mapping[str, str], files: CheckpointF
     _memory(spec, found)
     _length(spec, env, text, found)
     _mtp(spec, config, text, found)
+    _heads(spec, text, found)
     _tokenizer(spec, files, config, found)
     if vllm_version is not None and "+cpu" in vllm_version:  # preflight.cpu_build
         _cpu(spec, text, quant, vllm_version, found)
@@ -266,6 +269,41 @@ def _mtp(spec: LaunchSpec, config: Mapping[str, Any], text: Mapping[str, Any],
         evidence=("--speculative-config method mtp", f"config.json: model_type ({model_type})"),
         fixes=("drop --speculative-config, or use a draft model (method draft_model, eagle "
                "or ngram)",)))
+
+
+def _heads(spec: LaunchSpec, text: Mapping[str, Any], found: Checked) -> None:
+    heads, tp = text.get("num_attention_heads"), spec.tensor_parallel_size
+    if not isinstance(heads, int) or isinstance(heads, bool) or heads <= 0 or tp <= 1 \
+            or heads % tp == 0:
+        return
+    fits = [n for n in range(1, heads + 1) if heads % n == 0 and n <= 16]
+    found.certain.append(PreflightProblem(
+        "tensor_parallel_heads", "attention heads do not split over the tensor-parallel ranks",
+        f"num_attention_heads {heads} is not divisible by --tensor-parallel-size {tp}",
+        stage=STAGE_CONFIG,
+        message=f"ValueError: Total number of attention heads ({heads}) must be divisible by "
+                f"tensor parallel size ({tp}).",
+        evidence=(f"--tensor-parallel-size {tp}", "config.json: num_attention_heads"),
+        fixes=(f"--tensor-parallel-size one of {', '.join(map(str, fits))}",)))
+
+
+def chat_template_problem(spec: LaunchSpec, exists: Callable[[str], bool]
+                          ) -> PreflightProblem | None:
+    """--chat-template that names a file which is not there: vLLM reads a value that looks
+    like a path (no `{`, `}` or newline) as a file, then as one of the templates it ships
+    by that name, and fails at start-up when neither opens; with a `/` it cannot be one of
+    those. `exists`: whether a path is a file here (the shell's)."""
+    value = spec.value("--chat-template")
+    if value is None or any(c in value for c in "{}\n") or exists(value) or "/" not in value:
+        return None
+    return PreflightProblem(
+        "chat_template_missing", "the chat template file is not there",
+        f"--chat-template {value}: no such file here", stage=STAGE_CONFIG,
+        message=f"The supplied chat template ({value}) looks like a file path, but it failed "
+                "to be opened.",
+        evidence=(f"--chat-template {value}",),
+        fixes=("give the template's path as vLLM sees it, or drop --chat-template to use "
+               "the tokenizer's own",))
 
 
 def _tokenizer(spec: LaunchSpec, files: CheckpointFiles, config: Mapping[str, Any],

@@ -13,6 +13,7 @@ launch only for what it can show.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -21,7 +22,7 @@ from logwatch.core.checkpoint.files import CheckpointFiles
 from logwatch.core.checkpoint.predicted import STAGE_ARGUMENTS, STAGE_CONFIG, PreflightProblem
 from logwatch.core.diagnosis.kernel_path import KernelPath, kernel_path
 from logwatch.core.diagnosis.latent import LATENT_FP4, LATENT_MARLIN, LATENT_MTP, latent_problems
-from logwatch.core.diagnosis.launch_checks import launch_problems
+from logwatch.core.diagnosis.launch_checks import chat_template_problem, launch_problems
 from logwatch.core.diagnosis.model import Diagnosis
 from logwatch.core.diagnosis.mtp_coverage import snapshot_release
 from logwatch.core.quant.ignore_rules import parse_release, release_text
@@ -61,10 +62,12 @@ class Prediction:
 
 
 def predict(snapshot: Snapshot, vocab: CliVocabulary | None,
-            checkpoint: CheckpointFiles | NotRead | None = NOT_READ) -> Prediction:
+            checkpoint: CheckpointFiles | NotRead | None = NOT_READ,
+            is_file: Callable[[str], bool] | None = None) -> Prediction:
     """What this launch runs into; `vocab`: the flags and variables per release (None: those
     are not checked); `checkpoint`: the model directory's files (None: there is no such
-    directory; NOT_READ: they were not read, and are not judged)."""
+    directory; NOT_READ: they were not read, and are not judged); `is_file`: whether a path
+    the command line names is a file here (None: not judged)."""
     certain: list[PreflightProblem] = []
     uncertain: list[PreflightProblem] = []
     notes: list[str] = []
@@ -84,6 +87,9 @@ def predict(snapshot: Snapshot, vocab: CliVocabulary | None,
             certain += checked.certain
             uncertain += checked.uncertain
             notes += checked.notes
+        template = chat_template_problem(spec, is_file) if spec and is_file else None
+        if template is not None:
+            certain.append(template)
     cpu = cpu_build(snapshot.vllm_version)
     for diag in latent_problems(snapshot):
         if cpu and diag.cause in (LATENT_MARLIN, LATENT_FP4):
