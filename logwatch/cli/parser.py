@@ -100,6 +100,10 @@ def build_parser() -> argparse.ArgumentParser:
     pre.add_argument("--vllm-version", metavar="V",
                      help="the vLLM release that will run it (default: the one installed for "
                           "the command line's interpreter, when found)")
+    pre.add_argument("--vllm-python", metavar="PYTHON", type=Path,
+                     help="an interpreter with that vLLM installed: its own `vllm serve` "
+                          "parser judges the command line's arguments (vLLM's import takes "
+                          "some seconds)")
     pre.add_argument("--json", action="store_true", help="print the prediction as JSON")
 
     status = sub.add_parser("status", help="what the daemon is doing (or, with none running, "

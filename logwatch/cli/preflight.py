@@ -16,16 +16,18 @@ from pathlib import Path
 
 from logwatch.cli.options import parse_gpu_capability
 from logwatch.core.checkpoint.files import CheckpointFiles
-from logwatch.core.checkpoint.predicted import PreflightProblem
-from logwatch.core.diagnosis.preflight import Prediction, predict
+from logwatch.core.checkpoint.predicted import STAGE_ARGUMENTS, PreflightProblem
+from logwatch.core.diagnosis.preflight import UNKNOWN_FLAG, Prediction, predict
 from logwatch.core.quant.ignore_rules import parse_release
 from logwatch.core.safe_text.visible import visible
+from logwatch.core.snapshot.argv import ArgvError, parse_launch
 from logwatch.core.snapshot.model import Snapshot
 from logwatch.core.snapshot.vllm_cli import CliVocabulary
 from logwatch.host.capture import take_snapshot
 from logwatch.host.checkpoint_files import read_checkpoint
 from logwatch.host.vllm_cli_data import DATA_FILE, VocabularyUnreadable
 from logwatch.host.vllm_cli_data import load_vocabulary as read_vocabulary
+from logwatch.host.vllm_parser import ParserVerdict, release_parser
 from logwatch.scan.triage import SnapshotOptions, gpu_for
 
 EXIT_CLEAN, EXIT_FAILURES, EXIT_USAGE = 0, 1, 2
@@ -84,10 +86,19 @@ def capture(options: SnapshotOptions, vllm_version: str | None
     return snapshot, checkpoint
 
 
-def preflight(options: SnapshotOptions, vllm_version: str | None, as_json: bool) -> int:
+def preflight(options: SnapshotOptions, vllm_version: str | None, as_json: bool,
+              vllm_python: Path | None = None) -> int:
     try:
         snapshot, checkpoint = capture(options, vllm_version)
+        verdict = None
+        if vllm_python is not None:
+            verdict = release_parser(vllm_python, serve_words(options, snapshot))
+            if verdict.accepted is not None and vllm_version is None:
+                snapshot = replace(snapshot, vllm_version=verdict.release, sources={
+                    **snapshot.sources, "vllm_version": str(vllm_python)})
         prediction = predict(snapshot, load_vocabulary(), checkpoint, os.path.isfile)
+        if verdict is not None:
+            prediction = with_parser(prediction, verdict, vllm_python)
     except InputError as exc:
         print(visible(f"logwatch: preflight: {exc}", lines=True), file=sys.stderr)
         return EXIT_USAGE
@@ -99,6 +110,39 @@ def preflight(options: SnapshotOptions, vllm_version: str | None, as_json: bool)
     else:
         sys.stdout.write(render(snapshot, prediction))
     return EXIT_CLEAN if prediction.clean else EXIT_FAILURES
+
+
+def serve_words(options: SnapshotOptions, snapshot: Snapshot) -> list[str]:
+    """The command line from `serve` on, as the operator wrote it (a unit's, redacted)."""
+    argv = split_command(options.cmdline)[0] if options.cmdline else list(snapshot.argv)
+    try:
+        spec = parse_launch(argv)
+    except ArgvError as exc:
+        raise InputError(str(exc)) from exc
+    words = ["serve"]
+    for item in spec.items:
+        words += [item] if isinstance(item, str) else item.tokens()
+    return words
+
+
+def with_parser(prediction: Prediction, verdict: ParserVerdict, python: Path | None
+                ) -> Prediction:
+    """The release's own parser's verdict in place of the flag names logwatch extracted: it
+    is the ground truth for what the command line's arguments are."""
+    if verdict.accepted is None:
+        return replace(prediction, notes=(*prediction.notes,
+                                          f"vLLM's own parser not run: {verdict.error}"))
+    kept = tuple(p for p in prediction.problems if p.kind != UNKNOWN_FLAG)
+    if verdict.accepted:
+        return replace(prediction, problems=kept, notes=(
+            *prediction.notes, f"vLLM {verdict.release}'s own parser ({python}) accepts the "
+                               "command line"))
+    refused = PreflightProblem(
+        "parser_refused", "vLLM's own parser refuses the command line",
+        f"vLLM {verdict.release}'s `vllm serve` parser ({python}): {verdict.error}",
+        stage=STAGE_ARGUMENTS, message=verdict.error, signature="config.invalid_argument",
+        evidence=(str(python),), fixes=("correct the argument it names",))
+    return replace(prediction, problems=(refused, *kept))
 
 
 def render(snapshot: Snapshot, prediction: Prediction, width: int = 100) -> str:
@@ -141,4 +185,4 @@ def preflight_command(args: argparse.Namespace) -> int:
     options = SnapshotOptions(cmdline=args.cmdline, model_dir=args.model_dir,
                               unit=args.unit or args.user_unit, user_unit=bool(args.user_unit),
                               gpu_capability=capability, gpu_name=args.gpu_name)
-    return preflight(options, args.vllm_version, args.json)
+    return preflight(options, args.vllm_version, args.json, args.vllm_python)

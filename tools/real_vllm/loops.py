@@ -28,6 +28,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from logwatch.host.vllm_parser import release_parser
 from tools.real_vllm.cases import BASE_ARGS
 from tools.real_vllm.common import (
     LOGWATCH,
@@ -45,14 +46,9 @@ SPEC = '{"method": "mtp", "num_speculative_tokens": 1}'
 
 def parsed_by_release(venv: Path, argv: list[str], env: dict[str, str]) -> dict[str, Any]:
     """The release's own parser on `argv` (from `serve` on) and its known variables."""
-    done = subprocess.run(
-        [str(venv / "bin" / "python"), str(ROOT / "tools" / "real_vllm" / "parse_argv.py"),
-         json.dumps(argv), json.dumps(env)], capture_output=True, text=True, check=False,
-        timeout=120)
-    lines = done.stdout.strip().splitlines()
-    result: dict[str, Any] = json.loads(lines[-1]) if lines else {
-        "accepted": False, "error": done.stderr.strip()[-300:]}
-    return result
+    verdict = release_parser(venv / "bin" / "python", argv, env)
+    return {"accepted": bool(verdict.accepted), "error": verdict.error,
+            "unknown_env": list(verdict.unknown_env)}
 
 
 def relaunch_loop(venv: Path, work: Path) -> Outcome:

@@ -1,7 +1,8 @@
-"""Run with a real vLLM's interpreter: does that release's own `vllm serve` parser accept a
-command line, and does the release know every VLLM_* variable of an environment?
+"""Run with a real vLLM's interpreter (never imported by logwatch; logwatch/host/
+vllm_parser.py runs it): does that release's own `vllm serve` parser accept a command line,
+and does the release know every VLLM_* variable of an environment?
 
-    .real-vllm/venv-0.32.0/bin/python tools/real_vllm/parse_argv.py ARGV_JSON ENV_JSON
+    /path/to/vllm-venv/bin/python -I logwatch/host/vllm_parse_probe.py ARGV_JSON ENV_JSON
 
 ARGV_JSON is the command line from `serve` on (["serve", MODEL, "--flag", ...]); ENV_JSON the
 variables the launch sets. Prints one JSON object: {"accepted": bool, "error": str,
@@ -50,7 +51,13 @@ def main(argv_json: str, env_json: str) -> int:
         reason = f"{type(exc).__name__}: {exc}"
     known = set(getattr(envs, "environment_variables", {}))
     unknown = sorted(k for k in env if k.startswith("VLLM_") and known and k not in known)
-    print(json.dumps({"accepted": accepted, "error": reason, "unknown_env": unknown}))
+    try:
+        from importlib.metadata import version
+        release = version("vllm")
+    except Exception:  # a build without metadata
+        release = getattr(__import__("vllm"), "__version__", "?")
+    print(json.dumps({"accepted": accepted, "error": reason, "unknown_env": unknown,
+                      "release": release}))
     return 0
 
 
