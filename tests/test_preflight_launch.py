@@ -201,3 +201,19 @@ def test_a_chat_template_file_that_is_not_there(llama: Path, tmp_path: Path) -> 
     # a template given inline, or a bare name vLLM may ship, is not judged
     assert check(llama, "--chat-template '{{ messages }}'")["problems"] == []
     assert check(llama, "--chat-template tool_chat_template.jinja")["problems"] == []
+
+
+@pytest.mark.parametrize(("method", "version", "kind"), [
+    ("ngram", "0.32.0", None), ("eagle3", "0.32.0", None),
+    ("eagle4", "0.32.0", "problems"),  # no release has it
+    ("dflash", "0.10.0", "problems"),  # a later release's: named
+    ("eagle3", "0.8.5", "uncertain"),  # before SpeculativeConfig was validated
+])
+def test_the_speculative_method_against_the_releases(llama: Path, method: str, version: str,
+                                                     kind: str | None) -> None:
+    spec = json.dumps({"method": method, "num_speculative_tokens": 1})
+    body = check(llama, f"--speculative-config {shlex.quote(spec)}", version=version)
+    for key in ("problems", "uncertain"):
+        assert ("speculative_method_unknown" in kinds(body, key)) is (key == kind)
+    if method == "dflash":
+        assert "(it is a method of 0." in body["problems"][0]["reason"]

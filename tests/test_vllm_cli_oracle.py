@@ -36,6 +36,9 @@ def test_committed_names_match_a_fresh_extraction(release: str) -> None:
     assert VOCAB.flags_at(at) == fresh.flags, "re-run `python -m tools.vllm_cli`"
     assert VOCAB.env_at(at) == fresh.env, "re-run `python -m tools.vllm_cli`"
     assert VOCAB.architectures_at(at) == fresh.architectures, "re-run `python -m tools.vllm_cli`"
+    assert VOCAB.speculative_methods_at(at) == fresh.speculative_methods, \
+        "re-run `python -m tools.vllm_cli`"
+    assert {"ngram", "eagle"} <= fresh.speculative_methods
     # what the releases are known to have, as a check that the extraction reads the parser
     assert {"--tensor-parallel-size", "-tp", "--speculative-config", "--port"} <= fresh.flags
     assert "VLLM_LOGGING_LEVEL" in fresh.env
@@ -48,6 +51,15 @@ def test_committed_names_match_a_fresh_extraction(release: str) -> None:
 def test_an_incomplete_tree_is_refused_not_read_as_empty() -> None:
     with pytest.raises(SourceMissing, match="arg_utils"):
         extract({"vllm/envs.py": "environment_variables = {}"})
+
+
+def test_a_literal_alias_is_followed_through_the_aliases_it_names() -> None:
+    from tools.vllm_cli.extract import literal_values
+
+    tree = ast.parse('A = Literal["a", "b"]\nB: TypeAlias = Literal["c", A]\n'
+                     'M = Literal["m", B, Undefined]\nN = Optional[str]\n')
+    assert literal_values(tree, "M") == {"m", "c", "a", "b"}
+    assert literal_values(tree, "N") == frozenset() and literal_values(tree, "Z") == frozenset()
 
 
 def test_the_registry_tables_are_those_vllm_merges() -> None:

@@ -33,11 +33,13 @@ def table(facts: dict[str, CliFacts]) -> dict[str, object]:
                                       if name in getattr(facts[r], kind)], among)
                 for name in names}
 
-    return {"about": "vllm serve flags, VLLM_* environment variables and the architectures "
-                     "of the model registry per vLLM release, extracted from vLLM's sources "
-                     "by `python -m tools.vllm_cli`; ranges run over `releases` only",
+    return {"about": "vllm serve flags, VLLM_* environment variables, the architectures of "
+                     "the model registry and the speculative methods per vLLM release, "
+                     "extracted from vLLM's sources by `python -m tools.vllm_cli`; ranges run "
+                     "over `releases` only",
             "releases": order, "flags": ranges("flags"), "env": ranges("env"),
-            "architectures": ranges("architectures")}
+            "architectures": ranges("architectures"),
+            "speculative_methods": ranges("speculative_methods")}
 
 
 def compact_json(data: dict[str, object]) -> str:
@@ -77,7 +79,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         facts[release] = extract(read_sdist(sdist, PATHS))
         print(f"{release}: {len(facts[release].flags)} flags, "
               f"{len(facts[release].env)} variables, "
-              f"{len(facts[release].architectures)} architectures", file=sys.stderr)
+              f"{len(facts[release].architectures)} architectures, "
+              f"{len(facts[release].speculative_methods)} speculative methods", file=sys.stderr)
     if not facts:
         print("no releases: name some", file=sys.stderr)
         return 2

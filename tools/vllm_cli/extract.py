@@ -31,7 +31,9 @@ SERVE = "vllm/entrypoints/cli/serve.py"
 FRONTEND = ("vllm/entrypoints/openai/cli_args.py", "vllm/entrypoints/launchers/cli_args.py",
             "vllm/entrypoints/common/cli_args.py")
 REGISTRY = "vllm/model_executor/models/registry.py"
-PATHS = frozenset({ENGINE_ARGS, ENVS, SERVE, REGISTRY, *FRONTEND})
+# where `SpeculativeMethod = Literal[...]` is: config/speculative.py from 0.11, config.py before
+SPECULATIVE = ("vllm/config/speculative.py", "vllm/config.py")
+PATHS = frozenset({ENGINE_ARGS, ENVS, SERVE, REGISTRY, *FRONTEND, *SPECULATIVE})
 NOT_SERVED_TABLES = frozenset({"_PREVIOUSLY_SUPPORTED_MODELS", "_OOT_SUPPORTED_MODELS"})
 FRONTEND_CLASS = "FrontendArgs"
 
@@ -41,6 +43,7 @@ class CliFacts:
     flags: frozenset[str]
     env: frozenset[str]
     architectures: frozenset[str] = frozenset()
+    speculative_methods: frozenset[str] = frozenset()  # --speculative-config's `method`
 
 
 class SourceMissing(ValueError):
@@ -61,8 +64,11 @@ def extract(files: Mapping[str, str]) -> CliFacts:
             flags |= option_strings(ast.parse(files[path]))
     for path in frontend:
         flags |= dataclass_flags(ast.parse(files[path]), FRONTEND_CLASS)
+    methods = next((found for path in SPECULATIVE if path in files
+                    for found in [literal_values(ast.parse(files[path]), "SpeculativeMethod")]
+                    if found), frozenset())
     return CliFacts(frozenset(flags), env_names(ast.parse(files[ENVS])),
-                    architectures(ast.parse(files[REGISTRY])))
+                    architectures(ast.parse(files[REGISTRY])), methods)
 
 
 def option_strings(tree: ast.AST) -> set[str]:
@@ -137,3 +143,32 @@ def architectures(tree: ast.Module) -> frozenset[str]:
     if not found:
         raise SourceMissing(f"no model registry tables in {REGISTRY}")
     return found
+
+
+def literal_values(tree: ast.Module, name: str) -> frozenset[str]:
+    """The strings of the module-level `name = Literal[...]`, the Literal aliases it names
+    (of the same module) followed; empty when the module has none."""
+    aliases: dict[str, ast.expr] = {}
+    for node in tree.body:
+        if isinstance(node, ast.Assign) and len(node.targets) == 1 \
+                and isinstance(node.targets[0], ast.Name):
+            aliases[node.targets[0].id] = node.value
+        elif isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name) \
+                and node.value is not None:
+            aliases[node.target.id] = node.value
+
+    def values(alias: str, seen: frozenset[str]) -> set[str]:
+        node = aliases.get(alias)
+        if alias in seen or not (isinstance(node, ast.Subscript)
+                                 and ast.unparse(node.value) in ("Literal", "typing.Literal")):
+            return set()
+        items = node.slice.elts if isinstance(node.slice, ast.Tuple) else [node.slice]
+        found: set[str] = set()
+        for item in items:
+            if isinstance(item, ast.Constant) and isinstance(item.value, str):
+                found.add(item.value)
+            elif isinstance(item, ast.Name):
+                found |= values(item.id, seen | {alias})
+        return found
+
+    return frozenset(values(name, frozenset()))

@@ -3,6 +3,7 @@ vLLM 0.32.0's sources decide it (docs/preflight.md gives the rule and where it w
 
 - `architectures`: in the release's model registry (extracted per release), else served by
   vLLM's Transformers backend only if transformers has the class (a MAYBE), else a failure;
+- `--speculative-config`'s `method` among the release's (extracted per release);
 - `--dtype`: one of the parser's choices; float32 refused by the quantization methods whose
   kernels take 16-bit activations only (FP8, GPTQ, AWQ, ModelOpt); float16 by the model
   types vLLM bans it for;
@@ -35,7 +36,7 @@ from logwatch.core.checkpoint.predicted import (
     PreflightProblem,
 )
 from logwatch.core.quant.ignore import merge_overrides
-from logwatch.core.quant.ignore_rules import parse_release, release_text
+from logwatch.core.quant.ignore_rules import parse_release, release_ranges, release_text
 from logwatch.core.quant.mtp_layout import text_config
 from logwatch.core.quant.scheme import QuantFacts
 from logwatch.core.snapshot.argv import LaunchSpec
@@ -82,6 +83,7 @@ def launch_problems(spec: LaunchSpec, env: Mapping[str, str], files: CheckpointF
         else files.config
     text = text_config(config)
     _architecture(spec, config, vocab, vllm_version, found)
+    _speculative_method(spec, vocab, vllm_version, found)
     _dtype(spec, config, text, quant, found)
     _memory(spec, found)
     _length(spec, env, text, found)
@@ -136,6 +138,37 @@ def _architecture(spec: LaunchSpec, config: Mapping[str, Any], vocab: CliVocabul
         fixes=("serve it with a vLLM release that has it" if before else
                "check config.json's architectures (a typo, or a model vLLM does not serve)",))
     (found.uncertain if impl != "vllm" and (known or custom) else found.certain).append(problem)
+
+
+# SpeculativeConfig is a pydantic dataclass from here on (read in 0.10.0's and 0.11.0's
+# sources): a `method` outside its Literal fails validation; before, it was not validated
+SPECULATIVE_VALIDATED_FROM = (0, 10, 0)
+
+
+def _speculative_method(spec: LaunchSpec, vocab: CliVocabulary | None,
+                        vllm_version: str | None, found: Checked) -> None:
+    method = (spec.speculative_config or {}).get("method")
+    release = parse_release(vllm_version)
+    if not isinstance(method, str) or vocab is None or not vocab.speculative_methods \
+            or not vocab.covers(release):
+        return
+    assert release is not None
+    known = vocab.speculative_methods_at(release)
+    if method in known:
+        return
+    where = [f"{', '.join(release_ranges(sorted(r), vocab.releases))}"
+             for m, r in vocab.speculative_methods.items() if m == method]
+    problem = PreflightProblem(
+        "speculative_method_unknown", "a speculative method this release does not have",
+        f"--speculative-config method {method!r}: vLLM {release_text(release)} takes "
+        + ", ".join(sorted(known)) + (f" (it is a method of {where[0]})" if where else ""),
+        stage=STAGE_CONFIG, signature="spec_decode.config_invalid",
+        message="pydantic ValidationError: 1 validation error for SpeculativeConfig method: "
+                "Input should be ...",
+        evidence=("--speculative-config method",),
+        fixes=("a method the release has, or the release that has it",))
+    (found.certain if release >= SPECULATIVE_VALIDATED_FROM else found.uncertain).append(
+        problem)
 
 
 def _dtype(spec: LaunchSpec, config: Mapping[str, Any], text: Mapping[str, Any],

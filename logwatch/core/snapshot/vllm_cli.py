@@ -46,6 +46,8 @@ class CliVocabulary:
     # Transformers backend serves an architecture vLLM lacks when transformers has it)
     transformers_version: str | None = None
     transformers_architectures: frozenset[str] = frozenset()
+    # --speculative-config `method` values each release's SpeculativeMethod takes
+    speculative_methods: Mapping[str, frozenset[Release]] = field(default_factory=dict)
 
     def covers(self, release: Release | None) -> bool:
         return release is not None and release in self.releases
@@ -58,6 +60,9 @@ class CliVocabulary:
 
     def architectures_at(self, release: Release) -> frozenset[str]:
         return frozenset(a for a, known in self.architectures.items() if release in known)
+
+    def speculative_methods_at(self, release: Release) -> frozenset[str]:
+        return frozenset(m for m, known in self.speculative_methods.items() if release in known)
 
     def where_architecture(self, name: str) -> list[str]:
         return release_ranges(sorted(self.architectures.get(name, ())), self.releases)
@@ -87,7 +92,9 @@ def vocabulary(data: Mapping[str, Any]) -> CliVocabulary:
         return CliVocabulary(releases, {k: expand(v) for k, v in data["flags"].items()},
                              {k: expand(v) for k, v in data["env"].items()},
                              {k: expand(v) for k, v in data.get("architectures", {}).items()},
-                             *_transformers(data.get("transformers")))
+                             *_transformers(data.get("transformers")),
+                             {k: expand(v) for k, v in
+                              data.get("speculative_methods", {}).items()})
     except (KeyError, TypeError, AttributeError) as exc:
         raise VocabularyError(f"not a vLLM CLI vocabulary: {exc}") from exc
 
