@@ -31,8 +31,9 @@ SERVE = "vllm/entrypoints/cli/serve.py"
 FRONTEND = ("vllm/entrypoints/openai/cli_args.py", "vllm/entrypoints/launchers/cli_args.py",
             "vllm/entrypoints/common/cli_args.py")
 REGISTRY = "vllm/model_executor/models/registry.py"
-# where `SpeculativeMethod = Literal[...]` is: config/speculative.py from 0.11, config.py before
-SPECULATIVE = ("vllm/config/speculative.py", "vllm/config.py")
+# where `SpeculativeMethod = Literal[...]` is: config/speculative.py from 0.11, config/__init__.py
+# in 0.10.2, config.py before
+SPECULATIVE = ("vllm/config/speculative.py", "vllm/config/__init__.py", "vllm/config.py")
 PATHS = frozenset({ENGINE_ARGS, ENVS, SERVE, REGISTRY, *FRONTEND, *SPECULATIVE})
 NOT_SERVED_TABLES = frozenset({"_PREVIOUSLY_SUPPORTED_MODELS", "_OOT_SUPPORTED_MODELS"})
 FRONTEND_CLASS = "FrontendArgs"
