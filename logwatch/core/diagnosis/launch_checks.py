@@ -154,7 +154,7 @@ def _speculative_method(spec: LaunchSpec, vocab: CliVocabulary | None,
         return
     assert release is not None
     known = vocab.speculative_methods_at(release)
-    if method in known:
+    if method in known or not known:  # none extracted for this release: not judged
         return
     where = [f"{', '.join(release_ranges(sorted(r), vocab.releases))}"
              for m, r in vocab.speculative_methods.items() if m == method]
