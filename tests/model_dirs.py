@@ -44,6 +44,13 @@ def llama_tensors(config: Mapping[str, Any] = TINY_LLAMA, dtype: str = "F32") ->
     return out
 
 
+def mlp(prefix: str, inter: int, hidden: int, dtype: str = "BF16") -> dict[str, Shape]:
+    """A gated MLP's three projections under `prefix` (e.g. `model.layers.0.mlp.`)."""
+    return {prefix + "gate_proj.weight": (dtype, (inter, hidden)),
+            prefix + "up_proj.weight": (dtype, (inter, hidden)),
+            prefix + "down_proj.weight": (dtype, (hidden, inter))}
+
+
 def write_safetensors(path: Path, tensors: Tensors, pad_header: int = 0) -> None:
     header: dict[str, Any] = {"__metadata__": {"format": "pt"}}
     offset = 0

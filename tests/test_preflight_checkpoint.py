@@ -18,7 +18,7 @@ from logwatch.core.quant.scheme import derive_quant
 from logwatch.host.checkpoint_files import read_checkpoint
 from tests.conftest import ROOT
 from tests.inprocess import logwatch_text
-from tests.model_dirs import TINY_LLAMA, Shape, llama_tensors, model_dir, write_safetensors
+from tests.model_dirs import TINY_LLAMA, Shape, llama_tensors, mlp, model_dir, write_safetensors
 
 
 def judge(path: Path, release: tuple[int, int, int] | None = (0, 32, 0)):  # type: ignore[no-untyped-def]
@@ -195,14 +195,9 @@ def qwen3_moe_tensors() -> dict[str, tuple[str, tuple[int, ...]]]:
               p + "self_attn.o_proj.weight": ("BF16", (64, 128)),
               p + "self_attn.q_norm.weight": ("BF16", (32,)),
               p + "self_attn.k_norm.weight": ("BF16", (32,))}
-    t |= {"model.layers.0.mlp.gate_proj.weight": ("BF16", (96, 64)),
-          "model.layers.0.mlp.up_proj.weight": ("BF16", (96, 64)),
-          "model.layers.0.mlp.down_proj.weight": ("BF16", (64, 96)),
-          "model.layers.1.mlp.gate.weight": ("BF16", (4, 64))}
+    t |= mlp("model.layers.0.mlp.", 96, 64) | {"model.layers.1.mlp.gate.weight": ("BF16", (4, 64))}
     for e in range(4):
-        p = f"model.layers.1.mlp.experts.{e}."
-        t |= {p + "gate_proj.weight": ("BF16", (32, 64)), p + "up_proj.weight": ("BF16", (32, 64)),
-              p + "down_proj.weight": ("BF16", (64, 32))}
+        t |= mlp(f"model.layers.1.mlp.experts.{e}.", 32, 64)
     return t
 
 
@@ -260,18 +255,11 @@ def deepseek_tensors() -> dict[str, tuple[str, tuple[int, ...]]]:
               p + "self_attn.kv_a_layernorm.weight": ("BF16", (32,)),
               p + "self_attn.kv_b_proj.weight": ("BF16", (4 * 32, 32)),
               p + "self_attn.o_proj.weight": ("BF16", (64, 64))}
-    t |= {"model.layers.0.mlp.gate_proj.weight": ("BF16", (96, 64)),
-          "model.layers.0.mlp.up_proj.weight": ("BF16", (96, 64)),
-          "model.layers.0.mlp.down_proj.weight": ("BF16", (64, 96)),
-          "model.layers.1.mlp.gate.weight": ("BF16", (4, 64)),
-          "model.layers.1.mlp.gate.e_score_correction_bias": ("F32", (4,)),
-          "model.layers.1.mlp.shared_experts.gate_proj.weight": ("BF16", (16, 64)),
-          "model.layers.1.mlp.shared_experts.up_proj.weight": ("BF16", (16, 64)),
-          "model.layers.1.mlp.shared_experts.down_proj.weight": ("BF16", (64, 16))}
+    t |= mlp("model.layers.0.mlp.", 96, 64) | mlp("model.layers.1.mlp.shared_experts.", 16, 64)
+    t |= {"model.layers.1.mlp.gate.weight": ("BF16", (4, 64)),
+          "model.layers.1.mlp.gate.e_score_correction_bias": ("F32", (4,))}
     for e in range(4):
-        p = f"model.layers.1.mlp.experts.{e}."
-        t |= {p + "gate_proj.weight": ("BF16", (16, 64)), p + "up_proj.weight": ("BF16", (16, 64)),
-              p + "down_proj.weight": ("BF16", (64, 16))}
+        t |= mlp(f"model.layers.1.mlp.experts.{e}.", 16, 64)
     return t
 
 

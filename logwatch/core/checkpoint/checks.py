@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from typing import Any
 
 from logwatch.core.checkpoint.families import Expected, expected, family
 from logwatch.core.checkpoint.files import FLOAT_DTYPES, CheckpointFiles, Tensor
@@ -175,16 +176,20 @@ def _shape_problem(files: CheckpointFiles, mismatched: list[_Mismatch]) -> Prefl
         f"{len(mismatched)} tensor(s) of the checkpoint have a shape the architecture "
         f"config.json describes does not: {first.tensor} is {first.stored}, expected "
         f"{first.expected.describe()}",
-        details=tuple(f"{m.tensor}: {m.stored}, expected {m.expected.describe()}"
-                      for m in mismatched[1:SHOWN]),
-        stage=STAGE_WEIGHTS,
-        message=_load_error(first),
-        signature="weights.narrow_out_of_range",
-        evidence=tuple(f"{files.tensors[m.tensor].file}: {m.tensor}"
-                       for m in mismatched[:SHOWN] if m.tensor in files.tensors),
-        config={"mismatched": len(mismatched)},
+        **_listed(files, mismatched), message=_load_error(first),
+        signature="weights.narrow_out_of_range", config={"mismatched": len(mismatched)},
         fixes=("the checkpoint and its config.json do not belong together: use the "
                "config.json the weights were saved with",))
+
+
+def _listed(files: CheckpointFiles, mismatched: list[_Mismatch]) -> dict[str, Any]:
+    """The details (the tensors after the first) and evidence (file: tensor) of a shape
+    problem, a few of each, at the weights' stage."""
+    return {"details": tuple(f"{m.tensor}: {m.stored}, expected {m.expected.describe()}"
+                             for m in mismatched[1:SHOWN]),
+            "evidence": tuple(f"{files.tensors[m.tensor].file}: {m.tensor}"
+                              for m in mismatched[:SHOWN] if m.tensor in files.tensors),
+            "stage": STAGE_WEIGHTS}
 
 
 def _load_error(mismatch: _Mismatch) -> str:
@@ -207,12 +212,7 @@ def _cut_problem(files: CheckpointFiles, cut: list[_Mismatch]) -> PreflightProbl
         f"the dimension vLLM takes its share of: {first.tensor} is {first.stored}, expected "
         f"{first.expected.describe()}. vLLM loads the first rows without a word; the model "
         "starts, and answers wrongly if the config is the one that is off",
-        details=tuple(f"{m.tensor}: {m.stored}, expected {m.expected.describe()}"
-                      for m in cut[1:SHOWN]),
-        stage=STAGE_WEIGHTS,
-        evidence=tuple(f"{files.tensors[m.tensor].file}: {m.tensor}"
-                       for m in cut[:SHOWN] if m.tensor in files.tensors),
-        config={"cut": len(cut)},
+        **_listed(files, cut), config={"cut": len(cut)},
         fixes=("use the config.json the weights were saved with",))
 
 
