@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from logwatch.core.diagnosis.launch_checks import derived_length, requested_length
+from logwatch.core.diagnosis.launch_checks import LengthError, derived_length, requested_length
 from tests.inprocess import logwatch_text
 from tests.model_dirs import TINY_LLAMA, model_dir
 
@@ -42,7 +42,7 @@ def test_the_tiers_healthy_launch_predicts_nothing(llama: Path) -> None:
 
 @pytest.mark.parametrize(("flags", "clean"), [
     ("--max-model-len 100000", False), ("--max-model-len 512", True),
-    ("--max-model-len 1k", False), ("--max-model-len 0.5K", True),
+    ("--max-model-len 1k", False), ("--max-model-len 0.5k", True),
     ("--max-model-len auto", True), ("--max-model-len -1", True)])
 def test_max_model_len_against_max_position_embeddings(llama: Path, flags: str,
                                                        clean: bool) -> None:
@@ -69,7 +69,18 @@ def test_the_derived_length_as_vllm_derives_it() -> None:
         "rope_type": "llama3", "factor": 8.0}})[0] == 131072  # folded in already
     assert derived_length({"hidden_size": 8}) is None
     assert requested_length("32k") == 32000 and requested_length("32K") == 32768
-    assert requested_length("lots") is None
+    assert requested_length("25.6k") == 25600 and requested_length(" AUTO ") is None
+    for refused in ("0.5K", "lots", "1.5"):  # vLLM 0.32.0's parser: exit 2
+        with pytest.raises(LengthError):
+            requested_length(refused)
+
+
+def test_a_length_the_parser_refuses(llama: Path) -> None:
+    """Found by running the real vLLM 0.32.0 on held-out cases: `0.5K` is refused by its
+    parser (a binary suffix takes no decimals), which preflight called clean."""
+    (problem,) = check(llama, "--max-model-len 0.5K")["problems"]
+    assert problem["stage"] == "arguments"
+    assert "Decimals are not allowed with binary suffixes like K" in problem["message"]
 
 
 @pytest.mark.parametrize(("value", "clean"), [("1.5", False), ("0", False), ("-0.2", False),

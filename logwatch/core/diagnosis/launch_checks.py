@@ -62,7 +62,9 @@ TOKENIZER_FILES = ("tokenizer.json", "tokenizer.model", "tekken.json", "spiece.m
 EMPTY_VOCAB_CLASSES = frozenset({"Qwen2Tokenizer", "Qwen2TokenizerFast", "LlamaTokenizer",
                                  "LlamaTokenizerFast"})
 CPU_TILE = 32
-HUMAN_LENGTH = re.compile(r"(\d+(?:\.\d+)?)([kKmMgG]?)")
+DECIMAL_UNITS = {"k": 10**3, "m": 10**6, "g": 10**9, "t": 10**12}
+BINARY_UNITS = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}
+HUMAN_LENGTH = re.compile(r"(\d+(?:\.\d+)?)([kKmMgGtT])")
 
 
 @dataclass
@@ -230,18 +232,32 @@ def _memory(spec: LaunchSpec, found: Checked) -> None:
         fixes=("--gpu-memory-utilization 0.9",)))
 
 
+class LengthError(ValueError):
+    """--max-model-len's parser refuses the value (what it says, in vLLM's words)."""
+
+
 def requested_length(raw: str | None) -> int | None:
-    """--max-model-len as vLLM reads it (`32k` = 32,000, `32K` = 32,768); None: unset, `auto`,
-    -1 or not a length."""
-    if raw is None or raw in ("auto", "-1"):
+    """--max-model-len as vLLM 0.32.0's parser reads it (utils/argparse_utils.py): `32k` is
+    32,000, `25.6k` 25,600, `32K` 32,768 (a binary suffix takes no decimals); None: unset,
+    `auto` or -1. Raises LengthError for a value the parser refuses."""
+    if raw is None:
         return None
-    found = HUMAN_LENGTH.fullmatch(raw.strip())
-    if found is None:
+    value = raw.strip()
+    if value == "-1" or value.lower() == "auto":
         return None
-    number, unit = float(found.group(1)), found.group(2)
-    scale = {"": 1, "k": 10**3, "m": 10**6, "g": 10**9, "K": 1 << 10, "M": 1 << 20,
-             "G": 1 << 30}[unit]
-    return int(number * scale)
+    found = HUMAN_LENGTH.fullmatch(value)
+    if found is not None:
+        number, unit = found.groups()
+        if unit.islower():
+            return int(float(number) * DECIMAL_UNITS[unit])
+        if "." in number:
+            raise LengthError(f"Decimals are not allowed with binary suffixes like {unit}. "
+                              f"Did you mean to use {number}{unit.lower()} instead?")
+        return int(number) * BINARY_UNITS[unit]
+    try:
+        return int(value)
+    except ValueError as exc:
+        raise LengthError(f"invalid human_readable_int_or_auto value: {raw!r}") from exc
 
 
 def derived_length(text: Mapping[str, Any]) -> tuple[int, str] | None:
@@ -267,7 +283,16 @@ def derived_length(text: Mapping[str, Any]) -> tuple[int, str] | None:
 def _length(spec: LaunchSpec, env: Mapping[str, str], text: Mapping[str, Any],
             found: Checked) -> None:
     raw = spec.value("--max-model-len")
-    wanted = requested_length(raw)
+    try:
+        wanted = requested_length(raw)
+    except LengthError as exc:
+        found.certain.append(PreflightProblem(
+            "invalid_argument", "--max-model-len is not a length vLLM's parser reads",
+            f"--max-model-len {raw}: {exc}", stage=STAGE_ARGUMENTS,
+            message=f"vllm serve: error: argument --max-model-len: {exc}",
+            signature="config.invalid_argument", evidence=(f"--max-model-len {raw}",),
+            fixes=("a whole number of tokens, or 32k (32,000) / 32K (32,768)",)))
+        return
     derived = derived_length(text)
     if wanted is None or derived is None or wanted <= derived[0]:
         return
