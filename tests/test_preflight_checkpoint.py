@@ -332,3 +332,17 @@ def test_a_configuration_only_copy_is_a_maybe_not_a_refusal() -> None:
     assert body["problems"] == [] and done.returncode == 0
     assert [p["kind"] for p in body["uncertain"]] == ["tokenizer_missing", "shard_missing"]
     assert "a copy of the configuration only?" in body["uncertain"][1]["reason"]
+
+
+def test_tensors_of_a_layer_the_config_does_not_have(tmp_path: Path) -> None:
+    """Found by running the real vLLM 0.32.0 on held-out cases: a checkpoint with a third
+    layer under a config of two fails ("There is no module or parameter named 'layers.2'");
+    a tied checkpoint that still carries lm_head starts, and DeepSeek's MTP layer beyond
+    num_hidden_layers is the draft's, not an error."""
+    tensors = llama_tensors({**TINY_LLAMA, "num_hidden_layers": 3})
+    (problem,) = judge(model_dir(tmp_path / "extra", TINY_LLAMA, tensors)).certain
+    assert problem.kind == "weight_unexpected" and problem.config["layers"] == [2]
+    assert "named 'layers.2'" in problem.message
+    tied = judge(model_dir(tmp_path / "tied", {**TINY_LLAMA, "tie_word_embeddings": True}))
+    assert tied.certain == []
+    assert judge(model_dir(tmp_path / "mtp", DEEPSEEK_V3, deepseek_tensors())).certain == []

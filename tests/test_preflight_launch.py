@@ -228,3 +228,15 @@ def test_the_speculative_method_against_the_releases(llama: Path, method: str, v
         assert ("speculative_method_unknown" in kinds(body, key)) is (key == kind)
     if method == "dflash":
         assert "(it is a method of 0." in body["problems"][0]["reason"]
+
+
+@pytest.mark.parametrize("flags", ["--max_model_len 1k", "--max-model 1k",
+                                   "--max-model-len=1k", "--gpu_memory_utilization 0",
+                                   "--gpu-memory 0"])
+def test_a_flag_is_read_as_the_releases_parser_reads_its_spelling(llama: Path,
+                                                                  flags: str) -> None:
+    """Found by running the real vLLM 0.32.0 on held-out cases: it takes `--max_model_len`
+    and the unique prefix `--max-model` for `--max-model-len` and fails on the value, which
+    preflight let pass."""
+    assert kinds(check(llama, flags)) in (["max_model_len"], ["invalid_argument"])
+    assert check(llama, flags.replace("1k", "256").replace(" 0", " 0.5"))["problems"] == []

@@ -13,7 +13,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from logwatch.core.checkpoint.families import Expected, expected, family
+from logwatch.core.checkpoint.families import Expected, expected, extra_layer, family
 from logwatch.core.checkpoint.files import FLOAT_DTYPES, CheckpointFiles, Tensor
 from logwatch.core.checkpoint.layouts import (
     AWQ_METHODS,
@@ -132,6 +132,10 @@ def _shapes(files: CheckpointFiles, quant: QuantFacts | None, release: Release |
     mismatched: list[_Mismatch] = []
     unpacked: list[str] = []
     modules: set[str] = set()
+    extra = sorted((index, name) for name in files.tensors
+                   if (index := extra_layer(files.config, name)) is not None)
+    if extra:
+        found.certain.append(_extra_problem(files, extra))
     for name, tensor in files.tensors.items():
         module, _, suffix = name.rpartition(".")
         if suffix in PACKED_SUFFIXES:
@@ -214,6 +218,22 @@ def _cut_problem(files: CheckpointFiles, cut: list[_Mismatch]) -> PreflightProbl
         "starts, and answers wrongly if the config is the one that is off",
         **_listed(files, cut), config={"cut": len(cut)},
         fixes=("use the config.json the weights were saved with",))
+
+
+def _extra_problem(files: CheckpointFiles, extra: list[tuple[int, str]]) -> PreflightProblem:
+    index, name = extra[0]
+    layers = sorted({i for i, _ in extra})
+    shown = ", ".join(map(str, layers[:SHOWN])) + (" ..." if len(layers) > SHOWN else "")
+    return PreflightProblem(
+        "weight_unexpected", "tensors of layers config.json does not have",
+        f"the checkpoint holds {len(extra)} tensor(s) of layer(s) {shown}, beyond "
+        f"config.json's num_hidden_layers {(files.config or {}).get('num_hidden_layers')}",
+        stage=STAGE_WEIGHTS, signature="weights.unexpected_param",
+        message=f"ValueError: There is no module or parameter named 'layers.{index}' in the "
+                "model",
+        evidence=(f"{files.tensors[name].file}: {name}", "config.json: num_hidden_layers"),
+        config={"layers": layers[:SHOWN], "tensors": len(extra)},
+        fixes=("use the config.json the weights were saved with (num_hidden_layers)",))
 
 
 def _unpacked_problem(files: CheckpointFiles, method: str, modules: Iterable[str]

@@ -69,6 +69,22 @@ class ConfigShapeError(ValueError):
     """config.json lacks a size the family's shapes need."""
 
 
+# families whose models build no decoder layer beyond num_hidden_layers (DeepSeek V3 and
+# GLM-4 MoE keep their MTP layers there, which the main model skips)
+NO_EXTRA_LAYERS = LLAMA_LIKE | QWEN_MOE | GLM
+
+
+def extra_layer(config: dict[str, Any], name: str) -> int | None:
+    """The layer index of a tensor under a decoder layer the model does not build (vLLM has
+    no parameter for it: "There is no module or parameter named 'layers.N'"), else None."""
+    found = _LAYER.match(name)
+    layers = config.get("num_hidden_layers")
+    if found is None or family(config) not in NO_EXTRA_LAYERS or not isinstance(layers, int):
+        return None
+    index = int(found.group(1))
+    return index if index >= layers else None
+
+
 def family(config: dict[str, Any]) -> str | None:
     """The family of a config.json (its text config's model_type), when one is described."""
     model_type = config.get("model_type")

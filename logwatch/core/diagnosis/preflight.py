@@ -25,10 +25,10 @@ from logwatch.core.diagnosis.latent import LATENT_FP4, LATENT_MARLIN, LATENT_MTP
 from logwatch.core.diagnosis.launch_checks import chat_template_problem, launch_problems
 from logwatch.core.diagnosis.model import Diagnosis
 from logwatch.core.diagnosis.mtp_coverage import snapshot_release
-from logwatch.core.quant.ignore_rules import parse_release, release_text
+from logwatch.core.quant.ignore_rules import Release, parse_release, release_text
 from logwatch.core.snapshot.argv import ArgvError, LaunchSpec, Option, parse_launch
 from logwatch.core.snapshot.model import Snapshot
-from logwatch.core.snapshot.vllm_cli import CliVocabulary, unknown_names
+from logwatch.core.snapshot.vllm_cli import CliVocabulary, canonical_flag, unknown_names
 
 UNKNOWN_FLAG, UNKNOWN_ENV = "unknown_flag", "unknown_env"
 # what huggingface_hub accepts as a repo id: a name, or a namespace and a name
@@ -80,6 +80,9 @@ def predict(snapshot: Snapshot, vocab: CliVocabulary | None,
         uncertain += found.uncertain
         notes += found.notes
         spec = _launch(snapshot)
+        if spec is not None:  # each flag as the release's parser reads its spelling
+            known = _release_flags(vocab, parse_release(snapshot.vllm_version))
+            spec = spec.with_flags_as(lambda flag: canonical_flag(flag, known))
         if spec is not None and checkpoint.config is not None:
             checked = launch_problems(spec, snapshot.env, checkpoint,
                                       snapshot.model.quant if snapshot.model else None,
@@ -163,6 +166,13 @@ def model_missing(snapshot: Snapshot, certain: list[PreflightProblem],
         evidence=(f"--model {served}",),
         fixes=("point --model at the checkpoint's directory (mounted where vLLM runs)",))
     (certain if not_an_id or offline else uncertain).append(problem)
+
+
+def _release_flags(vocab: CliVocabulary | None, release: Release | None) -> frozenset[str]:
+    """The release's flags (none known: only underscores are read as dashes)."""
+    if vocab is None or release is None or not vocab.covers(release):
+        return frozenset()
+    return vocab.flags_at(release)
 
 
 def _launch(snapshot: Snapshot) -> LaunchSpec | None:

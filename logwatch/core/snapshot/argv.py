@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import shlex
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -180,6 +181,13 @@ class LaunchSpec:
                 items[index] = path
                 return replace(self, items=tuple(items))
         return self.with_option("--model", path)
+
+    def with_flags_as(self, canonical: Callable[[str], str]) -> LaunchSpec:
+        """A copy whose options are spelled as `canonical` reads them (the way the release's
+        parser reads `--max_model_len` or `--max-model`), values and order kept."""
+        return replace(self, items=tuple(
+            Option(canonical(i.name), i.value, i.joined) if isinstance(i, Option) else i
+            for i in self.items))
 
     def without_option(self, name: str) -> LaunchSpec:
         return replace(self, items=tuple(i for i in self.items

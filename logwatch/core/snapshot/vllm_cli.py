@@ -137,6 +137,17 @@ def flag_accepted(token: str, known: frozenset[str], enable_disable: bool = Fals
     return any(k.startswith(flag) for k in known if k.startswith("--"))  # an abbreviation
 
 
+def canonical_flag(token: str, known: frozenset[str]) -> str:
+    """The flag vLLM's parser takes `token` for: underscores made dashes, and a unique prefix
+    of one of `known`'s long flags completed (`--max-model` is `--max-model-len`); as
+    normalised where it is none of those (an unknown flag, `--a.b`, a short flag)."""
+    flag = normalised_flag(token)
+    if flag in known or not flag.startswith("--") or "." in flag:
+        return flag
+    matches = [k for k in known if k.startswith(flag) and k.startswith("--")]
+    return matches[0] if len(matches) == 1 else flag
+
+
 @dataclass(frozen=True, slots=True)
 class UnknownName:
     name: str  # as written
