@@ -17,14 +17,15 @@ from pathlib import Path
 from logwatch.cli.options import parse_gpu_capability
 from logwatch.core.checkpoint.files import CheckpointFiles
 from logwatch.core.checkpoint.predicted import STAGE_ARGUMENTS, PreflightProblem
-from logwatch.core.diagnosis.preflight import UNKNOWN_FLAG, Prediction, predict
+from logwatch.core.diagnosis.preflight import UNKNOWN_FLAG, NotRead, Prediction, predict
 from logwatch.core.quant.ignore_rules import parse_release
+from logwatch.core.safe_text.redact import redact
 from logwatch.core.safe_text.visible import visible
 from logwatch.core.snapshot.argv import ArgvError, parse_launch
 from logwatch.core.snapshot.model import Snapshot
 from logwatch.core.snapshot.vllm_cli import CliVocabulary
 from logwatch.host.capture import take_snapshot
-from logwatch.host.checkpoint_files import read_checkpoint
+from logwatch.host.checkpoint_files import model_files
 from logwatch.host.vllm_cli_data import DATA_FILE, VocabularyUnreadable
 from logwatch.host.vllm_cli_data import load_vocabulary as read_vocabulary
 from logwatch.host.vllm_parser import ParserVerdict, release_parser
@@ -61,10 +62,10 @@ def load_vocabulary(path: Path = DATA_FILE) -> CliVocabulary:
 
 
 def capture(options: SnapshotOptions, vllm_version: str | None
-            ) -> tuple[Snapshot, CheckpointFiles | None]:
+            ) -> tuple[Snapshot, CheckpointFiles | NotRead | None]:
     """The launch's snapshot, the operator's --vllm-version in force over what was found, and
-    the model directory's files (None: it is not a directory here, which is a prediction of
-    its own, not an error of the operator's)."""
+    the model directory's files (None: nothing is there, which is a prediction of its own,
+    not an error of the operator's; NOT_READ: a file, a GGUF checkpoint, not judged)."""
     if vllm_version is not None and parse_release(vllm_version) is None:
         raise InputError(f"--vllm-version {vllm_version!r}: expected a release like 0.26.0")
     argv, env = split_command(options.cmdline) if options.cmdline else (None, {})
@@ -77,7 +78,7 @@ def capture(options: SnapshotOptions, vllm_version: str | None
     if vllm_version is not None:
         snapshot = replace(snapshot, vllm_version=vllm_version,
                            sources={**snapshot.sources, "vllm_version": "--vllm-version"})
-    checkpoint = read_checkpoint(options.model_dir) if options.model_dir else None
+    checkpoint = model_files(options.model_dir) if options.model_dir else None
     served = snapshot.launch.get("model")
     if checkpoint is None and options.model_dir is not None \
             and Path(options.model_dir) != Path(str(served)):
@@ -98,9 +99,16 @@ def preflight(options: SnapshotOptions, vllm_version: str | None, as_json: bool,
                     **snapshot.sources, "vllm_version": str(vllm_python)})
         prediction = predict(snapshot, load_vocabulary(), checkpoint, os.path.isfile)
         if verdict is not None:
+            verdict = replace(verdict, error=masked(verdict.error,
+                                                    serve_words(options, snapshot)))
             prediction = with_parser(prediction, verdict, vllm_python)
     except InputError as exc:
         print(visible(f"logwatch: preflight: {exc}", lines=True), file=sys.stderr)
+        return EXIT_USAGE
+    except (ArithmeticError, LookupError, TypeError, ValueError, RecursionError) as exc:
+        # an input no rule foresaw: said as such, never a traceback that reads as exit 1
+        print(visible(f"logwatch: preflight: could not judge this launch ({type(exc).__name__}"
+                      f": {str(exc)[:300]})", lines=True), file=sys.stderr)
         return EXIT_USAGE
     if as_json:
         json.dump({"snapshot": snapshot.content_hash(), "vllm_version": snapshot.vllm_version,
@@ -125,13 +133,26 @@ def serve_words(options: SnapshotOptions, snapshot: Snapshot) -> list[str]:
     return words
 
 
+def masked(said: str, words: list[str]) -> str:
+    """vLLM's refusal with every value of the command line long enough to be a secret (8
+    characters) masked, but those it names as an invalid choice: a refusal quotes the words
+    it could not take, and a misspelled `--api-keys sk-...` is one of them. Secrets the
+    patterns know are masked too."""
+    for index, word in enumerate(words[2:], start=2):
+        if len(word) >= 8 and not word.startswith("-") and words[index - 1].startswith("-") \
+                and f"invalid choice: '{word}'" not in said:
+            said = said.replace(word, "***")
+    return redact(said)
+
+
 def with_parser(prediction: Prediction, verdict: ParserVerdict, python: Path | None
                 ) -> Prediction:
     """The release's own parser's verdict in place of the flag names logwatch extracted: it
     is the ground truth for what the command line's arguments are."""
+    said = verdict.error
     if verdict.accepted is None:
         return replace(prediction, notes=(*prediction.notes,
-                                          f"vLLM's own parser not run: {verdict.error}"))
+                                          f"vLLM's own parser not run: {said}"))
     kept = tuple(p for p in prediction.problems if p.kind != UNKNOWN_FLAG)
     if verdict.accepted:
         return replace(prediction, problems=kept, notes=(
@@ -139,8 +160,8 @@ def with_parser(prediction: Prediction, verdict: ParserVerdict, python: Path | N
                                "command line"))
     refused = PreflightProblem(
         "parser_refused", "vLLM's own parser refuses the command line",
-        f"vLLM {verdict.release}'s `vllm serve` parser ({python}): {verdict.error}",
-        stage=STAGE_ARGUMENTS, message=verdict.error, signature="config.invalid_argument",
+        f"vLLM {verdict.release}'s `vllm serve` parser ({python}): {said}",
+        stage=STAGE_ARGUMENTS, message=said, signature="config.invalid_argument",
         evidence=(str(python),), fixes=("correct the argument it names",))
     return replace(prediction, problems=(refused, *kept))
 

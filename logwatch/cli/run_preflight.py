@@ -10,7 +10,7 @@ import os
 from logwatch.cli.output import warn
 from logwatch.core.diagnosis.preflight import NOT_READ, Prediction, predict
 from logwatch.core.snapshot.model import Snapshot
-from logwatch.host.checkpoint_files import read_checkpoint
+from logwatch.host.checkpoint_files import model_files
 from logwatch.host.vllm_cli_data import shipped_vocabulary
 
 MODES = ("off", "warn", "strict")
@@ -22,8 +22,13 @@ def run_preflight(snapshot: Snapshot, mode: str) -> Prediction | None:
     if mode == "off" or not snapshot.launch:
         return None
     served = snapshot.model.path if snapshot.model is not None else snapshot.launch.get("model")
-    files = read_checkpoint(str(served)) if served else NOT_READ
-    prediction = predict(snapshot, shipped_vocabulary(), files, os.path.isfile)
+    try:
+        files = model_files(str(served)) if served else NOT_READ
+        prediction = predict(snapshot, shipped_vocabulary(), files, os.path.isfile)
+    except Exception as exc:  # never the reason vLLM is not started: said, and on it goes
+        warn(f"logwatch run: preflight: could not judge the launch ({type(exc).__name__}: "
+             f"{str(exc)[:200]}); starting it")
+        return None
     for problem in prediction.problems:
         warn(f"logwatch run: preflight: FAIL {problem.title}: {problem.reason}")
     if prediction.problems:

@@ -5,11 +5,14 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
+import stat
 import struct
 from pathlib import Path
 from typing import Any
 
 from logwatch.core.snapshot.model import ModelFacts, model_facts
+from logwatch.host.checkpoint_files import nonblocking_opener, read_regular
 
 MAX_JSON_BYTES = 64 << 20
 MAX_SAFETENSORS_HEADER = 100 << 20
@@ -26,11 +29,11 @@ def _digest(data: bytes) -> str:
 def _read_bytes(path: Path, problems: list[str], digests: Digests) -> bytes | None:
     """A file's content (its digest noted), or None: missing, too large, unreadable."""
     try:
-        if path.stat().st_size > MAX_JSON_BYTES:
-            problems.append(f"{path}: larger than {MAX_JSON_BYTES >> 20} MiB, not read")
-            return None
-        data = path.read_bytes()
+        data = read_regular(path, MAX_JSON_BYTES)
     except FileNotFoundError:
+        return None
+    except ValueError as exc:
+        problems.append(f"{path}: {exc}, not read")
         return None
     except OSError as exc:
         problems.append(f"{path}: cannot read: {exc}")
@@ -49,8 +52,8 @@ def _read_json(path: Path, problems: list[str], digests: Digests) -> dict[str, A
     except json.JSONDecodeError as exc:
         problems.append(f"{path}:{exc.lineno}: invalid JSON: {exc.msg} (column {exc.colno})")
         return None
-    except UnicodeDecodeError as exc:
-        problems.append(f"{path}: cannot read: {exc}")
+    except (ValueError, RecursionError) as exc:  # not UTF-8, nested too deep, huge numbers
+        problems.append(f"{path}: cannot read: {str(exc)[:200] or type(exc).__name__}")
         return None
     if not isinstance(data, dict):
         problems.append(f"{path}: expected a JSON object, got {type(data).__name__}")
@@ -62,17 +65,19 @@ def _safetensors_names(path: Path, problems: list[str], digests: Digests) -> lis
     """Tensor names from a .safetensors header: 8 bytes of length, then JSON. No weights
     (the digest is the header's: names, dtypes, shapes and offsets)."""
     try:
-        with open(path, "rb") as fh:
+        with open(path, "rb", opener=nonblocking_opener) as fh:
+            if not stat.S_ISREG(os.fstat(fh.fileno()).st_mode):
+                raise ValueError("not a regular file")
             head = fh.read(8)
             if len(head) < 8:
                 raise ValueError("file shorter than its header")
             (size,) = struct.unpack("<Q", head)
             if size > MAX_SAFETENSORS_HEADER:
-                raise ValueError(f"header of {size} bytes is implausible")
+                raise ValueError("its header length is implausible: not a safetensors file")
             raw = fh.read(size)
             digests[f"{path.name} (header)"] = _digest(head + raw)
             header = json.loads(raw)
-    except (OSError, ValueError) as exc:
+    except (OSError, ValueError, RecursionError) as exc:
         problems.append(f"{path}: cannot read the safetensors header: {exc}")
         return []
     return [k for k in header if k != "__metadata__"] if isinstance(header, dict) else []

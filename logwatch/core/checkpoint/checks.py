@@ -16,7 +16,6 @@ from typing import Any
 from logwatch.core.checkpoint.families import Expected, expected, extra_layer, family
 from logwatch.core.checkpoint.files import FLOAT_DTYPES, CheckpointFiles, Tensor
 from logwatch.core.checkpoint.layouts import (
-    AWQ_METHODS,
     GPTQ_METHODS,
     PACKED_SUFFIXES,
     bits_of,
@@ -86,6 +85,11 @@ def _files(files: CheckpointFiles, found: Found) -> None:
             fixes=("copy the missing shards (an interrupted download or copy leaves them "
                    "out)",))
         (found.uncertain if every else found.certain).append(problem)
+    for shard, what in files.unreadable:
+        found.uncertain.append(PreflightProblem(
+            "shard_unreadable", "a weight file this user cannot read", f"{shard}: {what}",
+            stage=STAGE_WEIGHTS, evidence=(f"{files.path}/{shard}",),
+            fixes=("make it readable by the user vLLM runs as",)))
     for shard, what in files.damaged:
         found.certain.append(PreflightProblem(
             "shard_damaged", "a weight file cannot be opened", f"{shard}: {what}",
@@ -147,11 +151,14 @@ def _shapes(files: CheckpointFiles, quant: QuantFacts | None, release: Release |
         if want is not None and not want.linear and tensor.shape != want.shape:
             mismatched.append(_Mismatch(name, f"{tensor.dtype} {list(tensor.shape)}", want,
                                         tensor.shape))
+    # vLLM (0.32.0's GPTQ config) takes the quantized layers from the headers when the config
+    # lists none: a layer holding only floats is built unquantized, so only a checkpoint with
+    # no packed layer at all, whose every layer is then built quantized, fails on its weights
+    packed_nowhere = not any(n.endswith(".qweight") for n in files.tensors)
     for module in sorted(modules):
         want = lookup(f"{module}.weight")
         assert want is not None
-        if method in GPTQ_METHODS | AWQ_METHODS and rules is not None \
-                and f"{module}.qweight" not in files.tensors \
+        if method in GPTQ_METHODS and packed_nowhere and rules is not None \
                 and _is_float(files.tensors.get(f"{module}.weight")) \
                 and possible_outcomes(rules, module, release) == {QUANTIZED}:
             unpacked.append(module)

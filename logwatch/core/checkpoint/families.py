@@ -142,7 +142,10 @@ class _Shapes:
         if kind in QWEN_MOE:
             experts = _int(c, "num_experts", 0)
             step = _int(c, "decoder_sparse_step", 1) or 1
-            dense_only = {i for i in c.get("mlp_only_layers") or [] if isinstance(i, int)}
+            listed = c.get("mlp_only_layers")
+            if listed is not None and not isinstance(listed, list):
+                raise ConfigShapeError("mlp_only_layers")
+            dense_only = {i for i in listed or [] if isinstance(i, int)}
             self.experts = experts
             self.moe_inter = _int(c, "moe_intermediate_size")
             self.shared_inter = _int(c, "shared_expert_intermediate_size", 0)

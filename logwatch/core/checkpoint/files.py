@@ -36,6 +36,10 @@ class CheckpointFiles:
     damaged: tuple[tuple[str, str], ...] = ()  # (file, what is wrong) of unreadable shards
     unread: tuple[str, ...] = ()  # what was not read, and why (limits, permissions)
     tokenizer_class: str | None = None  # tokenizer_config.json's, when it names one
+    tokenizer_custom: bool = False  # its auto_map names an AutoTokenizer (remote code)
+    # shards that are there but could not be read here (permissions: vLLM may run as
+    # another user), with why
+    unreadable: tuple[tuple[str, str], ...] = ()
 
     @property
     def configuration_only(self) -> bool:

@@ -27,35 +27,45 @@ class Logical:
     stored: str  # how it is stored, e.g. "I32 [64, 512] (GPTQ 4-bit, 8 a word)"
 
 
-def bits_of(quant_config: Mapping[str, object] | None) -> int:
-    """The weight bit width a quantization_config states (4 when it says none)."""
+def bits_of(quant_config: Mapping[str, object] | None) -> int | None:
+    """The weight bit width a quantization_config states (4 when it says none); None when its
+    layers differ (GPTQ's `dynamic` overrides of `bits`, compressed-tensors groups of several
+    widths): then no packed integer layout is unpacked."""
     if not quant_config:
         return 4
+    dynamic = quant_config.get("dynamic")
+    if isinstance(dynamic, Mapping) and any(
+            isinstance(rule, Mapping) and "bits" in rule for rule in dynamic.values()):
+        return None
     for key in ("bits", "w_bit", "num_bits"):
         value = quant_config.get(key)
         if isinstance(value, int) and value in (2, 3, 4, 8):
             return value
     groups = quant_config.get("config_groups")
+    widths: set[object] = set()
     if isinstance(groups, Mapping):
         for group in groups.values():
             weights = group.get("weights") if isinstance(group, Mapping) else None
-            value = weights.get("num_bits") if isinstance(weights, Mapping) else None
-            if isinstance(value, int) and value in (2, 3, 4, 8):
-                return value
-    return 4
+            widths.add(weights.get("num_bits") if isinstance(weights, Mapping) else None)
+    if len(widths) > 1:
+        return None
+    (value,) = widths or {4}
+    return value if isinstance(value, int) and value in (2, 3, 4, 8) else 4
 
 
 def logical_linear(tensors: Mapping[str, Tensor], module: str, method: str | None,
-                   bits: int) -> Logical | None:
+                   bits: int | None) -> Logical | None:
     """The layer `module`'s (out, in) as its checkpoint tensors store it; None when none of
     them is there or their layout is not one this module knows."""
     return _unpacked(_logical(tensors, module, method, bits))
 
 
 def _logical(tensors: Mapping[str, Tensor], module: str, method: str | None,
-             bits: int) -> Logical | None:
+             bits: int | None) -> Logical | None:
     packed = tensors.get(f"{module}.qweight")
-    if packed is not None and len(packed.shape) == 2 and 32 % bits == 0:
+    if packed is not None:
+        if bits is None or len(packed.shape) != 2 or 32 % bits:
+            return None  # widths differ by layer, or not a layout unpacked here
         per_word = 32 // bits
         rows, cols = packed.shape
         if method in AWQ_METHODS:
@@ -73,7 +83,7 @@ def _logical(tensors: Mapping[str, Tensor], module: str, method: str | None,
         if packed.dtype == "U8":  # NVFP4 / MXFP4: two values a byte
             return Logical((rows, cols * 2), f"{module}.weight_packed",
                            f"U8 {list(packed.shape)} (FP4, 2 a byte)")
-        if packed.dtype == "I32" and 32 % bits == 0:
+        if packed.dtype == "I32" and bits is not None and 32 % bits == 0:
             return Logical((rows, cols * (32 // bits)), f"{module}.weight_packed",
                            f"I32 {list(packed.shape)} ({bits}-bit, {32 // bits} a word)")
         return None

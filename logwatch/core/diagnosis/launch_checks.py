@@ -35,7 +35,6 @@ from logwatch.core.checkpoint.predicted import (
     STAGE_TOKENIZER,
     PreflightProblem,
 )
-from logwatch.core.quant.ignore import merge_overrides
 from logwatch.core.quant.ignore_rules import parse_release, release_ranges, release_text
 from logwatch.core.quant.mtp_layout import text_config
 from logwatch.core.quant.scheme import QuantFacts
@@ -77,12 +76,12 @@ class Checked:
 def launch_problems(spec: LaunchSpec, env: Mapping[str, str], files: CheckpointFiles,
                     quant: QuantFacts | None, vllm_version: str | None,
                     vocab: CliVocabulary | None = None) -> Checked:
-    """What this launch meets with this checkpoint (whose config.json could be read);
-    `vocab`: the releases' registries (None: architectures not judged)."""
+    """What this launch meets with this checkpoint (whose config.json could be read, the
+    launch's --hf-overrides merged into it); `vocab`: the releases' registries (None:
+    architectures not judged)."""
     found = Checked()
     assert files.config is not None
-    config = merge_overrides(files.config, spec.hf_overrides) if spec.hf_overrides \
-        else files.config
+    config = files.config  # with the launch's --hf-overrides merged (preflight.predict)
     text = text_config(config)
     _architecture(spec, config, vocab, vllm_version, found)
     _speculative_method(spec, vocab, vllm_version, found)
@@ -106,6 +105,8 @@ def _architecture(spec: LaunchSpec, config: Mapping[str, Any], vocab: CliVocabul
         return
     assert release is not None
     listed = config.get("architectures")
+    if isinstance(listed, str):  # vLLM's registry reads a name as a list of one
+        listed = [listed]
     names = [str(a) for a in listed] if isinstance(listed, list) else []
     where = f"vLLM {release_text(release)}"
     if not names:
@@ -274,9 +275,12 @@ def derived_length(text: Mapping[str, Any]) -> tuple[int, str] | None:
     if isinstance(scaling, dict) and "gemma3" not in str(text.get("model_type") or ""):
         kind = scaling.get("rope_type") or scaling.get("type")
         factor = scaling.get("factor")
-        if kind not in ROPE_FOLDED and isinstance(factor, int | float) and factor > 0:
+        if kind not in ROPE_FOLDED and isinstance(factor, int | float) \
+                and not isinstance(factor, bool) and 0 < factor < 1e6:
             length = int(length * factor)
             key = f"{key} x rope factor {factor}"
+        elif kind not in ROPE_FOLDED and factor is not None:
+            return None  # a factor vLLM would not take as a length: not judged
     return length, key
 
 
@@ -296,6 +300,9 @@ def _length(spec: LaunchSpec, env: Mapping[str, str], text: Mapping[str, Any],
     derived = derived_length(text)
     if wanted is None or derived is None or wanted <= derived[0]:
         return
+    model_max = text.get("model_max_length")
+    if isinstance(model_max, int) and not isinstance(model_max, bool) and wanted <= model_max:
+        return  # vLLM lets any length up to the config's model_max_length pass
     if env.get("VLLM_ALLOW_LONG_MAX_MODEL_LEN", "").lower() in ("1", "true"):
         return
     length, key = derived
@@ -349,11 +356,13 @@ def chat_template_problem(spec: LaunchSpec, exists: Callable[[str], bool]
                           ) -> PreflightProblem | None:
     """--chat-template that names a file which is not there: vLLM reads a value that looks
     like a path (no `{`, `}` or newline) as a file, then as one of the templates it ships
-    by that name, and fails at start-up when neither opens; with a `/` it cannot be one of
-    those. `exists`: whether a path is a file here (the shell's)."""
+    by that name, and fails at start-up when neither opens. Only an absolute path is judged:
+    a relative one is vLLM's working directory's (a unit's WorkingDirectory=), or one of its
+    templates. `exists`: whether a path is a file here (the shell's)."""
     value = spec.value("--chat-template")
-    if value is None or any(c in value for c in "{}\n") or exists(value) or "/" not in value:
-        return None
+    if value is None or any(c in value for c in "{}\n") or not value.startswith("/") \
+            or exists(value):
+        return None  # a relative path is vLLM's working directory's, or a shipped name
     return PreflightProblem(
         "chat_template_missing", "the chat template file is not there",
         f"--chat-template {value}: no such file here", stage=STAGE_CONFIG,
@@ -373,10 +382,10 @@ def _tokenizer(spec: LaunchSpec, files: CheckpointFiles, config: Mapping[str, An
         found.notes.append(f"tokenizer from --tokenizer {tokenizer}: not checked")
         return
     names = files.names
-    if any(n in names for n in TOKENIZER_FILES) or any(
-            n.startswith("tokenizer.model.v") or n.endswith(".tiktoken") for n in names) \
-            or {"vocab.json", "merges.txt"} <= names:
-        return
+    if files.tokenizer_custom or any(n in names for n in TOKENIZER_FILES) or any(
+            n.startswith("tokenizer.model.v") or n.endswith((".tiktoken", ".model"))
+            for n in names) or {"vocab.json", "merges.txt"} <= names:
+        return  # a vocabulary file, or custom code whose files are its own business
     model_type = str(config.get("model_type") or "")
     klass = files.tokenizer_class
     empty = klass in EMPTY_VOCAB_CLASSES or (klass is None and model_type in ("qwen2",

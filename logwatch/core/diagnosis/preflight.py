@@ -14,8 +14,8 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
-from dataclasses import dataclass
-from typing import Any
+from dataclasses import dataclass, replace
+from typing import Any, TypeVar
 
 from logwatch.core.checkpoint.checks import checkpoint_problems
 from logwatch.core.checkpoint.files import CheckpointFiles
@@ -25,6 +25,7 @@ from logwatch.core.diagnosis.latent import LATENT_FP4, LATENT_MARLIN, LATENT_MTP
 from logwatch.core.diagnosis.launch_checks import chat_template_problem, launch_problems
 from logwatch.core.diagnosis.model import Diagnosis
 from logwatch.core.diagnosis.mtp_coverage import snapshot_release
+from logwatch.core.quant.ignore import merge_overrides
 from logwatch.core.quant.ignore_rules import Release, parse_release, release_text
 from logwatch.core.snapshot.argv import ArgvError, LaunchSpec, Option, parse_launch
 from logwatch.core.snapshot.model import Snapshot
@@ -74,22 +75,31 @@ def predict(snapshot: Snapshot, vocab: CliVocabulary | None,
     if checkpoint is None:
         model_missing(snapshot, certain, uncertain)
     elif not isinstance(checkpoint, NotRead):
-        found = checkpoint_problems(checkpoint, snapshot.model.quant if snapshot.model else None,
-                                    parse_release(snapshot.vllm_version))
-        certain += found.certain
-        uncertain += found.uncertain
-        notes += found.notes
         spec = _launch(snapshot)
         if spec is not None:  # each flag as the release's parser reads its spelling
             known = _release_flags(vocab, parse_release(snapshot.vllm_version))
             spec = spec.with_flags_as(lambda flag: canonical_flag(flag, known))
-        if spec is not None and checkpoint.config is not None:
-            checked = launch_problems(spec, snapshot.env, checkpoint,
-                                      snapshot.model.quant if snapshot.model else None,
-                                      snapshot.vllm_version, vocab)
-            certain += checked.certain
-            uncertain += checked.uncertain
-            notes += checked.notes
+        if spec is not None and spec.hf_overrides and checkpoint.config is not None:
+            # vLLM builds the model from config.json with the overrides merged
+            checkpoint = replace(checkpoint, config=merge_overrides(checkpoint.config,
+                                                                    spec.hf_overrides))
+        quant = snapshot.model.quant if snapshot.model else None
+        files: CheckpointFiles = checkpoint
+        found = _guarded("the checkpoint's files", notes, lambda: checkpoint_problems(
+            files, quant, parse_release(snapshot.vllm_version)))
+        if found is not None:
+            certain += found.certain
+            uncertain += found.uncertain
+            notes += found.notes
+        launch = spec
+        if launch is not None and files.config is not None:
+            checked = _guarded("the command line against config.json", notes,
+                               lambda: launch_problems(launch, snapshot.env, files, quant,
+                                                       snapshot.vllm_version, vocab))
+            if checked is not None:
+                certain += checked.certain
+                uncertain += checked.uncertain
+                notes += checked.notes
         template = chat_template_problem(spec, is_file) if spec and is_file else None
         if template is not None:
             certain.append(template)
@@ -133,6 +143,19 @@ def predict(snapshot: Snapshot, vocab: CliVocabulary | None,
                 else ""))
     return Prediction(tuple(sorted(certain, key=_rank)), tuple(sorted(uncertain, key=_rank)),
                       tuple(notes), kernel_path(snapshot))
+
+
+T = TypeVar("T")
+
+
+def _guarded(what: str, notes: list[str], check: Callable[[], T]) -> T | None:
+    """A check of values read from files: one it cannot take (a value of a type or size no
+    rule foresaw) is said in a note, never a traceback, and judges nothing."""
+    try:
+        return check()
+    except (ArithmeticError, LookupError, TypeError, ValueError, RecursionError) as exc:
+        notes.append(f"{what} not judged: {type(exc).__name__}: {str(exc)[:200]}")
+        return None
 
 
 def cpu_build(version: str | None) -> bool:

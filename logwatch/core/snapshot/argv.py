@@ -108,7 +108,7 @@ class LaunchSpec:
     @property
     def max_model_len(self) -> int | None:
         raw = self.value("--max-model-len")
-        return int(raw) if raw is not None and raw.isdigit() else None
+        return int(raw) if raw is not None and raw.isdigit() and len(raw) <= 18 else None
 
     @property
     def gpu_memory_utilization(self) -> float | None:
@@ -141,8 +141,8 @@ class LaunchSpec:
         for flag, key in SPEC_SHORTHANDS.items():
             raw = self.value(flag)
             if raw is not None:
-                config[key] = int(raw) if key == "num_speculative_tokens" and raw.isdigit() \
-                    else raw
+                counted = key == "num_speculative_tokens" and raw.isdigit() and len(raw) <= 18
+                config[key] = int(raw) if counted else raw
         return config or None
 
     @property
@@ -211,7 +211,7 @@ def _json_flag(raw: str | None) -> dict[str, Any] | None:
         return None
     try:
         value = json.loads(raw)
-    except ValueError:
+    except (ValueError, RecursionError):  # not JSON, nested beyond the parser, huge numbers
         return None
     return value if isinstance(value, dict) else None
 
