@@ -180,12 +180,9 @@ def _dtype(spec: LaunchSpec, config: Mapping[str, Any], text: Mapping[str, Any],
     if raw is None:
         return
     if raw not in DTYPES:
-        found.certain.append(PreflightProblem(
-            "invalid_argument", "--dtype is not one vLLM takes",
-            f"--dtype {raw}: vLLM's parser takes {', '.join(DTYPES)}", stage=STAGE_ARGUMENTS,
-            message=f"vllm serve: error: argument --dtype: invalid choice: '{raw}'",
-            signature="config.invalid_argument", evidence=(f"--dtype {raw}",),
-            fixes=("--dtype bfloat16 (or auto: the checkpoint's own)",)))
+        found.certain.append(argument_error(
+            "--dtype", raw, "is not one vLLM takes", f"vLLM's parser takes {', '.join(DTYPES)}",
+            f"invalid choice: '{raw}'", "--dtype bfloat16 (or auto: the checkpoint's own)"))
         return
     dtype = DTYPES[raw]
     method = quant.method if quant is not None and quant.quantized else None
@@ -210,6 +207,15 @@ def _dtype(spec: LaunchSpec, config: Mapping[str, Any], text: Mapping[str, Any],
             message=f"ValueError: The model type '{model_type}' does not support float16.",
             evidence=(f"--dtype {raw}", f"config.json: model_type ({model_type})"),
             fixes=("--dtype bfloat16",)))
+
+
+def argument_error(flag: str, value: str, title: str, reason: str, said: str, fix: str
+                   ) -> PreflightProblem:
+    """A value the release's argument parser refuses (argparse: exit 2, before any log)."""
+    return PreflightProblem(
+        "invalid_argument", f"{flag} {title}", f"{flag} {value}: {reason}",
+        stage=STAGE_ARGUMENTS, message=f"vllm serve: error: argument {flag}: {said}",
+        signature="config.invalid_argument", evidence=(f"{flag} {value}",), fixes=(fix,))
 
 
 def _memory(spec: LaunchSpec, found: Checked) -> None:
@@ -290,12 +296,9 @@ def _length(spec: LaunchSpec, env: Mapping[str, str], text: Mapping[str, Any],
     try:
         wanted = requested_length(raw)
     except LengthError as exc:
-        found.certain.append(PreflightProblem(
-            "invalid_argument", "--max-model-len is not a length vLLM's parser reads",
-            f"--max-model-len {raw}: {exc}", stage=STAGE_ARGUMENTS,
-            message=f"vllm serve: error: argument --max-model-len: {exc}",
-            signature="config.invalid_argument", evidence=(f"--max-model-len {raw}",),
-            fixes=("a whole number of tokens, or 32k (32,000) / 32K (32,768)",)))
+        found.certain.append(argument_error(
+            "--max-model-len", str(raw), "is not a length vLLM's parser reads", str(exc),
+            str(exc), "a whole number of tokens, or 32k (32,000) / 32K (32,768)"))
         return
     derived = derived_length(text)
     if wanted is None or derived is None or wanted <= derived[0]:
