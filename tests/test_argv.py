@@ -79,3 +79,12 @@ def test_malformed_values_are_problems_not_crashes() -> None:
     assert any("no model given" in p for p in spec.problems)
     with pytest.raises(ArgvError, match="cannot split"):
         parse_launch("vllm serve '/m")
+
+
+def test_a_short_flag_joined_to_its_value() -> None:
+    """argparse takes `-tp=4` as `-tp 4` (a registered option string before `=`): read as
+    tensor-parallel 1 before (found by an adversarial review of preflight), and written back
+    as it was given."""
+    spec = parse_launch(["vllm", "serve", "/m", "-tp=4", "-q=fp8"])
+    assert spec.tensor_parallel_size == 4 and spec.quantization == "fp8"
+    assert spec.argv() == ["vllm", "serve", "/m", "-tp=4", "-q=fp8"]

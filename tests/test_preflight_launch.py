@@ -240,3 +240,7 @@ def test_a_flag_is_read_as_the_releases_parser_reads_its_spelling(llama: Path,
     preflight let pass."""
     assert kinds(check(llama, flags)) in (["max_model_len"], ["invalid_argument"])
     assert check(llama, flags.replace("1k", "256").replace(" 0", " 0.5"))["problems"] == []
+
+
+def test_tensor_parallel_joined_to_its_short_flag(llama: Path) -> None:
+    assert kinds(check(llama, "-tp=3")) == ["tensor_parallel_heads"]

@@ -250,7 +250,8 @@ def parse_launch(argv: list[str] | str) -> LaunchSpec:
     while i < len(argv):
         token = argv[i]
         if token.startswith("-") and token != "-" and not _is_number(token):
-            if "=" in token and token.startswith("--"):
+            if "=" in token and (token.startswith("--")
+                                 or token.partition("=")[0] in SHORT_FLAGS):  # -tp=4 too
                 flag, _, value = token.partition("=")
                 items.append(Option(flag, value, joined=True))
             elif token in BOOLEAN_FLAGS or i + 1 >= len(argv) or (
