@@ -10,7 +10,7 @@ what cannot be judged (a family not described, packing not understood) is judged
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from logwatch.core.checkpoint.families import Expected, expected, extra_layer, family
@@ -21,19 +21,17 @@ from logwatch.core.checkpoint.layouts import (
     bits_of,
     logical_linear,
 )
-from logwatch.core.checkpoint.predicted import STAGE_CONFIG, STAGE_WEIGHTS, PreflightProblem
+from logwatch.core.checkpoint.predicted import (
+    STAGE_CONFIG,
+    STAGE_WEIGHTS,
+    Found,
+    PreflightProblem,
+)
 from logwatch.core.quant.ignore_rules import QUANTIZED, Release
 from logwatch.core.quant.layer_outcome import possible_outcomes
 from logwatch.core.quant.scheme import QuantFacts
 
 SHOWN = 5  # examples listed of a problem that many tensors share
-
-
-@dataclass
-class Found:
-    certain: list[PreflightProblem] = field(default_factory=list)
-    uncertain: list[PreflightProblem] = field(default_factory=list)
-    notes: list[str] = field(default_factory=list)
 
 
 def checkpoint_problems(files: CheckpointFiles, quant: QuantFacts | None,

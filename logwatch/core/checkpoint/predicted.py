@@ -36,3 +36,18 @@ class PreflightProblem:
                 "stage": STAGE_NAMES.get(self.stage, str(self.stage)),
                 "message": self.message, "signature": self.signature,
                 "evidence": list(self.evidence)}
+
+
+@dataclass
+class Found:
+    """What a set of checks predicts: failures for certain, failures that may happen (said
+    as such), and notes of what was not judged and why."""
+
+    certain: list[PreflightProblem] = field(default_factory=list)
+    uncertain: list[PreflightProblem] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+    def extend(self, other: Found) -> None:
+        self.certain += other.certain
+        self.uncertain += other.uncertain
+        self.notes += other.notes

