@@ -171,25 +171,34 @@ def _index(path: Path) -> tuple[dict[str, str], str | None]:
             if isinstance(v, str) and "/" not in v and v not in ("", ".", "..")}, None
 
 
-def read_header(path: Path) -> dict[str, tuple[str, tuple[int, ...]]]:
-    """name -> (dtype, shape) of a .safetensors file, checked against the file's size as the
-    safetensors library checks it when vLLM opens the file (a shard cut short fails there)."""
+def raw_header(path: Path) -> tuple[bytes, bytes, int]:
+    """A .safetensors file's first 8 bytes (the header's length), its header's bytes (as many
+    as the file holds of them) and the file's size. Raises NotRegular for anything but a
+    regular file, HeaderError for a file too short for the length or whose length is beyond
+    the safetensors library's limit (the length itself never said: a symlinked shard may be
+    any file)."""
     with open(path, "rb", opener=nonblocking_opener) as fh:
         info = os.fstat(fh.fileno())
         if not stat.S_ISREG(info.st_mode):
             raise NotRegular("not a regular file")
-        size = info.st_size
         head = fh.read(8)
         if len(head) < 8:
-            raise HeaderError(f"{size} bytes: shorter than a safetensors header")
+            raise HeaderError(f"{info.st_size} bytes: shorter than a safetensors header")
         (length,) = struct.unpack("<Q", head)
         if length > MAX_HEADER_BYTES:
-            raise HeaderError(f"the header length it starts with is more than "
-                              f"{MAX_HEADER_BYTES >> 20} MiB: not a safetensors file")
-        if 8 + length > size:
-            raise HeaderError("the header length it starts with is more than the file holds: "
-                              "cut short, or not a safetensors file")
-        raw = fh.read(length)
+            raise HeaderError(f"the header length it starts with is implausible (more than "
+                              f"{MAX_HEADER_BYTES >> 20} MiB): not a safetensors file")
+        return head, fh.read(length), info.st_size
+
+
+def read_header(path: Path) -> dict[str, tuple[str, tuple[int, ...]]]:
+    """name -> (dtype, shape) of a .safetensors file, checked against the file's size as the
+    safetensors library checks it when vLLM opens the file (a shard cut short fails there)."""
+    head, raw, size = raw_header(path)
+    (length,) = struct.unpack("<Q", head)
+    if 8 + length > size:
+        raise HeaderError("the header length it starts with is more than the file holds: "
+                          "cut short, or not a safetensors file")
     try:
         header = json.loads(raw)
     except (ValueError, RecursionError) as exc:

@@ -5,17 +5,13 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
-import stat
-import struct
 from pathlib import Path
 from typing import Any
 
 from logwatch.core.snapshot.model import ModelFacts, model_facts
-from logwatch.host.checkpoint_files import nonblocking_opener, read_regular
+from logwatch.host.checkpoint_files import raw_header, read_regular
 
 MAX_JSON_BYTES = 64 << 20
-MAX_SAFETENSORS_HEADER = 100 << 20
 # not interpreted, but vLLM reads them: default sampling parameters and the chat template
 HASHED_ONLY = ("generation_config.json", "tokenizer_config.json", "chat_template.jinja",
                "chat_template.json")
@@ -65,19 +61,10 @@ def _safetensors_names(path: Path, problems: list[str], digests: Digests) -> lis
     """Tensor names from a .safetensors header: 8 bytes of length, then JSON. No weights
     (the digest is the header's: names, dtypes, shapes and offsets)."""
     try:
-        with open(path, "rb", opener=nonblocking_opener) as fh:
-            if not stat.S_ISREG(os.fstat(fh.fileno()).st_mode):
-                raise ValueError("not a regular file")
-            head = fh.read(8)
-            if len(head) < 8:
-                raise ValueError("file shorter than its header")
-            (size,) = struct.unpack("<Q", head)
-            if size > MAX_SAFETENSORS_HEADER:
-                raise ValueError("its header length is implausible: not a safetensors file")
-            raw = fh.read(size)
-            digests[f"{path.name} (header)"] = _digest(head + raw)
-            header = json.loads(raw)
-    except (OSError, ValueError, RecursionError) as exc:
+        head, raw, _ = raw_header(path)
+        digests[f"{path.name} (header)"] = _digest(head + raw)
+        header = json.loads(raw)
+    except (OSError, ValueError, RecursionError) as exc:  # HeaderError is a ValueError
         problems.append(f"{path}: cannot read the safetensors header: {exc}")
         return []
     return [k for k in header if k != "__metadata__"] if isinstance(header, dict) else []
