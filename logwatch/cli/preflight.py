@@ -93,14 +93,15 @@ def preflight(options: SnapshotOptions, vllm_version: str | None, as_json: bool,
         snapshot, checkpoint = capture(options, vllm_version)
         verdict = None
         if vllm_python is not None:
-            verdict = release_parser(vllm_python, serve_words(options, snapshot))
+            words = serve_words(options, snapshot)
+            verdict = release_parser(vllm_python, words)
+            # what vLLM refused is quoted: a misspelled --api-keys value would be in it
+            verdict = replace(verdict, error=masked(verdict.error, words))
             if verdict.accepted is not None and vllm_version is None:
                 snapshot = replace(snapshot, vllm_version=verdict.release, sources={
                     **snapshot.sources, "vllm_version": str(vllm_python)})
         prediction = predict(snapshot, load_vocabulary(), checkpoint, os.path.isfile)
         if verdict is not None:
-            verdict = replace(verdict, error=masked(verdict.error,
-                                                    serve_words(options, snapshot)))
             prediction = with_parser(prediction, verdict, vllm_python)
     except InputError as exc:
         print(visible(f"logwatch: preflight: {exc}", lines=True), file=sys.stderr)
