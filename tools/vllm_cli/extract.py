@@ -20,7 +20,7 @@ spellings are not stored: they are derived from these names when a command line 
 from __future__ import annotations
 
 import ast
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 
 ENGINE_ARGS = "vllm/engine/arg_utils.py"
@@ -103,15 +103,25 @@ def dataclass_flags(tree: ast.Module, name: str) -> set[str]:
     return found
 
 
+def assignments(tree: ast.Module) -> Iterator[tuple[str, ast.expr]]:
+    """(name, value) of each module-level assignment to one name (`x = ...`, `x: T = ...`),
+    in order."""
+    for node in tree.body:
+        target: ast.expr
+        if isinstance(node, ast.AnnAssign) and node.value is not None:
+            target, value = node.target, node.value
+        elif isinstance(node, ast.Assign) and len(node.targets) == 1:
+            target, value = node.targets[0], node.value
+        else:
+            continue
+        if isinstance(target, ast.Name):
+            yield target.id, value
+
+
 def env_names(tree: ast.Module) -> frozenset[str]:
     """The string keys of the module-level `environment_variables` dict."""
-    for node in tree.body:
-        target = node.target if isinstance(node, ast.AnnAssign) else (
-            node.targets[0] if isinstance(node, ast.Assign) and len(node.targets) == 1
-            else None)
-        value = node.value if isinstance(node, ast.AnnAssign | ast.Assign) else None
-        if isinstance(target, ast.Name) and target.id == "environment_variables" \
-                and isinstance(value, ast.Dict):
+    for name, value in assignments(tree):
+        if name == "environment_variables" and isinstance(value, ast.Dict):
             return frozenset(k.value for k in value.keys
                              if isinstance(k, ast.Constant) and isinstance(k.value, str))
     raise SourceMissing(f"no environment_variables table in {ENVS}")
@@ -121,17 +131,7 @@ def architectures(tree: ast.Module) -> frozenset[str]:
     """The architecture names the registry serves: the string keys of the tables
     `_VLLM_MODELS` spreads (`**_TEXT_GENERATION_MODELS, ...`), or of every `_*_MODELS` table
     but those of models no longer served in tree."""
-    tables: dict[str, ast.Dict] = {}
-    for node in tree.body:
-        target: ast.expr
-        if isinstance(node, ast.AnnAssign):
-            target, value = node.target, node.value
-        elif isinstance(node, ast.Assign) and len(node.targets) == 1:
-            target, value = node.targets[0], node.value
-        else:
-            continue
-        if isinstance(target, ast.Name) and isinstance(value, ast.Dict):
-            tables[target.id] = value
+    tables = {name: value for name, value in assignments(tree) if isinstance(value, ast.Dict)}
     merged = tables.get("_VLLM_MODELS")
     if merged is not None:
         names = [v.id for k, v in zip(merged.keys, merged.values, strict=True)
@@ -149,14 +149,7 @@ def architectures(tree: ast.Module) -> frozenset[str]:
 def literal_values(tree: ast.Module, name: str) -> frozenset[str]:
     """The strings of the module-level `name = Literal[...]`, the Literal aliases it names
     (of the same module) followed; empty when the module has none."""
-    aliases: dict[str, ast.expr] = {}
-    for node in tree.body:
-        if isinstance(node, ast.Assign) and len(node.targets) == 1 \
-                and isinstance(node.targets[0], ast.Name):
-            aliases[node.targets[0].id] = node.value
-        elif isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name) \
-                and node.value is not None:
-            aliases[node.target.id] = node.value
+    aliases = dict(assignments(tree))
 
     def values(alias: str, seen: frozenset[str]) -> set[str]:
         node = aliases.get(alias)
