@@ -36,6 +36,7 @@ from logwatch.core.checkpoint.predicted import (
     PreflightProblem,
 )
 from logwatch.core.quant.ignore_rules import parse_release, release_ranges, release_text
+from logwatch.core.quant.marlin_split import split_layers
 from logwatch.core.quant.mtp_layout import text_config
 from logwatch.core.quant.scheme import QuantFacts
 from logwatch.core.snapshot.argv import LaunchSpec
@@ -424,10 +425,12 @@ def _cpu(spec: LaunchSpec, text: Mapping[str, Any], quant: QuantFacts | None,
         return
     if quant.scheme not in ("GPTQ", "AWQ", "W4A16"):
         return
-    tp = spec.tensor_parallel_size or 1
-    widths = _linear_widths(text, tp)
-    bad = [(layer, side, n) for layer, sides in widths.items() for side, n in sides.items()
-           if n % CPU_TILE]
+    dims = {k: v for k, v in text.items() if type(v) is int and v > 0}
+    # the dense decoder's (fused) linear layers: the MoE layers run on kernels of their own
+    dense = [layer for layer in split_layers(dims, spec.tensor_parallel_size or 1)
+             if not layer.moe and not layer.name.startswith("shared_expert")]
+    bad = [(layer.name, side, n) for layer in dense
+           for side, n in (("output", layer.n), ("input", layer.k)) if n % CPU_TILE]
     if not bad:
         return
     layer, side, n = bad[0]
@@ -444,21 +447,3 @@ def _cpu(spec: LaunchSpec, text: Mapping[str, Any], quant: QuantFacts | None,
             k for k in ("hidden_size", "intermediate_size", "num_attention_heads",
                         "num_key_value_heads", "head_dim") if k in text)),
         fixes=("serve it on a GPU, or a checkpoint whose widths are multiples of 32",)))
-
-
-def _linear_widths(text: Mapping[str, Any], tp: int) -> dict[str, dict[str, int]]:
-    """The (fused) linear layers' input and output sizes per rank of a dense decoder."""
-    def get(key: str) -> int | None:
-        value = text.get(key)
-        return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 \
-            else None
-    hidden, inter, heads = get("hidden_size"), get("intermediate_size"), \
-        get("num_attention_heads")
-    if hidden is None or inter is None or heads is None:
-        return {}
-    kv = get("num_key_value_heads") or heads
-    head_dim = get("head_dim") or hidden // heads
-    return {"qkv_proj": {"output": (heads + 2 * kv) * head_dim // tp, "input": hidden},
-            "o_proj": {"output": hidden, "input": heads * head_dim // tp},
-            "gate_up_proj": {"output": 2 * inter // tp, "input": hidden},
-            "down_proj": {"output": hidden, "input": inter // tp}}
