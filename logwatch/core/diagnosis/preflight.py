@@ -82,7 +82,7 @@ def predict(snapshot: Snapshot, vocab: CliVocabulary | None,
     found = Found()
     release = parse_release(snapshot.vllm_version)
     if checkpoint is None:
-        model_missing(snapshot, found.certain, found.uncertain)
+        model_missing(snapshot, found)
     elif not isinstance(checkpoint, NotRead):
         spec = _launch(snapshot)
         if spec is not None:  # each flag as the release's parser reads its spelling
@@ -159,8 +159,7 @@ def _rank(problem: PreflightProblem) -> int:
     return problem.stage
 
 
-def model_missing(snapshot: Snapshot, certain: list[PreflightProblem],
-                  uncertain: list[PreflightProblem]) -> None:
+def model_missing(snapshot: Snapshot, found: Found) -> None:
     """The served model is not a directory here: vLLM takes a `--model` that is not a local
     directory for a Hugging Face repo id. One that cannot be a repo id (an absolute path,
     more than one `/`, `..`), or any when the Hub is off (HF_HUB_OFFLINE), fails."""
@@ -179,7 +178,7 @@ def model_missing(snapshot: Snapshot, certain: list[PreflightProblem],
                  f"'namespace/repo_name': '{served}'." if not_an_id else ""),
         evidence=(f"--model {served}",),
         fixes=("point --model at the checkpoint's directory (mounted where vLLM runs)",))
-    (certain if not_an_id or offline else uncertain).append(problem)
+    (found.certain if not_an_id or offline else found.uncertain).append(problem)
 
 
 def _release_flags(vocab: CliVocabulary | None, release: Release | None) -> frozenset[str]:
