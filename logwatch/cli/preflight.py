@@ -17,7 +17,13 @@ from pathlib import Path
 from logwatch.cli.options import parse_gpu_capability
 from logwatch.core.checkpoint.files import CheckpointFiles
 from logwatch.core.checkpoint.predicted import STAGE_ARGUMENTS, PreflightProblem
-from logwatch.core.diagnosis.preflight import UNKNOWN_FLAG, NotRead, Prediction, predict
+from logwatch.core.diagnosis.preflight import (
+    UNFORESEEN,
+    UNKNOWN_FLAG,
+    NotRead,
+    Prediction,
+    predict,
+)
 from logwatch.core.quant.ignore_rules import parse_release
 from logwatch.core.safe_text.redact import redact
 from logwatch.core.safe_text.visible import visible
@@ -106,7 +112,7 @@ def preflight(options: SnapshotOptions, vllm_version: str | None, as_json: bool,
     except InputError as exc:
         print(visible(f"logwatch: preflight: {exc}", lines=True), file=sys.stderr)
         return EXIT_USAGE
-    except (ArithmeticError, LookupError, TypeError, ValueError, RecursionError) as exc:
+    except UNFORESEEN as exc:
         # an input no rule foresaw: said as such, never a traceback that reads as exit 1
         print(visible(f"logwatch: preflight: could not judge this launch ({type(exc).__name__}"
                       f": {str(exc)[:300]})", lines=True), file=sys.stderr)

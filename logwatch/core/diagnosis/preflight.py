@@ -145,12 +145,16 @@ def predict(snapshot: Snapshot, vocab: CliVocabulary | None,
                       kernel_path(snapshot))
 
 
+# what a value of a type or size no rule foresaw raises in a check of files' values
+UNFORESEEN = (ArithmeticError, LookupError, TypeError, ValueError, RecursionError)
+
+
 def _guarded(what: str, found: Found, check: Callable[[], Found]) -> None:
     """A check of values read from files: one it cannot take (a value of a type or size no
     rule foresaw) is said in a note, never a traceback, and judges nothing."""
     try:
         found.extend(check())
-    except (ArithmeticError, LookupError, TypeError, ValueError, RecursionError) as exc:
+    except UNFORESEEN as exc:
         found.notes.append(f"{what} not judged: {type(exc).__name__}: {str(exc)[:200]}")
 
 
